@@ -1,0 +1,47 @@
+# Kadence — the two commands a newcomer needs:
+#   make run    local Kafka broker + every Kadence process (embedded single-node default)
+#   make test   installs everything, starts the broker, runs lint, types and the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: run test deps broker broker-stop broker-status lint typecheck schemas unit clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Kadence needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+deps: $(STAMP)
+
+broker: deps
+	$(BIN)/python -m infra.kafka.kafkactl start
+
+broker-stop: deps
+	$(BIN)/python -m infra.kafka.kafkactl stop
+
+broker-status: deps
+	$(BIN)/python -m infra.kafka.kafkactl status
+
+lint: deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: deps
+	$(BIN)/mypy
+
+schemas: deps
+	$(BIN)/python -m kadence.schemagen check
+
+test: deps broker lint typecheck schemas
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+run: deps
+	$(BIN)/python -m apps.run
+
+clean: broker-stop
+	rm -rf .run .mypy_cache .ruff_cache .pytest_cache .hypothesis

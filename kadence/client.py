@@ -1,0 +1,201 @@
+"""The client SDK: put and delete schedule definitions and send commands, by producing to Kafka.
+
+Everything is validated with the models before it is written, and each call returns only once
+the broker has acknowledged the write (acks=all, idempotent producer), so "accepted" means
+durable. Records go to the partition of the job's routing key (its `concurrency_key` group when
+it has one), the same way every Kadence producer routes them.
+
+    with KadenceClient(KadenceSettings()) as kadence:
+        kadence.put(ScheduleDefinition(...))
+        kadence.send(TriggerNow(...))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from pydantic import ValidationError
+
+from kadence.codec import Codec, describe_validation_error
+from kadence.errors import DeliveryError, InvalidInputError, PayloadTooLargeError, TopicError
+from kadence.headers import TYPE, Headers, headers_for
+from kadence.models import COMMAND_TYPES, Command, ScheduleDefinition, WireModel, job_key
+from kadence.partitioning import partition_for
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the broker stored a record."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+def routing_key(tenant: str, job_id: str, concurrency_key: str | None) -> str:
+    """The key that picks a job's partition; mirrors `ScheduleDefinition.routing_key`."""
+    return f"{tenant}/~{concurrency_key}" if concurrency_key else job_key(tenant, job_id)
+
+
+class KadenceClient:
+    """Writes definitions and commands. Thread-safe for producing; one per process is plenty."""
+
+    def __init__(self, settings: KadenceSettings, codec: Codec | None = None) -> None:
+        self.settings = settings
+        self.topics = Topics(settings)
+        self.codec = codec or Codec()
+        self._producer = Producer(
+            {
+                **settings.kafka_common(),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": int(settings.delivery_timeout_s * 1000),
+            }
+        )
+        self._partitions: dict[str, int] = {}
+
+    # -- the public calls -------------------------------------------------------------------
+
+    def put(self, definition: ScheduleDefinition | Mapping[str, Any]) -> Written:
+        """Create or update a job (a new version of its definition)."""
+        return self.put_many([definition])[0]
+
+    def put_many(
+        self, definitions: Iterable[ScheduleDefinition | Mapping[str, Any]]
+    ) -> list[Written]:
+        """Write many definitions and wait once for all acknowledgements (bulk loads)."""
+        pending = []
+        for item in definitions:
+            definition = self._validated(item)
+            self._check_payload(definition.payload)
+            pending.append(
+                self._produce(
+                    self.topics.schedules, definition.key, definition.routing_key, definition
+                )
+            )
+        return self._await(pending)
+
+    def delete(self, tenant: str, job_id: str, concurrency_key: str | None = None) -> Written:
+        """Delete a job: a tombstone on the schedules topic. Nothing fires after it is applied."""
+        key = job_key(tenant, job_id)
+        slot = self._produce(
+            self.topics.schedules, key, routing_key(tenant, job_id, concurrency_key), None
+        )
+        return self._await([slot])[0]
+
+    def send(self, command: Command, concurrency_key: str | None = None) -> Written:
+        """Send a command (trigger now, backfill, cancel, pause, resume) to the job's scheduler."""
+        if not isinstance(command, COMMAND_TYPES):
+            raise InvalidInputError(
+                f"{type(command).__name__} is not a command", ["command: unknown type"]
+            )
+        payload = getattr(command, "payload", None)
+        if payload:
+            self._check_payload(payload)
+        slot = self._produce(
+            self.topics.commands,
+            command.key,
+            routing_key(command.tenant, command.job_id, concurrency_key),
+            command,
+        )
+        return self._await([slot])[0]
+
+    def close(self) -> None:
+        self._producer.flush(self.settings.delivery_timeout_s)
+
+    def __enter__(self) -> KadenceClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _validated(item: ScheduleDefinition | Mapping[str, Any]) -> ScheduleDefinition:
+        if isinstance(item, ScheduleDefinition):
+            return item
+        try:
+            return ScheduleDefinition.model_validate(item)
+        except ValidationError as exc:
+            errors = describe_validation_error(exc)
+            raise InvalidInputError(
+                "invalid ScheduleDefinition: " + "; ".join(errors), errors
+            ) from exc
+
+    def _check_payload(self, payload: bytes) -> None:
+        limit = self.settings.max_payload_bytes
+        if len(payload) > limit:
+            raise PayloadTooLargeError(
+                f"payload is {len(payload)} bytes; the limit is {limit}",
+                [f"payload: {len(payload)} bytes is over the {limit}-byte limit"],
+            )
+
+    def partitions(self, topic: str) -> int:
+        if topic not in self._partitions:
+            try:
+                meta = self._producer.list_topics(topic, timeout=self.settings.delivery_timeout_s)
+            except KafkaException as exc:
+                raise TopicError(f"cannot read metadata of {topic}: {exc}") from exc
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                raise TopicError(
+                    f"topic {topic} does not exist. Fix: provision the namespace "
+                    f"'{self.settings.namespace}' (`kadence topics` or `make run`)."
+                )
+            self._partitions[topic] = len(info.partitions)
+        return self._partitions[topic]
+
+    def _produce(
+        self, topic: str, key: str, route: str, record: WireModel | None
+    ) -> list[Message | KafkaError | None]:
+        slot: list[Message | KafkaError | None] = [None]
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            slot[0] = err if err is not None else msg
+
+        value = self.codec.encode(record) if record is not None else None
+        headers: Headers = [(TYPE, b"tombstone")]
+        if record is not None:
+            headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
+        self._producer.produce(
+            topic,
+            key=key.encode(),
+            value=value,
+            partition=partition_for(route, self.partitions(topic)),
+            headers=headers,
+            on_delivery=on_delivery,
+        )
+        self._producer.poll(0)
+        return slot
+
+    def _await(self, slots: list[list[Message | KafkaError | None]]) -> list[Written]:
+        remaining = self._producer.flush(self.settings.delivery_timeout_s)
+        out = []
+        for slot in slots:
+            result = slot[0]
+            if result is None:
+                raise DeliveryError(
+                    f"the broker did not acknowledge the write within "
+                    f"{self.settings.delivery_timeout_s:.0f} s ({remaining} records pending). "
+                    f"Is Kafka up at {self.settings.bootstrap_servers}?"
+                )
+            if isinstance(result, KafkaError):
+                raise DeliveryError(f"write failed: {result.str()}")
+            topic, partition, offset = result.topic(), result.partition(), result.offset()
+            if topic is None or partition is None or offset is None:
+                raise DeliveryError("the broker acknowledged a write without its position")
+            out.append(Written(topic, partition, offset))
+        return out

@@ -1,0 +1,142 @@
+"""One representative record of every type: schema history fixtures, docs and kcat recipes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kadence.models import (
+    Backfill,
+    CancelRun,
+    CronSchedule,
+    DeadLetter,
+    DeadLetterReason,
+    Decision,
+    ErrorInfo,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HistoryRecord,
+    HttpTarget,
+    LeaseEvent,
+    LeaseEventKind,
+    OutcomeStatus,
+    PauseJob,
+    Rejected,
+    ResumeJob,
+    RetryPolicy,
+    ScheduleDefinition,
+    TriggerNow,
+    WireModel,
+)
+
+T0 = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)
+_EXEC_ID = "acme/nightly-report@2026-03-29T00:30:00.000Z"
+
+
+def schedule_definition() -> ScheduleDefinition:
+    return ScheduleDefinition(
+        tenant="acme",
+        job_id="nightly-report",
+        version=3,
+        schedule=CronSchedule(expression="30 1 * * *", timezone="Europe/London", spread_s=30),
+        target=HttpTarget(
+            url="https://reports.acme.example/run",
+            headers={"X-Team": "finance"},
+            secret_ref="acme-reports",  # noqa: S106 - a name, not a secret
+        ),
+        payload=b'{"report":"daily"}',
+        retry=RetryPolicy(max_attempts=5),
+        timeout_ms=600_000,
+        concurrency_key="reports",
+        description="Daily finance report at 01:30 London time",
+    )
+
+
+def execution_requested() -> ExecutionRequested:
+    d = schedule_definition()
+    return ExecutionRequested(
+        execution_id=_EXEC_ID,
+        tenant=d.tenant,
+        job_id=d.job_id,
+        definition_version=d.version,
+        nominal_at=T0,
+        due_at=T0.replace(second=17),
+        dispatched_at=T0.replace(second=17),
+        target=d.target,
+        payload=d.payload,
+        timeout_ms=d.timeout_ms,
+        lease_ttl_ms=d.lease_ttl_ms,
+        concurrency_key=d.concurrency_key,
+    )
+
+
+def examples() -> dict[str, WireModel]:
+    """Avro name -> example record, one per record type."""
+    ex = execution_requested()
+    error = ErrorInfo(type="HttpStatus", message="503 Service Unavailable", code="503")
+    common = {"tenant": "acme", "job_id": "nightly-report", "issued_at": T0}
+    records: list[WireModel] = [
+        schedule_definition(),
+        TriggerNow(request_id="req-1", payload=b'{"report":"adhoc"}', **common),
+        Backfill(request_id="req-2", start=T0.replace(day=1), end=T0, **common),
+        CancelRun(request_id="req-3", execution_id=_EXEC_ID, reason="wrong data", **common),
+        PauseJob(request_id="req-4", reason="maintenance", **common),
+        ResumeJob(request_id="req-5", **common),
+        ex,
+        LeaseEvent(
+            execution_id=_EXEC_ID,
+            tenant="acme",
+            job_id="nightly-report",
+            attempt=1,
+            delivery=1,
+            worker_id="worker-1",
+            event=LeaseEventKind.acquired,
+            at=T0.replace(second=18),
+            expires_at=T0.replace(second=48),
+        ),
+        ExecutionOutcome(
+            execution_id=_EXEC_ID,
+            tenant="acme",
+            job_id="nightly-report",
+            attempt=1,
+            delivery=1,
+            worker_id="worker-1",
+            status=OutcomeStatus.failed,
+            retryable=True,
+            error=error,
+            nominal_at=T0,
+            due_at=ex.due_at,
+            started_at=T0.replace(second=18),
+            finished_at=T0.replace(second=19),
+        ),
+        HistoryRecord(
+            tenant="acme",
+            job_id="nightly-report",
+            decision=Decision.retry_scheduled,
+            at=T0.replace(second=19),
+            execution_id=_EXEC_ID,
+            nominal_at=T0,
+            due_at=T0.replace(second=21),
+            attempt=2,
+            reason="503 from target",
+            error=error,
+            details={"backoff_ms": "1840"},
+        ),
+        DeadLetter(
+            execution=ex,
+            reason=DeadLetterReason.retries_exhausted,
+            last_error=error,
+            dead_lettered_at=T0.replace(minute=45),
+        ),
+        Rejected(
+            source_topic="kadence.schedules",
+            partition=3,
+            offset=42,
+            code="garbage_bytes",
+            reason="not a Kadence record",
+            processor="scheduler",
+            rejected_at=T0,
+            original_value=b"\x00\x01garbage",
+            original_headers={"source": "kcat"},
+        ),
+    ]
+    return {type(r).avro_name: r for r in records}

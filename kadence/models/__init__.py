@@ -1,0 +1,98 @@
+"""Pydantic models that mirror the Avro schemas in schemas/ one for one."""
+
+from kadence.models.base import (
+    MAX_PAYLOAD_BYTES,
+    MAX_TIMEOUT_MS,
+    UtcDatetime,
+    WireModel,
+    job_key,
+    split_job_key,
+)
+from kadence.models.commands import (
+    COMMAND_TYPES,
+    Backfill,
+    CancelRun,
+    Command,
+    PauseJob,
+    ResumeJob,
+    TriggerNow,
+)
+from kadence.models.execution import (
+    ErrorInfo,
+    ExecutionOutcome,
+    ExecutionRequested,
+    LeaseEvent,
+    LeaseEventKind,
+    OutcomeStatus,
+    TriggerKind,
+)
+from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
+from kadence.models.schedule import (
+    CronSchedule,
+    DstFoldPolicy,
+    DstGapPolicy,
+    HandlerTarget,
+    HttpTarget,
+    JitterMode,
+    KafkaTarget,
+    MissedRunMode,
+    MissedRunPolicy,
+    OnceSchedule,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleDefinition,
+)
+
+RECORD_TYPES: tuple[type[WireModel], ...] = (
+    ScheduleDefinition,
+    *COMMAND_TYPES,
+    ExecutionRequested,
+    LeaseEvent,
+    ExecutionOutcome,
+    HistoryRecord,
+    DeadLetter,
+    Rejected,
+)
+"""Every top-level record type on Kadence topics; each has schemas/<avro_name>.avsc."""
+
+__all__ = [
+    "COMMAND_TYPES",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_TIMEOUT_MS",
+    "RECORD_TYPES",
+    "Backfill",
+    "CancelRun",
+    "Command",
+    "CronSchedule",
+    "DeadLetter",
+    "DeadLetterReason",
+    "Decision",
+    "DstFoldPolicy",
+    "DstGapPolicy",
+    "ErrorInfo",
+    "ExecutionOutcome",
+    "ExecutionRequested",
+    "HandlerTarget",
+    "HistoryRecord",
+    "HttpTarget",
+    "JitterMode",
+    "KafkaTarget",
+    "LeaseEvent",
+    "LeaseEventKind",
+    "MissedRunMode",
+    "MissedRunPolicy",
+    "OnceSchedule",
+    "OutcomeStatus",
+    "OverlapPolicy",
+    "PauseJob",
+    "Rejected",
+    "ResumeJob",
+    "RetryPolicy",
+    "ScheduleDefinition",
+    "TriggerKind",
+    "TriggerNow",
+    "UtcDatetime",
+    "WireModel",
+    "job_key",
+    "split_job_key",
+]

@@ -1,0 +1,75 @@
+"""Commands on the `commands` topic (keyed `tenant/job_id`), applied by the owning scheduler.
+
+Each command carries the caller's `request_id`: resending a command with the same id is a no-op,
+which is what makes "trigger now" and "backfill" safe to retry.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from kadence.models.base import MAX_PAYLOAD_BYTES, Identifier, UtcDatetime, WireModel, job_key
+
+RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
+
+class _JobCommand(WireModel):
+    tenant: Identifier
+    job_id: Identifier
+    request_id: RequestId
+    """Idempotency key of the command itself."""
+    issued_at: UtcDatetime
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+
+class TriggerNow(_JobCommand):
+    """Run the job once now, outside its schedule; the execution id derives from request_id."""
+
+    avro_name = "TriggerNow"
+    payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] | None = None
+    """Replaces the job's payload for this run only."""
+
+
+class Backfill(_JobCommand):
+    """Fire every occurrence of the schedule with nominal time in [start, end)."""
+
+    avro_name = "Backfill"
+    start: UtcDatetime
+    end: UtcDatetime
+    force: bool = False
+    """Also fire occurrences already dispatched (they keep their execution ids)."""
+    max_occurrences: Annotated[int, Field(ge=1, le=100_000)] = 1_000
+
+    @model_validator(mode="after")
+    def _window(self) -> Backfill:
+        if self.end <= self.start:
+            raise ValueError("end must be after start")
+        return self
+
+
+class CancelRun(_JobCommand):
+    """Stop an in-flight (or pending retry of an) execution."""
+
+    avro_name = "CancelRun"
+    execution_id: Annotated[str, Field(min_length=1, max_length=128)]
+    reason: Annotated[str, Field(max_length=512)] = ""
+
+
+class PauseJob(_JobCommand):
+    """Stop firing until resumed; occurrences in between follow the missed-run policy."""
+
+    avro_name = "PauseJob"
+    reason: Annotated[str, Field(max_length=512)] = ""
+
+
+class ResumeJob(_JobCommand):
+    avro_name = "ResumeJob"
+
+
+Command = TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob
+COMMAND_TYPES: tuple[type[WireModel], ...] = (TriggerNow, Backfill, CancelRun, PauseJob, ResumeJob)

@@ -1,0 +1,118 @@
+"""What flows between the scheduler, the workers and the reaper for one execution."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from kadence.models.base import MAX_PAYLOAD_BYTES, Identifier, UtcDatetime, WireModel, job_key
+from kadence.models.schedule import Target
+
+ExecutionId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class TriggerKind(StrEnum):
+    schedule = "schedule"
+    manual = "manual"
+    backfill = "backfill"
+    catch_up = "catch_up"
+    retry = "retry"
+    redelivery = "redelivery"
+
+
+class ExecutionRequested(WireModel):
+    """Run this occurrence. Keyed by tenant on the executions topic.
+
+    `execution_id` is the idempotency key: every retry and redelivery of the same occurrence
+    carries the same one; `attempt` counts retries after failures, `delivery` counts
+    redeliveries after lost leases.
+    """
+
+    avro_name = "ExecutionRequested"
+
+    execution_id: ExecutionId
+    tenant: Identifier
+    job_id: Identifier
+    definition_version: Annotated[int, Field(ge=1)]
+    attempt: Annotated[int, Field(ge=1)] = 1
+    delivery: Annotated[int, Field(ge=1)] = 1
+    trigger: TriggerKind = TriggerKind.schedule
+    nominal_at: UtcDatetime
+    """The occurrence's identity: the scheduled instant before spread."""
+    due_at: UtcDatetime
+    """Not before this instant (nominal + spread, or the retry time)."""
+    dispatched_at: UtcDatetime
+    target: Target
+    payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
+    content_type: str = "application/json"
+    timeout_ms: Annotated[int, Field(ge=1)]
+    lease_ttl_ms: Annotated[int, Field(ge=1)]
+    concurrency_key: Identifier | None = None
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+
+class LeaseEventKind(StrEnum):
+    acquired = "acquired"
+    renewed = "renewed"
+    released = "released"
+
+
+class LeaseEvent(WireModel):
+    """A worker's claim on one delivery of an execution; renewed every ttl/3, released last."""
+
+    avro_name = "LeaseEvent"
+
+    execution_id: ExecutionId
+    tenant: Identifier
+    job_id: Identifier
+    attempt: Annotated[int, Field(ge=1)]
+    delivery: Annotated[int, Field(ge=1)]
+    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    event: LeaseEventKind
+    at: UtcDatetime
+    expires_at: UtcDatetime
+
+
+class OutcomeStatus(StrEnum):
+    succeeded = "succeeded"
+    failed = "failed"
+    timed_out = "timed_out"
+    cancelled = "cancelled"
+    lease_lost = "lease_lost"
+    """The worker stopped itself because it could not renew its lease in time."""
+
+
+class ErrorInfo(WireModel):
+    type: Annotated[str, Field(max_length=256)]
+    message: Annotated[str, Field(max_length=4096)]
+    code: Annotated[str, Field(max_length=64)] | None = None
+    """e.g. the HTTP status."""
+
+
+class ExecutionOutcome(WireModel):
+    """How one attempt/delivery ended. Written before the lease is released."""
+
+    avro_name = "ExecutionOutcome"
+
+    execution_id: ExecutionId
+    tenant: Identifier
+    job_id: Identifier
+    attempt: Annotated[int, Field(ge=1)]
+    delivery: Annotated[int, Field(ge=1)]
+    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    status: OutcomeStatus
+    retryable: bool = False
+    error: ErrorInfo | None = None
+    nominal_at: UtcDatetime
+    due_at: UtcDatetime
+    started_at: UtcDatetime
+    finished_at: UtcDatetime
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)

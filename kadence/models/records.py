@@ -1,0 +1,91 @@
+"""Records operators read: the per-occurrence decision history, dead letters, rejected input."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from kadence.models.base import Identifier, UtcDatetime, WireModel, job_key
+from kadence.models.execution import ErrorInfo, ExecutionRequested
+
+
+class Decision(StrEnum):
+    """Why something did or did not happen to an occurrence."""
+
+    fired = "fired"
+    succeeded = "succeeded"
+    failed = "failed"
+    retry_scheduled = "retry_scheduled"
+    redelivered = "redelivered"
+    dead_lettered = "dead_lettered"
+    cancelled = "cancelled"
+    skipped_overlap = "skipped_overlap"
+    buffered = "buffered"
+    skipped_paused = "skipped_paused"
+    skipped_dst = "skipped_dst"
+    missed = "missed"
+    circuit_open = "circuit_open"
+    definition_rejected = "definition_rejected"
+
+
+class HistoryRecord(WireModel):
+    """One decision about one occurrence (or about the job when `execution_id` is null)."""
+
+    avro_name = "HistoryRecord"
+
+    tenant: Identifier
+    job_id: Identifier
+    decision: Decision
+    at: UtcDatetime
+    execution_id: str | None = None
+    nominal_at: UtcDatetime | None = None
+    due_at: UtcDatetime | None = None
+    attempt: int | None = None
+    delivery: int | None = None
+    reason: Annotated[str, Field(max_length=2048)] = ""
+    error: ErrorInfo | None = None
+    details: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+
+class DeadLetterReason(StrEnum):
+    retries_exhausted = "retries_exhausted"
+    redelivery_cap = "redelivery_cap"
+    not_retryable = "not_retryable"
+
+
+class DeadLetter(WireModel):
+    """An execution Kadence gave up on, with the payload kept for inspection and replay."""
+
+    avro_name = "DeadLetter"
+
+    execution: ExecutionRequested
+    reason: DeadLetterReason
+    last_error: ErrorInfo | None = None
+    dead_lettered_at: UtcDatetime
+
+    @property
+    def key(self) -> str:
+        return job_key(self.execution.tenant, self.execution.job_id)
+
+
+class Rejected(WireModel):
+    """Input a processor refused, with the original bytes and the reason. Keyed by original key."""
+
+    avro_name = "Rejected"
+
+    source_topic: str
+    partition: int
+    offset: int
+    code: Annotated[str, Field(max_length=64)]
+    """Stable machine-readable reason, e.g. garbage_bytes, invalid_record, stale_version."""
+    reason: Annotated[str, Field(max_length=8192)]
+    processor: str
+    rejected_at: UtcDatetime
+    original_value: bytes | None = None
+    original_headers: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,219 @@
+"""ScheduleDefinition: what to run, when, where, and the policies that govern it.
+
+One record per job version on the compacted `schedules` topic, keyed `tenant/job_id`.
+Validation here is structural (types, ranges, identifiers); the time engine validates the cron
+expression and the zone itself.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from kadence.models.base import (
+    MAX_PAYLOAD_BYTES,
+    MAX_TIMEOUT_MS,
+    Identifier,
+    UtcDatetime,
+    WireModel,
+    job_key,
+)
+
+
+class DstGapPolicy(StrEnum):
+    """What a cron job does when its local time does not exist (clocks spring forward)."""
+
+    shift = "shift"
+    """Fire at the first valid instant after the gap (default)."""
+    skip = "skip"
+    """Do not fire that occurrence; history records it as skipped for DST."""
+
+
+class DstFoldPolicy(StrEnum):
+    """What a cron job does when its local time happens twice (clocks fall back)."""
+
+    auto = "auto"
+    """Fixed-hour jobs fire once (first instant); wildcard/step-hour jobs fire in both (default)."""
+    first = "first"
+    last = "last"
+    both = "both"
+
+
+class OverlapPolicy(StrEnum):
+    """What happens when an occurrence is due while the previous run is still running."""
+
+    skip = "skip"
+    """Do not start it; history records the skip (default, like Temporal's)."""
+    allow = "allow"
+    buffer_one = "buffer_one"
+    buffer_all = "buffer_all"
+    cancel_other = "cancel_other"
+    """Cancel the running execution, then start the new one."""
+
+
+class MissedRunMode(StrEnum):
+    """What to do with occurrences that fell due while the scheduler was down or the job paused."""
+
+    latest_once = "latest_once"
+    """Fire the most recent missed occurrence once, if inside the catch-up window (default)."""
+    all = "all"
+    """Fire every missed occurrence inside the window, up to `max_catch_up`."""
+    none = "none"
+    """Fire nothing; each missed occurrence gets a history record."""
+
+
+class JitterMode(StrEnum):
+    full = "full"
+    """AWS-style full jitter: uniform in [0, backoff] (default)."""
+    none = "none"
+
+
+class CronSchedule(WireModel):
+    """A cron expression evaluated in local time in an IANA zone."""
+
+    kind: Literal["cron"] = "cron"
+    expression: Annotated[str, Field(min_length=1, max_length=256)]
+    """5 fields (minute first), or 6 with seconds first; macros like @hourly; L, W, #, H."""
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    """IANA zone name (e.g. Europe/London). The name is stored, never an offset."""
+    start_at: UtcDatetime | None = None
+    """No occurrence before this instant."""
+    end_at: UtcDatetime | None = None
+    """No occurrence after this instant."""
+    dst_gap: DstGapPolicy = DstGapPolicy.shift
+    dst_fold: DstFoldPolicy = DstFoldPolicy.auto
+    spread_s: Annotated[int, Field(ge=0, le=3600)] = 0
+    """Deterministic forward-only offset window: due = nominal + hash(job key) % spread_s."""
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> CronSchedule:
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        return self
+
+
+class OnceSchedule(WireModel):
+    """A one-off job: run once at an instant."""
+
+    kind: Literal["once"] = "once"
+    run_at: UtcDatetime
+
+
+Schedule = Annotated[CronSchedule | OnceSchedule, Field(discriminator="kind")]
+
+
+_SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
+
+
+class HttpTarget(WireModel):
+    """POST the payload to a webhook. Secrets are referenced by name, never carried inline."""
+
+    kind: Literal["http"] = "http"
+    url: Annotated[str, Field(min_length=1, max_length=2048)]
+    method: Literal["POST", "PUT"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
+    secret_ref: Identifier | None = None
+    """Name of the signing/auth secret held by the workers (never the secret itself)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http:// or https:// URL")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials; use secret_ref")
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secrets(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name in headers:
+            if name.lower() in _SECRET_HEADERS:
+                raise ValueError(
+                    f"header {name!r} carries credentials; put the secret in the worker's secret "
+                    "store and name it with secret_ref"
+                )
+        return headers
+
+
+class KafkaTarget(WireModel):
+    """Produce the execution to a tenant topic; success on the broker's acknowledgement."""
+
+    kind: Literal["kafka"] = "kafka"
+    topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+
+
+class HandlerTarget(WireModel):
+    """Call a Python handler registered by name in the worker process."""
+
+    kind: Literal["handler"] = "handler"
+    name: Identifier
+
+
+Target = Annotated[HttpTarget | KafkaTarget | HandlerTarget, Field(discriminator="kind")]
+
+
+class RetryPolicy(WireModel):
+    """Exponential backoff: delay(n) = min(max_backoff, initial * multiplier**(n-1)), jittered."""
+
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    """Total attempts including the first; 1 means no retry."""
+    initial_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 1_000
+    max_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 300_000
+    multiplier: Annotated[float, Field(ge=1.0, le=10.0)] = 2.0
+    jitter: JitterMode = JitterMode.full
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.max_backoff_ms < self.initial_backoff_ms:
+            raise ValueError("max_backoff_ms must be >= initial_backoff_ms")
+        return self
+
+
+class MissedRunPolicy(WireModel):
+    mode: MissedRunMode = MissedRunMode.latest_once
+    catch_up_window_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000)] = 3_600_000
+    """Occurrences older than this when noticed are missed, whatever the mode."""
+    max_catch_up: Annotated[int, Field(ge=1, le=10_000)] = 100
+    """Upper bound on occurrences fired by `all` after one outage."""
+
+
+class ScheduleDefinition(WireModel):
+    """One version of a job. The latest version per `tenant/job_id` is the job."""
+
+    avro_name = "ScheduleDefinition"
+
+    tenant: Identifier
+    job_id: Identifier
+    version: Annotated[int, Field(ge=1)]
+    """Monotonic per job; a record with a version not above the current one is rejected."""
+    schedule: Schedule
+    target: Target
+    payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
+    content_type: Annotated[str, Field(max_length=128)] = "application/json"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_ms: Annotated[int, Field(ge=1_000, le=MAX_TIMEOUT_MS)] = 300_000
+    """Per-attempt time limit (up to 6 h)."""
+    lease_ttl_ms: Annotated[int, Field(ge=3_000, le=600_000)] = 30_000
+    overlap: OverlapPolicy = OverlapPolicy.skip
+    max_buffered: Annotated[int, Field(ge=1, le=1_000)] = 10
+    """Bound for overlap=buffer_all."""
+    concurrency_key: Identifier | None = None
+    """Jobs sharing a key never run at the same time (and share a partition)."""
+    missed: MissedRunPolicy = Field(default_factory=MissedRunPolicy)
+    paused: bool = False
+    description: Annotated[str, Field(max_length=1024)] = ""
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+    @property
+    def routing_key(self) -> str:
+        """What decides the partition: the mutual-exclusion group if any, else the job key."""
+        return f"{self.tenant}/~{self.concurrency_key}" if self.concurrency_key else self.key

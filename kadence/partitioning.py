@@ -1,0 +1,46 @@
+"""Which partition a key lands on: Kafka's murmur2 partitioner, bit for bit.
+
+Kadence chooses partitions itself (a job with a `concurrency_key` is routed by that key, not
+its record key), so every producer must agree. We use the Java client's default so that Java,
+librdkafka (`partitioner=murmur2_random`) and Kadence land the same key on the same partition.
+"""
+
+from __future__ import annotations
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2) as an unsigned 32-bit int."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    end = length - length % 4
+    for i in range(0, end, 4):
+        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = (h * _M) & _MASK
+        h ^= k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[end + 2] << 16
+    if rest >= 2:
+        h ^= data[end + 1] << 8
+    if rest >= 1:
+        h ^= data[end]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h
+
+
+def partition_for(key: str | bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for `key` among `partitions`."""
+    if partitions < 1:
+        raise ValueError("partitions must be >= 1")
+    data = key.encode() if isinstance(key, str) else key
+    return (murmur2(data) & 0x7FFFFFFF) % partitions

@@ -1,0 +1,51 @@
+"""Settings: built once at an entry point from KADENCE_* variables, frozen, passed down.
+
+Nothing below an entry point reads the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kadence.models.base import MAX_PAYLOAD_BYTES
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+"""The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
+
+
+class KadenceSettings(BaseSettings):
+    """Every knob of a Kadence process. Env: KADENCE_<FIELD>, e.g. KADENCE_NAMESPACE=staging."""
+
+    model_config = SettingsConfigDict(env_prefix="KADENCE_", frozen=True, extra="ignore")
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    """Kafka bootstrap servers, comma separated."""
+    namespace: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "kadence"
+    """Prefix of every topic name: `<namespace>.schedules` ..., so environments can share a
+    cluster and every test gets its own."""
+    partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
+    """Partitions of the job-keyed, co-partitioned topics (schedules, commands, outcomes, ...)."""
+    execution_partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
+    """Partitions of the tenant-keyed executions topic."""
+    replication_factor: Annotated[int, Field(ge=1, le=7)] = 1
+    max_payload_bytes: Annotated[int, Field(ge=0, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
+    client_id: str = "kadence"
+    state_dir: Path = Path(".run/state")
+    """Where processors keep their RocksDB state."""
+    delivery_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
+    """How long the SDK waits for the broker to acknowledge a write."""
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name at least one host:port")
+        return value.strip()
+
+    def kafka_common(self) -> dict[str, str | int | float | bool]:
+        """librdkafka settings every client of this process shares."""
+        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id}

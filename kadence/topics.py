@@ -1,0 +1,275 @@
+"""Every Kadence topic in one place: name, key, partitions, cleanup, retention, record types.
+
+`provision()` creates what is missing and refuses to run against a topic whose partition count
+or cleanup policy differs from what Kadence needs (co-partitioning and compaction are
+correctness properties here, not tuning).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
+
+from kadence.errors import TopicError, TopicMismatchError
+from kadence.models import (
+    COMMAND_TYPES,
+    DeadLetter,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HistoryRecord,
+    LeaseEvent,
+    Rejected,
+    ScheduleDefinition,
+    WireModel,
+)
+from kadence.settings import KadenceSettings
+
+DAY_MS = 86_400_000
+log = logging.getLogger(__name__)
+
+
+class PartitionGroup(StrEnum):
+    """Topics in one group share a partition count (co-partitioning)."""
+
+    jobs = "jobs"
+    executions = "executions"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    suffix: str
+    key: str
+    cleanup: str
+    group: PartitionGroup
+    records: tuple[type[WireModel], ...]
+    retention_ms: int = 7 * DAY_MS
+    min_compaction_lag_ms: int | None = None
+    json_input: bool = False
+    """Humans may write JSON here (kcat -P); Avro is what Kadence itself writes."""
+    purpose: str = ""
+
+    def name(self, namespace: str) -> str:
+        return f"{namespace}.{self.suffix}"
+
+    def config(self) -> dict[str, str]:
+        cfg = {"cleanup.policy": self.cleanup, "retention.ms": str(self.retention_ms)}
+        if self.min_compaction_lag_ms is not None:
+            cfg["min.compaction.lag.ms"] = str(self.min_compaction_lag_ms)
+        return cfg
+
+
+SCHEDULES = TopicSpec(
+    "schedules",
+    "tenant/job_id",
+    "compact",
+    PartitionGroup.jobs,
+    (ScheduleDefinition,),
+    retention_ms=-1,
+    min_compaction_lag_ms=DAY_MS,
+    json_input=True,
+    purpose="job definitions, latest version per job; null value deletes",
+)
+COMMANDS = TopicSpec(
+    "commands",
+    "tenant/job_id",
+    "delete",
+    PartitionGroup.jobs,
+    COMMAND_TYPES,
+    json_input=True,
+    purpose="trigger now, backfill, cancel, pause, resume",
+)
+SCHEDULER_CHANGELOG = TopicSpec(
+    "scheduler-changelog",
+    "tenant/job_id",
+    "compact",
+    PartitionGroup.jobs,
+    (),
+    retention_ms=-1,
+    min_compaction_lag_ms=0,
+    purpose="the scheduler's state store, written inside its transactions",
+)
+EXECUTIONS = TopicSpec(
+    "executions",
+    "tenant",
+    "delete",
+    PartitionGroup.executions,
+    (ExecutionRequested,),
+    purpose="executions to run, drained by the worker group",
+)
+LEASES = TopicSpec(
+    "leases",
+    "execution_id",
+    "delete",
+    PartitionGroup.jobs,
+    (LeaseEvent,),
+    retention_ms=2 * DAY_MS,
+    purpose="worker claims and heartbeats, read by the reaper",
+)
+OUTCOMES = TopicSpec(
+    "outcomes",
+    "tenant/job_id",
+    "delete",
+    PartitionGroup.jobs,
+    (ExecutionOutcome,),
+    purpose="how each attempt ended",
+)
+HISTORY = TopicSpec(
+    "history",
+    "tenant/job_id",
+    "delete",
+    PartitionGroup.jobs,
+    (HistoryRecord,),
+    retention_ms=30 * DAY_MS,
+    purpose="one decision record per occurrence",
+)
+DEAD_LETTER = TopicSpec(
+    "dead-letter",
+    "tenant/job_id",
+    "delete",
+    PartitionGroup.jobs,
+    (DeadLetter,),
+    retention_ms=180 * DAY_MS,
+    purpose="executions given up on, payload kept for replay",
+)
+REJECTED = TopicSpec(
+    "rejected",
+    "original key",
+    "delete",
+    PartitionGroup.jobs,
+    (Rejected,),
+    retention_ms=30 * DAY_MS,
+    purpose="bad input with the reason",
+)
+
+ALL_TOPICS: tuple[TopicSpec, ...] = (
+    SCHEDULES,
+    COMMANDS,
+    SCHEDULER_CHANGELOG,
+    EXECUTIONS,
+    LEASES,
+    OUTCOMES,
+    HISTORY,
+    DEAD_LETTER,
+    REJECTED,
+)
+
+
+def partitions_of(spec: TopicSpec, settings: KadenceSettings) -> int:
+    if spec.group is PartitionGroup.executions:
+        return settings.execution_partitions
+    return settings.partitions
+
+
+class Topics:
+    """Resolved topic names for one namespace."""
+
+    def __init__(self, settings: KadenceSettings) -> None:
+        self.settings = settings
+        ns = settings.namespace
+        self.schedules = SCHEDULES.name(ns)
+        self.commands = COMMANDS.name(ns)
+        self.scheduler_changelog = SCHEDULER_CHANGELOG.name(ns)
+        self.executions = EXECUTIONS.name(ns)
+        self.leases = LEASES.name(ns)
+        self.outcomes = OUTCOMES.name(ns)
+        self.history = HISTORY.name(ns)
+        self.dead_letter = DEAD_LETTER.name(ns)
+        self.rejected = REJECTED.name(ns)
+
+    def spec_of(self, topic: str) -> TopicSpec:
+        for spec in ALL_TOPICS:
+            if spec.name(self.settings.namespace) == topic:
+                return spec
+        raise TopicError(f"{topic!r} is not a Kadence topic in namespace {self.settings.namespace}")
+
+
+def _admin(settings: KadenceSettings) -> AdminClient:
+    return AdminClient({**settings.kafka_common(), "socket.connection.setup.timeout.ms": 5000})
+
+
+def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
+    """Create missing topics; verify existing ones. Returns the names it created."""
+    admin = _admin(settings)
+    try:
+        existing = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise TopicError(
+            f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}. Fix: start the broker "
+            "(`make broker`) or set KADENCE_BOOTSTRAP_SERVERS."
+        ) from exc
+    wanted = {spec.name(settings.namespace): spec for spec in ALL_TOPICS}
+    missing = [
+        NewTopic(
+            name,
+            num_partitions=partitions_of(spec, settings),
+            replication_factor=settings.replication_factor,
+            config=spec.config(),
+        )
+        for name, spec in wanted.items()
+        if name not in existing
+    ]
+    created: list[str] = []
+    if missing:
+        for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():
+            try:
+                future.result()
+                created.append(name)
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise TopicError(f"cannot create topic {name}: {exc}") from exc
+        existing = admin.list_topics(timeout=timeout_s).topics
+    _verify(admin, settings, wanted, existing, timeout_s)
+    if created:
+        log.info("created topics: %s", ", ".join(created))
+    return created
+
+
+def _verify(
+    admin: AdminClient,
+    settings: KadenceSettings,
+    wanted: dict[str, TopicSpec],
+    existing: Mapping[str, object],
+    timeout_s: float,
+) -> None:
+    problems: list[str] = []
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in wanted]
+    configs = admin.describe_configs(resources, request_timeout=timeout_s)
+    for resource, future in configs.items():
+        name = resource.name
+        spec = wanted[name]
+        meta = existing.get(name)
+        have_parts = len(getattr(meta, "partitions", {}))
+        want_parts = partitions_of(spec, settings)
+        if have_parts != want_parts:
+            problems.append(
+                f"{name} has {have_parts} partitions, Kadence needs {want_parts} "
+                f"(co-partitioned with the other '{spec.group}' topics)"
+            )
+        policy = future.result(timeout=timeout_s)["cleanup.policy"].value
+        if set(policy.split(",")) != set(spec.cleanup.split(",")):
+            problems.append(f"{name} has cleanup.policy={policy}, Kadence needs {spec.cleanup}")
+    if problems:
+        raise TopicMismatchError(
+            "existing topics do not match what Kadence needs:\n  - "
+            + "\n  - ".join(problems)
+            + "\nFix: use another KADENCE_NAMESPACE, set KADENCE_PARTITIONS/"
+            "KADENCE_EXECUTION_PARTITIONS to the existing counts, or recreate the topics."
+        )
+
+
+def delete_namespace(settings: KadenceSettings, timeout_s: float = 30.0) -> None:
+    """Delete every topic of the namespace (tests and `kadence topics --delete`)."""
+    admin = _admin(settings)
+    existing = admin.list_topics(timeout=timeout_s).topics
+    names = [s.name(settings.namespace) for s in ALL_TOPICS]
+    present = [n for n in names if n in existing]
+    if present:
+        for future in admin.delete_topics(present, operation_timeout=timeout_s).values():
+            future.result()
