@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from kadence.codec import Codec, SchemaSet, fingerprint
-from kadence.errors import SchemaError
+from kadence.errors import KadenceError, SchemaError
 from kadence.examples import examples
 
 
@@ -40,3 +40,19 @@ def freeze(root: Path) -> list[str]:
         (folder / f"v{version}.bin").write_bytes(data)
         done.append(f"froze {name} v{version} (fingerprint {fp.hex()})")
     return done
+
+
+def compatibility_problems(root: Path) -> list[str]:
+    """Every kept record that the current code cannot read, with the reason (empty = fine)."""
+    codec = Codec(SchemaSet(root))
+    problems = []
+    for bin_path in sorted((root / "history").glob("*/v*.bin")):
+        name = bin_path.parent.name
+        try:
+            record = codec.decode(bin_path.read_bytes())
+        except KadenceError as exc:
+            problems.append(f"{name}/{bin_path.name}: {exc}")
+            continue
+        if type(record).avro_name != name:
+            problems.append(f"{name}/{bin_path.name}: decoded as {type(record).avro_name}")
+    return problems

@@ -143,6 +143,7 @@ def fetch(cfg: BrokerConfig, quiet: bool = False) -> Path:
             "-f",
             str(HERE / "pom.xml"),
             f"-Dkafka.version={cfg.kafka_version}",
+            "-Dstyle.color=never",
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
@@ -153,7 +154,7 @@ def fetch(cfg: BrokerConfig, quiet: bool = False) -> Path:
     )
     if proc.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
         shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        tail = _maven_errors(proc.stdout + proc.stderr)
         raise BrokerError(
             f"Maven could not fetch org.apache.kafka:kafka_2.13:{cfg.kafka_version} "
             f"(exit {proc.returncode}). Maven said:\n{tail}\n"
@@ -167,6 +168,19 @@ def fetch(cfg: BrokerConfig, quiet: bool = False) -> Path:
     if not quiet:
         print(f"kafkactl: fetched in {time.monotonic() - started:.1f} s", flush=True)
     return cfg.libs
+
+
+def _maven_errors(output: str) -> str:
+    """Maven's own error lines, without its boilerplate advice and colour codes."""
+    boilerplate = ("re-run maven", "to see the full stack", "for more information", "[help ")
+    useful = []
+    for raw in output.splitlines():
+        line = raw.replace("\x1b[0m", "").replace("\x1b[1m", "").strip()
+        text = line.removeprefix("[ERROR]").strip()
+        if ("ERROR" in line or "Could not" in line) and text:
+            if not any(text.lower().startswith(b) for b in boilerplate):
+                useful.append(line)
+    return "\n".join(useful[:8]) or output.strip()[-2000:]
 
 
 # --- java ----------------------------------------------------------------------------------
@@ -299,11 +313,13 @@ def _format(cfg: BrokerConfig, java: str) -> None:
         )
 
 
-def start(cfg: BrokerConfig, wait_s: float = 90.0, quiet: bool = False) -> str:
+def start(
+    cfg: BrokerConfig, wait_s: float = 90.0, quiet: bool = False, existing_timeout_s: float = 10.0
+) -> str:
     """Start the broker unless it already runs; return its bootstrap address once it answers."""
     existing = _env("KADENCE_BOOTSTRAP_SERVERS")
     if existing:
-        if not broker_answers(existing, timeout=10):
+        if not broker_answers(existing, timeout=existing_timeout_s):
             raise BrokerError(
                 f"KADENCE_BOOTSTRAP_SERVERS={existing} does not answer a metadata request. Fix: "
                 "start that cluster, or unset the variable to run a local broker."

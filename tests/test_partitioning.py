@@ -1,0 +1,36 @@
+"""Kadence routes records itself; it must agree with Kafka's Java default partitioner."""
+
+from __future__ import annotations
+
+import pytest
+
+from kadence.partitioning import murmur2, partition_for
+
+# Computed with org.apache.kafka.common.utils.Utils.murmur2 from kafka-clients 4.1.2.
+JAVA_MURMUR2 = {
+    b"": 275646681,
+    b"a": -1563381124,
+    b"ab": 316155434,
+    b"abc": 479470107,
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"acme/nightly-report": -608833011,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+}
+
+
+@pytest.mark.parametrize(("data", "signed"), JAVA_MURMUR2.items())
+def test_murmur2_matches_the_java_client(data: bytes, signed: int) -> None:
+    assert murmur2(data) == signed & 0xFFFFFFFF
+
+
+def test_partition_matches_java_to_positive_modulo() -> None:
+    # Utils.toPositive(murmur2(key)) % 12, also from kafka-clients 4.1.2
+    expected = {"": 9, "a": 4, "ab": 2, "abc": 3, "21": 0, "foobar": 6, "acme/nightly-report": 5}
+    assert {k: partition_for(k, 12) for k in expected} == expected
+
+
+def test_partition_count_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="partitions"):
+        partition_for("x", 0)
