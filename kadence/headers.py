@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from kadence.models import DeadLetter, ExecutionOutcome, ExecutionRequested, LeaseEvent, WireModel
@@ -45,8 +45,13 @@ def headers_for(record: WireModel, fingerprint: bytes) -> Headers:
     return out
 
 
-def header_value(headers: Sequence[tuple[str, str | bytes | None]] | None, name: str) -> str | None:
-    for key, value in headers or ():
+def header_value(
+    headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
+    name: str,
+) -> str | None:
+    """The first header `name` as text, from either form confluent-kafka hands out."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    for key, value in pairs:
         if key == name and value is not None:
             return value.decode(errors="replace") if isinstance(value, bytes) else value
     return None

@@ -8,6 +8,7 @@ correctness properties here, not tuning).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -15,6 +16,7 @@ from enum import StrEnum
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._metadata import TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
 from kadence.errors import TopicError, TopicMismatchError
@@ -224,11 +226,24 @@ def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
             except KafkaException as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise TopicError(f"cannot create topic {name}: {exc}") from exc
-        existing = admin.list_topics(timeout=timeout_s).topics
+        existing = _wait_visible(admin, [t.topic for t in missing], timeout_s)
     _verify(admin, settings, wanted, existing, timeout_s)
     if created:
         log.info("created topics: %s", ", ".join(created))
     return created
+
+
+def _wait_visible(
+    admin: AdminClient, names: list[str], timeout_s: float
+) -> dict[str, TopicMetadata]:
+    """Metadata once every new topic shows its partitions (creation is asynchronous)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topics = admin.list_topics(timeout=timeout_s).topics
+        ready = all(n in topics and topics[n].error is None and topics[n].partitions for n in names)
+        if ready or time.monotonic() > deadline:
+            return topics
+        time.sleep(0.1)
 
 
 def _verify(

@@ -58,7 +58,7 @@ def test_no_network_and_no_jars_reports_mavens_own_error(
 
 def test_kafka_home_without_jars_is_refused(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, kafka_home=tmp_path / "not-kafka")
-    with pytest.raises(kafkactl.BrokerError, match="has no libs/kafka_2.13"):
+    with pytest.raises(kafkactl.BrokerError, match=r"has no libs/kafka_2\.13"):
         kafkactl.fetch(cfg, quiet=True)
 
 

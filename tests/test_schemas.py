@@ -6,13 +6,14 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
 
 from kadence.codec import MAGIC, Codec, SchemaSet, fingerprint
 from kadence.examples import examples
-from kadence.models import RECORD_TYPES, ScheduleDefinition
+from kadence.models import RECORD_TYPES, ScheduleDefinition, WireModel
 from kadence.schema_history import compatibility_problems, versions
 from kadence.schemagen import check, schemas_dir
 
@@ -30,7 +31,7 @@ def test_every_record_type_has_a_schema_and_an_example() -> None:
 
 
 @pytest.mark.parametrize("model", RECORD_TYPES, ids=lambda m: m.avro_name)
-def test_current_schema_is_frozen_in_history(model: type) -> None:
+def test_current_schema_is_frozen_in_history(model: type[WireModel]) -> None:
     """A schema change must be released with `schemagen freeze`, which keeps a record it wrote."""
     current = fingerprint(json.loads((ROOT / f"{model.avro_name}.avsc").read_text()))
     kept = [
@@ -53,9 +54,9 @@ def test_latest_kept_bytes_equal_what_the_code_writes_today(name: str) -> None:
     assert Codec().encode(examples()[name]) == kept
 
 
-def _older_schedule_schema() -> dict[str, object]:
+def _older_schedule_schema() -> dict[str, Any]:
     """ScheduleDefinition as an imagined v0 that had no description or concurrency_key."""
-    schema = json.loads((ROOT / "ScheduleDefinition.avsc").read_text())
+    schema: dict[str, Any] = json.loads((ROOT / "ScheduleDefinition.avsc").read_text())
     schema["fields"] = [
         f for f in schema["fields"] if f["name"] not in {"description", "concurrency_key"}
     ]
@@ -102,7 +103,7 @@ def test_an_incompatible_kept_version_is_reported(tmp_path: Path) -> None:
     root = tmp_path / "schemas"
     shutil.copytree(ROOT, root)
     old = _older_schedule_schema()
-    for field in old["fields"]:  # type: ignore[attr-defined]
+    for field in old["fields"]:
         if field["name"] == "version":
             field["type"] = "string"  # current readers need a long: no promotion exists
     folder = root / "history" / "ScheduleDefinition"

@@ -40,5 +40,5 @@ def test_frozen() -> None:
 )
 def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as err:
-        KadenceSettings(**{field: value})
+        KadenceSettings.model_validate({field: value})
     assert err.value.errors()[0]["loc"] == (field,)

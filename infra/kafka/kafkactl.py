@@ -177,9 +177,9 @@ def _maven_errors(output: str) -> str:
     for raw in output.splitlines():
         line = raw.replace("\x1b[0m", "").replace("\x1b[1m", "").strip()
         text = line.removeprefix("[ERROR]").strip()
-        if ("ERROR" in line or "Could not" in line) and text:
-            if not any(text.lower().startswith(b) for b in boilerplate):
-                useful.append(line)
+        relevant = ("ERROR" in line or "Could not" in line) and text
+        if relevant and not any(text.lower().startswith(b) for b in boilerplate):
+            useful.append(line)
     return "\n".join(useful[:8]) or output.strip()[-2000:]
 
 

@@ -67,7 +67,9 @@ def _latest_per_key(settings: KadenceSettings, expect: int) -> dict[bytes, bytes
     assert len(msgs) == expect
     latest: dict[bytes, bytes | None] = {}
     for m in sorted(msgs, key=lambda m: (m.partition(), m.offset())):
-        latest[m.key()] = m.value()
+        key = m.key()
+        assert key is not None
+        latest[key] = m.value()
     return latest
 
 
@@ -81,16 +83,19 @@ def test_schedules_survive_a_broker_restart(own_broker: kafkactl.BrokerConfig, h
     assert kafkactl.start(cfg, quiet=True) == bootstrap  # second start finds it running
     assert kafkactl._read_pid(cfg) == pid
 
-    settings = KadenceSettings(bootstrap_servers=bootstrap, namespace=f"r-{uuid.uuid4().hex[:6]}",
-                               partitions=3, execution_partitions=3)
+    settings = KadenceSettings(
+        bootstrap_servers=bootstrap,
+        namespace=f"r-{uuid.uuid4().hex[:6]}",
+        partitions=3,
+        execution_partitions=3,
+    )
     provision(settings)
     with KadenceClient(settings) as client:
         client.put_many([_job(i, 1) for i in range(30)])
         client.put_many([_job(i, 2) for i in range(0, 30, 3)])  # updates
         client.delete("acme", "job-1")
-    expected = {
-        f"acme/job-{i}".encode(): Codec().encode(_job(i, 2 if i % 3 == 0 else 1))
-        for i in range(30)
+    expected: dict[bytes, bytes | None] = {
+        f"acme/job-{i}".encode(): Codec().encode(_job(i, 2 if i % 3 == 0 else 1)) for i in range(30)
     }
     expected[b"acme/job-1"] = None
     assert _latest_per_key(settings, expect=41) == expected

@@ -28,8 +28,12 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         "KADENCE_EXECUTION_PARTITIONS": "2",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "apps.run"], cwd=REPO, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-m", "apps.run"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     lines: list[str] = []

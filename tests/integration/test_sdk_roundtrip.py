@@ -69,14 +69,17 @@ def test_sdk_avro_round_trip_byte_for_byte(settings: KadenceSettings) -> None:
         assert msg.partition() == partition_for(d.routing_key, settings.partitions)
         assert header_value(msg.headers(), TYPE) == "ScheduleDefinition"
         assert header_value(msg.headers(), TENANT) == d.tenant
-        assert header_value(msg.headers(), SCHEMA) == CODEC.schema_fingerprint(
-            ScheduleDefinition
-        ).hex()
+        assert (
+            header_value(msg.headers(), SCHEMA)
+            == CODEC.schema_fingerprint(ScheduleDefinition).hex()
+        )
     # a tenant's jobs sharing a concurrency key share a partition
     grouped: dict[str, set[int]] = {}
     for d in defs:
         if d.concurrency_key:
-            grouped.setdefault(d.tenant, set()).add(by_key[d.key.encode()].partition())
+            partition = by_key[d.key.encode()].partition()
+            assert partition is not None
+            grouped.setdefault(d.tenant, set()).add(partition)
     assert len(grouped) == 3
     assert all(len(parts) == 1 for parts in grouped.values())
 
@@ -158,14 +161,12 @@ def test_missing_topics_say_how_to_fix(kafka_bootstrap: str) -> None:
 def test_librdkafka_murmur2_partitioner_agrees(settings: KadenceSettings) -> None:
     """A kcat/librdkafka user with partitioner=murmur2 lands keys where Kadence does."""
     topic = Topics(settings).commands
-    producer = Producer(
-        {"bootstrap.servers": settings.bootstrap_servers, "partitioner": "murmur2"}
-    )
+    producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "partitioner": "murmur2"})
     keys = [f"tenant-{i}/job-{i * 7}" for i in range(40)]
     for key in keys:
         producer.produce(topic, key=key.encode(), value=b"{}")
     assert producer.flush(10) == 0
     msgs = read_topic(settings.bootstrap_servers, topic, expect=len(keys))
-    assert {m.key().decode(): m.partition() for m in msgs} == {
+    assert {bytes(m.key() or b"").decode(): m.partition() for m in msgs} == {
         k: partition_for(k, settings.partitions) for k in keys
     }

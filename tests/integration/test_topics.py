@@ -56,7 +56,9 @@ def test_cleanup_policy_mismatch_is_refused(kafka_bootstrap: str) -> None:
     s = _settings(kafka_bootstrap, partitions=2, execution_partitions=2)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     name = SCHEDULES.name(s.namespace)
-    wrong = NewTopic(name, num_partitions=2, replication_factor=1, config={"cleanup.policy": "delete"})
+    wrong = NewTopic(
+        name, num_partitions=2, replication_factor=1, config={"cleanup.policy": "delete"}
+    )
     for f in admin.create_topics([wrong]).values():
         f.result()
     try:
