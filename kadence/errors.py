@@ -74,6 +74,11 @@ class InvalidRecordError(InvalidInputError, DecodeError):
     code = "invalid_record"
 
 
+class InvalidScheduleError(InvalidInputError):
+    """A schedule that cannot be run: malformed cron, unknown zone, bounds out of order, or a
+    spec that never matches. `errors` name the field (`schedule.expression: ...`)."""
+
+
 class PayloadTooLargeError(InvalidInputError):
     """The payload is over the deployment's limit (KADENCE_MAX_PAYLOAD_BYTES)."""
 

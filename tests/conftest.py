@@ -11,12 +11,22 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from infra.kafka import kafkactl
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace, provision
 
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+# `HYPOTHESIS_PROFILE=thorough pytest tests/timeengine` digs ten times deeper than `make test`.
+_SLOW_OK = [HealthCheck.too_slow]
+hypothesis_settings.register_profile("default", deadline=None, suppress_health_check=_SLOW_OK)
+hypothesis_settings.register_profile(
+    "thorough", max_examples=3000, deadline=None, suppress_health_check=_SLOW_OK
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def broker_unavailable(reason: str, in_ci: bool = IN_CI) -> None:

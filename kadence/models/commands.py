@@ -56,7 +56,7 @@ class CancelRun(_JobCommand):
     """Stop an in-flight (or pending retry of an) execution."""
 
     avro_name = "CancelRun"
-    execution_id: Annotated[str, Field(min_length=1, max_length=128)]
+    execution_id: Annotated[str, Field(min_length=1, max_length=400)]
     reason: Annotated[str, Field(max_length=512)] = ""
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from kadence.models.base import MAX_PAYLOAD_BYTES, Identifier, UtcDatetime, WireModel, job_key
 from kadence.models.schedule import Target
 
-ExecutionId = Annotated[str, Field(min_length=1, max_length=128)]
+ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
 
 
 class TriggerKind(StrEnum):

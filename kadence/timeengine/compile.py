@@ -1,0 +1,75 @@
+"""From a ScheduleDefinition's schedule to a CompiledSchedule, validating everything on the way.
+
+Every problem is reported at once, each naming its field: an unknown zone, a malformed or
+never-matching expression, bounds with no occurrence between them, a spread wider than the
+schedule's shortest interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, tzinfo
+
+from kadence.clock import datetime_to_ms
+from kadence.errors import InvalidScheduleError
+from kadence.models import CronSchedule, OnceSchedule
+from kadence.timeengine.cron import CronSpec, parse_cron
+from kadence.timeengine.engine import HORIZON_S, CompiledSchedule, CronRule
+from kadence.timeengine.spread import spread_offset_ms
+from kadence.timeengine.zones import load_zone
+
+ZoneProvider = Callable[[str], tzinfo]
+SPREAD_PROBE = 100
+_SPREAD_REFERENCE_MS = datetime_to_ms(datetime(2024, 1, 1, tzinfo=UTC))
+
+
+def compile_schedule(
+    schedule: CronSchedule | OnceSchedule,
+    job_key: str,
+    zones: ZoneProvider = load_zone,
+) -> CompiledSchedule:
+    """Validate and compile; raises InvalidScheduleError listing every bad field."""
+    if isinstance(schedule, OnceSchedule):
+        return CompiledSchedule(job_key, UTC, None, once_ms=datetime_to_ms(schedule.run_at))
+    errors: list[str] = []
+    zone: tzinfo | None = None
+    cron: CronSpec | None = None
+    try:
+        zone = zones(schedule.timezone)
+    except InvalidScheduleError as exc:
+        errors.extend(exc.errors)
+    try:
+        cron = parse_cron(schedule.expression, job_key)
+    except InvalidScheduleError as exc:
+        errors.extend(exc.errors)
+    if schedule.start_at and schedule.end_at and schedule.end_at <= schedule.start_at:
+        errors.append("schedule.end_at: must be after start_at")
+    if errors or zone is None or cron is None:
+        raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
+    start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
+    end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
+    rule = CronRule(cron, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms)
+    compiled = CompiledSchedule(
+        job_key, zone, rule, spread_ms=spread_offset_ms(job_key, schedule.spread_s)
+    )
+    if end_ms is not None:
+        origin = start_ms if start_ms is not None else end_ms - HORIZON_S * 1000
+        if compiled.next_after(origin - 1) is None:
+            errors.append("schedule.end_at: no occurrence between start_at and end_at")
+    if schedule.spread_s and not errors:
+        errors.extend(_spread_problems(compiled, schedule.spread_s, start_ms))
+    if errors:
+        raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
+    return compiled
+
+
+def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | None) -> list[str]:
+    """Spread must stay shorter than the gap between occurrences, or they would reorder."""
+    occs = compiled.upcoming(start_ms or _SPREAD_REFERENCE_MS, SPREAD_PROBE)
+    gaps = [b.nominal_ms - a.nominal_ms for a, b in zip(occs, occs[1:], strict=False)]
+    if gaps and spread_s * 1000 >= min(gaps):
+        return [
+            f"schedule.spread_s: {spread_s} s must be shorter than the schedule's shortest "
+            f"interval ({min(gaps) // 1000} s)"
+        ]
+    return []

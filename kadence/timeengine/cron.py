@@ -1,0 +1,167 @@
+"""Cron expressions: parsing, normalising and matching in *local wall-clock* time.
+
+Accepted: 5 fields (minute hour day-of-month month day-of-week); 6 fields with seconds *first*
+(as Quartz and Spring write it); macros (@yearly, @annually, @monthly, @weekly, @daily,
+@midnight, @hourly); `L` (last day of month) and `nW` (nearest weekday) in day-of-month; `d#n`
+(n-th weekday) and `Ld` or `dL` (last weekday d of the month) in day-of-week; Jenkins-style `H`
+hashed fields, hashed from the job key so they are stable per job. Day-of-month and day-of-week
+combine with OR when both are restricted, as in Vixie cron, where a field that starts with `*`
+(`*`, `*/2`) is unrestricted: `0 0 */2 * 1` means odd days that are Mondays, and
+`0 0 1,15 * 1` means the 1st, the 15th and every Monday.
+
+croniter does the matching on naive local times; the engine (engine.py) owns the conversion
+to UTC and the DST policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
+
+from kadence.errors import InvalidScheduleError
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+FIELD = "schedule.expression"
+SEARCH_YEARS = 9
+"""A spec with no match in 9 years never matches (Feb 29 needs up to 8: 2096 -> 2104)."""
+_QUARTZ_LAST_DOW = re.compile(r"^([0-7]|sun|mon|tue|wed|thu|fri|sat)l$")
+_SINGLE_RANGE = re.compile(r"^(\w+)-\1(/\d+)?$")
+"""`5-5`: croniter 7 expands a one-value range to `*` (every value); we rewrite it to `5`."""
+
+
+@dataclass(frozen=True, slots=True)
+class CronSpec:
+    """A validated cron expression, normalised for croniter."""
+
+    expression: str
+    """As the user wrote it."""
+    normalized: str
+    """What croniter evaluates: macros expanded, seconds first, `5L` written `L5`."""
+    has_seconds: bool
+    hash_id: bytes | None
+    """The job key for H fields, or None when the expression has none."""
+    day_or: bool = True
+    """Both day fields restricted: a day matches either (Vixie cron)."""
+
+    @property
+    def hour_field(self) -> str:
+        fields = self.normalized.split()
+        return fields[2] if self.has_seconds else fields[1]
+
+    @property
+    def hour_is_wildcard_or_step(self) -> bool:
+        """Decides the `auto` fold policy: such jobs fire in both copies of a repeated hour."""
+        return "*" in self.hour_field or "/" in self.hour_field
+
+    def next_local(self, after: datetime) -> datetime | None:
+        """First matching local wall time strictly after `after` (naive), within the horizon."""
+        return _next_local(self, after.replace(microsecond=0))
+
+    def matches(self, local: datetime) -> bool:
+        return bool(
+            croniter.match(
+                self.normalized, local, day_or=self.day_or, second_at_beginning=self.has_seconds
+            )
+        )
+
+
+def _normalize(expression: str) -> tuple[str, bool]:
+    text = " ".join(expression.strip().lower().split())
+    if text.startswith("@"):
+        if text not in MACROS:
+            known = ", ".join(sorted(MACROS))
+            raise InvalidScheduleError(
+                f"unknown cron macro {expression!r}",
+                [f"{FIELD}: unknown macro {expression!r} (known: {known})"],
+            )
+        text = MACROS[text]
+    fields = text.split(" ")
+    if len(fields) not in (5, 6):
+        raise InvalidScheduleError(
+            f"cron expression {expression!r} has {len(fields)} fields",
+            [
+                f"{FIELD}: expected 5 fields (minute hour day-of-month month day-of-week) or 6 "
+                f"with seconds first, got {len(fields)} in {expression!r}"
+            ],
+        )
+    fields = [
+        ",".join(
+            m.group(1) if (m := _SINGLE_RANGE.match(part)) else part for part in field.split(",")
+        )
+        for field in fields
+    ]
+    fields[-1] = ",".join(
+        f"l{m.group(1)}" if (m := _QUARTZ_LAST_DOW.match(part)) else part
+        for part in fields[-1].split(",")
+    )
+    return " ".join(fields), len(fields) == 6
+
+
+def parse_cron(expression: str, job_key: str | None = None) -> CronSpec:
+    """Validate `expression`; raise InvalidScheduleError naming schedule.expression if bad."""
+    if not expression or not expression.strip():
+        raise InvalidScheduleError("empty cron expression", [f"{FIELD}: must not be empty"])
+    normalized, has_seconds = _normalize(expression)
+    uses_hash = any(
+        part.startswith("h") for field in normalized.split(" ") for part in field.split(",")
+    )
+    hash_id = (job_key or "no-job-key").encode() if uses_hash else None
+    day_fields = normalized.split(" ")[-3::2]  # day-of-month, day-of-week
+    day_or = not any(f.startswith("*") for f in day_fields)
+    spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or)
+    try:
+        _compile(spec)
+    except (CroniterError, ValueError, KeyError, IndexError) as exc:
+        raise InvalidScheduleError(
+            f"malformed cron expression {expression!r}: {exc}",
+            [f"{FIELD}: malformed cron expression {expression!r} ({exc})"],
+        ) from None
+    probe = datetime(2024, 1, 1)
+    if spec.next_local(probe) is None:
+        raise InvalidScheduleError(
+            f"cron expression {expression!r} never matches",
+            [f"{FIELD}: {expression!r} never matches a real date (e.g. 30 Feb or 31 Apr)"],
+        )
+    return spec
+
+
+def _compile(spec: CronSpec) -> croniter:
+    return croniter(
+        spec.normalized,
+        datetime(2024, 1, 1),
+        hash_id=spec.hash_id,
+        day_or=spec.day_or,
+        second_at_beginning=spec.has_seconds,
+    )
+
+
+@functools.lru_cache(maxsize=200_000)
+def _next_local(spec: CronSpec, after: datetime) -> datetime | None:
+    """Cached per (spec, instant): a burst of jobs sharing an expression walks croniter once."""
+    it = croniter(
+        spec.normalized,
+        after,
+        hash_id=spec.hash_id,
+        day_or=spec.day_or,
+        second_at_beginning=spec.has_seconds,
+        max_years_between_matches=SEARCH_YEARS,
+    )
+    try:
+        found: datetime = it.get_next(datetime)
+    except (CroniterBadDateError, CroniterBadCronError):
+        return None
+    if found - after > timedelta(days=366 * SEARCH_YEARS):
+        return None
+    return found
