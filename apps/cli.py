@@ -1,16 +1,24 @@
-"""The `kadence` command line: provision topics, put and delete jobs (more comes with the API)."""
+"""The `kadence` command line: topics, put and delete jobs, preview schedules."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from kadence.client import KadenceClient
+from kadence.clock import datetime_to_ms
+from kadence.codec import describe_validation_error
 from kadence.errors import InvalidInputError, KadenceError
-from kadence.models import split_job_key
+from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy, split_job_key
 from kadence.settings import KadenceSettings
+from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.preview import preview
 from kadence.topics import ALL_TOPICS, partitions_of, provision
 
 
@@ -51,6 +59,27 @@ def _delete(settings: KadenceSettings, key: str, concurrency_key: str | None) ->
     return 0
 
 
+def _preview(args: argparse.Namespace) -> int:
+    schedule = CronSchedule.model_validate(
+        {
+            "expression": args.expression,
+            "timezone": args.tz,
+            "dst_gap": args.gap,
+            "dst_fold": args.fold,
+            "spread_s": args.spread,
+        }
+    )
+    compiled = compile_schedule(schedule, args.job)
+    after = datetime.fromisoformat(args.after) if args.after else datetime.now(UTC)
+    if after.tzinfo is None:
+        raise InvalidInputError("--after needs an offset", ["after: add Z or +HH:MM"])
+    print(f"{'UTC (nominal)':<26}{'local':<27}{'zone':<7}note")
+    for row in preview(compiled, datetime_to_ms(after), args.n):
+        mark = "" if row.fires else "(not run) "
+        print(f"{row.nominal_utc:<26}{row.local:<27}{row.zone_abbrev:<7}{mark}{row.note}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kadence", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,18 +92,32 @@ def main(argv: list[str] | None = None) -> int:
     delete = sub.add_parser("delete", help="delete a job: tenant/job_id")
     delete.add_argument("job")
     delete.add_argument("--concurrency-key", default=None)
+    prev = sub.add_parser("preview", help="next occurrences of a cron expression, DST explained")
+    prev.add_argument("expression")
+    prev.add_argument("--tz", default="UTC", help="IANA zone (default UTC)")
+    prev.add_argument("--after", default=None, help="ISO instant with offset (default now)")
+    prev.add_argument("-n", type=int, default=10, help="how many firings (default 10)")
+    prev.add_argument("--gap", choices=[p.value for p in DstGapPolicy], default="shift")
+    prev.add_argument("--fold", choices=[p.value for p in DstFoldPolicy], default="auto")
+    prev.add_argument("--spread", type=int, default=0, help="spread window in seconds")
+    prev.add_argument("--job", default="preview/job", help="job key (for H fields and spread)")
     args = parser.parse_args(argv)
+    commands: dict[str, Callable[[], int]] = {
+        "preview": lambda: _preview(args),
+        "topics": lambda: _topics(KadenceSettings(), args.create),
+        "put": lambda: _put(KadenceSettings(), args.file),
+        "delete": lambda: _delete(KadenceSettings(), args.job, args.concurrency_key),
+    }
     try:
-        settings = KadenceSettings()
-        if args.command == "topics":
-            return _topics(settings, args.create)
-        if args.command == "put":
-            return _put(settings, args.file)
-        return _delete(settings, args.job, args.concurrency_key)
+        return commands[args.command]()
     except InvalidInputError as exc:
         print(f"kadence: invalid input: {exc}", file=sys.stderr)
         for err in exc.errors:
             print(f"  - {err}", file=sys.stderr)
+        return 3
+    except ValidationError as exc:
+        errors = describe_validation_error(exc)
+        print(f"kadence: invalid input: {'; '.join(errors)}", file=sys.stderr)
         return 3
     except (KadenceError, ValueError, OSError) as exc:
         print(f"kadence: error: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ schedule's shortest interval.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 
@@ -66,7 +67,7 @@ def compile_schedule(
 def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | None) -> list[str]:
     """Spread must stay shorter than the gap between occurrences, or they would reorder."""
     occs = compiled.upcoming(start_ms or _SPREAD_REFERENCE_MS, SPREAD_PROBE)
-    gaps = [b.nominal_ms - a.nominal_ms for a, b in zip(occs, occs[1:], strict=False)]
+    gaps = [b.nominal_ms - a.nominal_ms for a, b in itertools.pairwise(occs)]
     if gaps and spread_s * 1000 >= min(gaps):
         return [
             f"schedule.spread_s: {spread_s} s must be shorter than the schedule's shortest "

@@ -54,16 +54,9 @@ class CronSpec:
     """The job key for H fields, or None when the expression has none."""
     day_or: bool = True
     """Both day fields restricted: a day matches either (Vixie cron)."""
-
-    @property
-    def hour_field(self) -> str:
-        fields = self.normalized.split()
-        return fields[2] if self.has_seconds else fields[1]
-
-    @property
-    def hour_is_wildcard_or_step(self) -> bool:
-        """Decides the `auto` fold policy: such jobs fire in both copies of a repeated hour."""
-        return "*" in self.hour_field or "/" in self.hour_field
+    hour_is_wildcard_or_step: bool = False
+    """The hour field, as written, has `*` or `/`; decides the `auto` fold policy: such jobs
+    fire in both copies of a repeated hour."""
 
     def next_local(self, after: datetime) -> datetime | None:
         """First matching local wall time strictly after `after` (naive), within the horizon."""
@@ -77,7 +70,8 @@ class CronSpec:
         )
 
 
-def _normalize(expression: str) -> tuple[str, bool]:
+def _normalize(expression: str) -> tuple[str, bool, bool]:
+    """(croniter form, has a seconds field, hour field as written is a wildcard or step)."""
     text = " ".join(expression.strip().lower().split())
     if text.startswith("@"):
         if text not in MACROS:
@@ -96,6 +90,7 @@ def _normalize(expression: str) -> tuple[str, bool]:
                 f"with seconds first, got {len(fields)} in {expression!r}"
             ],
         )
+    hour = fields[2] if len(fields) == 6 else fields[1]
     fields = [
         ",".join(
             m.group(1) if (m := _SINGLE_RANGE.match(part)) else part for part in field.split(",")
@@ -106,21 +101,21 @@ def _normalize(expression: str) -> tuple[str, bool]:
         f"l{m.group(1)}" if (m := _QUARTZ_LAST_DOW.match(part)) else part
         for part in fields[-1].split(",")
     )
-    return " ".join(fields), len(fields) == 6
+    return " ".join(fields), len(fields) == 6, "*" in hour or "/" in hour
 
 
 def parse_cron(expression: str, job_key: str | None = None) -> CronSpec:
     """Validate `expression`; raise InvalidScheduleError naming schedule.expression if bad."""
     if not expression or not expression.strip():
         raise InvalidScheduleError("empty cron expression", [f"{FIELD}: must not be empty"])
-    normalized, has_seconds = _normalize(expression)
+    normalized, has_seconds, hour_wild = _normalize(expression)
     uses_hash = any(
         part.startswith("h") for field in normalized.split(" ") for part in field.split(",")
     )
     hash_id = (job_key or "no-job-key").encode() if uses_hash else None
     day_fields = normalized.split(" ")[-3::2]  # day-of-month, day-of-week
     day_or = not any(f.startswith("*") for f in day_fields)
-    spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or)
+    spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or, hour_wild)
     try:
         _compile(spec)
     except (CroniterError, ValueError, KeyError, IndexError) as exc:

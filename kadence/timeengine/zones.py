@@ -59,7 +59,7 @@ def tzdb_version() -> str:
             if first.startswith("# version"):
                 return first.split()[-1]
     try:
-        import tzdata  # noqa: PLC0415
+        import tzdata  # type: ignore[import-untyped]  # noqa: PLC0415
 
         return str(tzdata.IANA_VERSION)
     except ImportError:  # pragma: no cover - tzdata is a dependency

@@ -19,11 +19,9 @@ NAIVE_EPOCH = datetime(1970, 1, 1)
 @functools.lru_cache(maxsize=4096)
 def _values(field: str, lo: int, hi: int) -> frozenset[int]:
     out: set[int] = set()
-    for part in field.split(","):
-        step = 1
-        if "/" in part:
-            part, step_text = part.split("/")
-            step = int(step_text)
+    for item in field.split(","):
+        part, _, step_text = item.partition("/")
+        step = int(step_text) if step_text else 1
         if part == "*":
             a, b = lo, hi
         elif "-" in part:
@@ -81,6 +79,7 @@ def oracle(
     end_s: int,
     gap: str,
     fold: str,
+    *,
     margin_s: int = 6 * 3600,
 ) -> tuple[list[int], list[datetime]]:
     """Occurrence instants (epoch s) in (start_s, end_s], and wall times skipped by gap=skip."""

@@ -115,7 +115,9 @@ def _check(fields: Fields, w: tuple[zoneinfo.ZoneInfo, int, int], gap: str, fold
     assert got[1] == want[1], "skipped gap occurrences differ"
 
 
-POLICIES = st.tuples(st.sampled_from(["shift", "skip"]), st.sampled_from(["auto", "first", "last", "both"]))
+POLICIES = st.tuples(
+    st.sampled_from(["shift", "skip"]), st.sampled_from(["auto", "first", "last", "both"])
+)
 
 
 @given(fields=FIELDS, w=window(around_s=30 * 3600), policies=POLICIES)

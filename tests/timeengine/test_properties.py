@@ -1,0 +1,91 @@
+"""Properties every schedule must have, whatever the expression, zone, spread and cursor."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kadence.clock import datetime_to_ms
+from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy, OnceSchedule
+from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.spread import spread_offset_ms
+
+from .oracle import Fields
+from .test_oracle import FIELDS, ZONES
+
+CURSORS = st.integers(
+    datetime_to_ms(datetime(1990, 1, 1, tzinfo=UTC)),
+    datetime_to_ms(datetime(2037, 1, 1, tzinfo=UTC)),
+)
+JOBS = st.from_regex(r"[a-z]{1,8}/[a-z0-9-]{1,12}", fullmatch=True)
+
+
+@given(
+    fields=FIELDS,
+    zone=st.sampled_from(ZONES),
+    gap=st.sampled_from(list(DstGapPolicy)),
+    fold=st.sampled_from(list(DstFoldPolicy)),
+    cursor=CURSORS,
+    job=JOBS,
+    spread=st.sampled_from([0, 0, 1, 7, 30]),
+)
+def test_never_early_and_strictly_forward(
+    fields: Fields,
+    zone: str,
+    gap: DstGapPolicy,
+    fold: DstFoldPolicy,
+    cursor: int,
+    job: str,
+    spread: int,
+) -> None:
+    schedule = CronSchedule(expression=fields.expression, timezone=zone, dst_gap=gap, dst_fold=fold)
+    compiled = compile_schedule(schedule, job)
+    if spread:  # spread only where it is shorter than the schedule's shortest interval
+        occs = compiled.upcoming(cursor, 20)
+        gaps = [b.nominal_ms - a.nominal_ms for a, b in itertools.pairwise(occs)]
+        if not gaps or min(gaps) <= spread * 1000:
+            spread = 0
+    compiled = (
+        compile_schedule(schedule.model_copy(update={"spread_s": spread}), job)
+        if spread
+        else compiled
+    )
+    prev_nominal = cursor
+    prev_due = cursor
+    for occ in compiled.upcoming(cursor, 12):
+        assert occ.nominal_ms > prev_nominal  # strictly increasing: no duplicate, no going back
+        assert occ.due_ms >= occ.nominal_ms  # never before its nominal instant
+        assert occ.due_ms > cursor  # never before the cursor
+        assert occ.due_ms - occ.nominal_ms == spread_offset_ms(job, spread)
+        assert occ.due_ms > prev_due  # spread keeps the order
+        prev_nominal, prev_due = occ.nominal_ms, occ.due_ms
+
+
+@given(job=JOBS, spread=st.integers(1, 3600))
+def test_spread_is_deterministic_forward_and_inside_its_window(job: str, spread: int) -> None:
+    offset = spread_offset_ms(job, spread)
+    assert 0 <= offset < spread * 1000
+    assert spread_offset_ms(job, spread) == offset
+
+
+def test_spread_actually_spreads() -> None:
+    offsets = {spread_offset_ms(f"acme/job-{i}", 60) for i in range(1000)}
+    assert len(offsets) > 900  # 1000 midnight jobs land on >900 distinct milliseconds
+    seconds = {o // 1000 for o in offsets}
+    assert seconds == set(range(60))  # and use the whole minute
+
+
+@given(cursor=CURSORS, run_at=CURSORS)
+def test_one_off_fires_once_at_its_instant(cursor: int, run_at: int) -> None:
+    when = datetime.fromtimestamp(run_at / 1000, tz=UTC)
+    compiled = compile_schedule(OnceSchedule(run_at=when), "acme/once")
+    occ = compiled.next_after(cursor)
+    if run_at > cursor:
+        assert occ is not None
+        assert occ.nominal_ms == occ.due_ms == datetime_to_ms(OnceSchedule(run_at=when).run_at)
+        assert compiled.next_after(occ.nominal_ms) is None
+    else:
+        assert occ is None
