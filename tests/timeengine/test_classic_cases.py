@@ -35,8 +35,8 @@ def _run(
     return out
 
 
-def d(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def d(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 # Spring forward: New York 2026-03-08 02:00 EST -> 03:00 EDT; London 2026-03-29 01:00 -> 02:00;
