@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test deps broker broker-stop broker-status lint typecheck schemas unit clean
+.PHONY: run test deps broker broker-stop broker-status lint typecheck schemas clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Kadence needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -45,3 +45,8 @@ run: deps
 
 clean: broker-stop
 	rm -rf .run .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# --- benchmarks (figures go to bench/results/, not into tests) --------------------------------
+.PHONY: bench-time
+bench-time: deps
+	$(BIN)/python -m bench.time_engine

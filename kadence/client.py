@@ -26,6 +26,7 @@ from kadence.headers import TYPE, Headers, headers_for
 from kadence.models import COMMAND_TYPES, Command, ScheduleDefinition, WireModel, job_key
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from kadence.timeengine.compile import compile_schedule
 from kadence.topics import Topics
 
 
@@ -125,15 +126,19 @@ class KadenceClient:
 
     @staticmethod
     def _validated(item: ScheduleDefinition | Mapping[str, Any]) -> ScheduleDefinition:
+        """Model validation, then the time engine's: zone, cron, bounds, spread."""
         if isinstance(item, ScheduleDefinition):
-            return item
-        try:
-            return ScheduleDefinition.model_validate(item)
-        except ValidationError as exc:
-            errors = describe_validation_error(exc)
-            raise InvalidInputError(
-                "invalid ScheduleDefinition: " + "; ".join(errors), errors
-            ) from exc
+            definition = item
+        else:
+            try:
+                definition = ScheduleDefinition.model_validate(item)
+            except ValidationError as exc:
+                errors = describe_validation_error(exc)
+                raise InvalidInputError(
+                    "invalid ScheduleDefinition: " + "; ".join(errors), errors
+                ) from exc
+        compile_schedule(definition.schedule, definition.key)
+        return definition
 
     def _check_payload(self, payload: bytes) -> None:
         limit = self.settings.max_payload_bytes

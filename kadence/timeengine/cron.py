@@ -105,14 +105,24 @@ def _normalize(expression: str) -> tuple[str, bool, bool]:
 
 
 def parse_cron(expression: str, job_key: str | None = None) -> CronSpec:
-    """Validate `expression`; raise InvalidScheduleError naming schedule.expression if bad."""
+    """Validate `expression`; raise InvalidScheduleError naming schedule.expression if bad.
+
+    Cached: a million jobs sharing an expression are parsed and checked once (H fields make
+    the spec per job, so only they include the job key in the cache key).
+    """
     if not expression or not expression.strip():
         raise InvalidScheduleError("empty cron expression", [f"{FIELD}: must not be empty"])
-    normalized, has_seconds, hour_wild = _normalize(expression)
+    normalized, _, _ = _normalize(expression)
     uses_hash = any(
         part.startswith("h") for field in normalized.split(" ") for part in field.split(",")
     )
-    hash_id = (job_key or "no-job-key").encode() if uses_hash else None
+    return _parse(expression, (job_key or "no-job-key") if uses_hash else None)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _parse(expression: str, hash_key: str | None) -> CronSpec:
+    normalized, has_seconds, hour_wild = _normalize(expression)
+    hash_id = hash_key.encode() if hash_key is not None else None
     day_fields = normalized.split(" ")[-3::2]  # day-of-month, day-of-week
     day_or = not any(f.startswith("*") for f in day_fields)
     spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or, hour_wild)
@@ -123,8 +133,7 @@ def parse_cron(expression: str, job_key: str | None = None) -> CronSpec:
             f"malformed cron expression {expression!r}: {exc}",
             [f"{FIELD}: malformed cron expression {expression!r} ({exc})"],
         ) from None
-    probe = datetime(2024, 1, 1)
-    if spec.next_local(probe) is None:
+    if spec.next_local(datetime(2024, 1, 1)) is None:
         raise InvalidScheduleError(
             f"cron expression {expression!r} never matches",
             [f"{FIELD}: {expression!r} never matches a real date (e.g. 30 Feb or 31 Apr)"],
@@ -142,7 +151,7 @@ def _compile(spec: CronSpec) -> croniter:
     )
 
 
-@functools.lru_cache(maxsize=200_000)
+@functools.lru_cache(maxsize=65_536)
 def _next_local(spec: CronSpec, after: datetime) -> datetime | None:
     """Cached per (spec, instant): a burst of jobs sharing an expression walks croniter once."""
     it = croniter(

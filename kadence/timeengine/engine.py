@@ -106,7 +106,7 @@ def fold_instants(zone: tzinfo, wall: datetime) -> tuple[int, int] | None:
     return lo, hi
 
 
-@functools.lru_cache(maxsize=200_000)
+@functools.lru_cache(maxsize=65_536)
 def search(rule: CronRule, cursor_ms: int) -> tuple[Occurrence | None, tuple[Occurrence, ...]]:
     """First occurrence strictly after `cursor_ms`, and the DST-skipped ones passed on the way.
 

@@ -10,7 +10,12 @@ from confluent_kafka import Producer
 
 from kadence.client import KadenceClient, routing_key
 from kadence.codec import Codec
-from kadence.errors import PayloadTooLargeError, TopicError
+from kadence.errors import (
+    InvalidInputError,
+    InvalidScheduleError,
+    PayloadTooLargeError,
+    TopicError,
+)
 from kadence.examples import schedule_definition
 from kadence.headers import DUE_AT, EXECUTION_ID, SCHEMA, TENANT, TYPE, header_value
 from kadence.models import (
@@ -149,6 +154,22 @@ def test_oversized_payload_is_refused_before_anything_is_written(settings: Kaden
     with KadenceClient(small) as client, pytest.raises(PayloadTooLargeError) as err:
         client.put(big)
     assert err.value.errors == ["payload: 2048 bytes is over the 1024-byte limit"]
+    assert read_topic(settings.bootstrap_servers, Topics(settings).schedules, 1, timeout_s=2) == []
+
+
+def test_bad_schedules_are_refused_before_anything_is_written(settings: KadenceSettings) -> None:
+    bad = schedule_definition().model_copy(
+        update={"schedule": CronSchedule(expression="0 0 30 2 *", timezone="Mars/Base")}
+    )
+    with KadenceClient(settings) as client, pytest.raises(InvalidScheduleError) as err:
+        client.put(bad)
+    assert [e.split(":")[0] for e in err.value.errors] == [
+        "schedule.timezone",
+        "schedule.expression",
+    ]
+    with KadenceClient(settings) as client, pytest.raises(InvalidInputError) as err2:
+        client.put({"tenant": "acme", "job_id": "x", "version": 1})
+    assert "schedule: Field required" in err2.value.errors
     assert read_topic(settings.bootstrap_servers, Topics(settings).schedules, 1, timeout_s=2) == []
 
 
