@@ -73,10 +73,15 @@ def _preview(args: argparse.Namespace) -> int:
     after = datetime.fromisoformat(args.after) if args.after else datetime.now(UTC)
     if after.tzinfo is None:
         raise InvalidInputError("--after needs an offset", ["after: add Z or +HH:MM"])
-    print(f"{'UTC (nominal)':<26}{'local':<27}{'zone':<7}note")
-    for row in preview(compiled, datetime_to_ms(after), args.n):
+    rows = preview(compiled, datetime_to_ms(after), args.n)
+    spread = any(r.due_utc != r.nominal_utc for r in rows)
+    due_head = f"{'due (UTC)':<26}" if spread else ""
+    print(f"{'UTC (nominal)':<26}{due_head}{'local':<27}{'zone':<7}note".rstrip())
+    for row in rows:
         mark = "" if row.fires else "(not run) "
-        print(f"{row.nominal_utc:<26}{row.local:<27}{row.zone_abbrev:<7}{mark}{row.note}")
+        due = f"{row.due_utc:<26}" if spread else ""
+        line = f"{row.nominal_utc:<26}{due}{row.local:<27}{row.zone_abbrev:<7}{mark}{row.note}"
+        print(line.rstrip())
     return 0
 
 
