@@ -5,7 +5,6 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -34,8 +33,6 @@ class KadenceSettings(BaseSettings):
     replication_factor: Annotated[int, Field(ge=1, le=7)] = 1
     max_payload_bytes: Annotated[int, Field(ge=0, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
     client_id: str = "kadence"
-    state_dir: Path = Path(".run/state")
-    """Where processors keep their RocksDB state."""
     delivery_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     """How long the SDK waits for the broker to acknowledge a write."""
 

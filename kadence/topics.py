@@ -19,7 +19,8 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._metadata import TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from kadence.errors import TopicError, TopicMismatchError
+from kadence.codec import Codec
+from kadence.errors import GarbageBytesError, TopicError, TopicMismatchError
 from kadence.models import (
     COMMAND_TYPES,
     DeadLetter,
@@ -59,6 +60,16 @@ class TopicSpec:
 
     def name(self, namespace: str) -> str:
         return f"{namespace}.{self.suffix}"
+
+    def decode(self, codec: Codec, data: bytes | None) -> WireModel:
+        """A record read from this topic: only its record types, JSON only on input topics."""
+        if not self.json_input and data and data.lstrip()[:1] == b"{":
+            raise GarbageBytesError(
+                f"JSON is accepted only on the input topics (schedules, commands), "
+                f"not on {self.suffix}"
+            )
+        default = self.records[0] if len(self.records) == 1 else None
+        return codec.decode(data, self.records, json_default=default)
 
     def config(self) -> dict[str, str]:
         cfg = {"cleanup.policy": self.cleanup, "retention.ms": str(self.retention_ms)}

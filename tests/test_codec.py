@@ -208,3 +208,17 @@ def test_corrupted_avro_body_decodes_or_fails_cleanly(name: str, pos: int, flip:
     except DecodeError:
         return
     assert isinstance(record, WireModel)
+
+
+def test_topics_decode_only_their_own_records() -> None:
+    from kadence.topics import COMMANDS, EXECUTIONS, SCHEDULES  # noqa: PLC0415
+
+    definition = schedule_definition()
+    assert SCHEDULES.decode(CODEC, CODEC.encode(definition)) == definition
+    assert SCHEDULES.decode(CODEC, definition.model_dump_json().encode()) == definition
+    with pytest.raises(UnexpectedRecordTypeError):
+        COMMANDS.decode(CODEC, CODEC.encode(definition))
+    execution = EXAMPLES["ExecutionRequested"]
+    assert EXECUTIONS.decode(CODEC, CODEC.encode(execution)) == execution
+    with pytest.raises(GarbageBytesError, match="JSON is accepted only on the input topics"):
+        EXECUTIONS.decode(CODEC, execution.model_dump_json().encode())

@@ -249,7 +249,8 @@ def server_properties(cfg: BrokerConfig) -> str:
 # --- process control -----------------------------------------------------------------------
 
 
-def _read_pid(cfg: BrokerConfig) -> int | None:
+def running_pid(cfg: BrokerConfig) -> int | None:
+    """The pid of this home's broker if it is alive, else None."""
     try:
         pid = int(cfg.pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -327,7 +328,7 @@ def start(
         if not quiet:
             print(f"kafkactl: using the existing cluster at {existing}; starting nothing")
         return existing
-    if _read_pid(cfg) is not None and broker_answers(cfg.bootstrap):
+    if running_pid(cfg) is not None and broker_answers(cfg.bootstrap):
         if not quiet:
             print(f"kafkactl: broker already running at {cfg.bootstrap} (home {cfg.home})")
         return cfg.bootstrap
@@ -410,7 +411,7 @@ def _wait_gone(pid: int, timeout: float) -> bool:
 
 def stop(cfg: BrokerConfig, timeout: float = 60.0, quiet: bool = False) -> bool:
     """Stop the broker cleanly (SIGTERM, then SIGKILL after `timeout`). False if none ran."""
-    pid = _read_pid(cfg)
+    pid = running_pid(cfg)
     if pid is None:
         if not quiet:
             print(f"kafkactl: no broker running for {cfg.home}")
@@ -427,7 +428,7 @@ def stop(cfg: BrokerConfig, timeout: float = 60.0, quiet: bool = False) -> bool:
 
 def kill(cfg: BrokerConfig) -> bool:
     """kill -9 the broker, as a crash would. For fault tests."""
-    pid = _read_pid(cfg)
+    pid = running_pid(cfg)
     if pid is None:
         return False
     _signal(pid, signal.SIGKILL)
@@ -437,7 +438,7 @@ def kill(cfg: BrokerConfig) -> bool:
 
 
 def rss_bytes(cfg: BrokerConfig) -> int | None:
-    pid = _read_pid(cfg)
+    pid = running_pid(cfg)
     if pid is None:
         return None
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -474,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "bootstrap":
             print(_env("KADENCE_BOOTSTRAP_SERVERS") or cfg.bootstrap)
         else:
-            pid = _read_pid(cfg)
+            pid = running_pid(cfg)
             up = broker_answers(_env("KADENCE_BOOTSTRAP_SERVERS") or cfg.bootstrap)
             rss = rss_bytes(cfg)
             print(

@@ -79,9 +79,9 @@ def test_schedules_survive_a_broker_restart(own_broker: kafkactl.BrokerConfig, h
     t0 = time.monotonic()
     bootstrap = kafkactl.start(cfg, quiet=True)
     first_start_s = time.monotonic() - t0
-    pid = kafkactl._read_pid(cfg)
+    pid = kafkactl.running_pid(cfg)
     assert kafkactl.start(cfg, quiet=True) == bootstrap  # second start finds it running
-    assert kafkactl._read_pid(cfg) == pid
+    assert kafkactl.running_pid(cfg) == pid
 
     settings = KadenceSettings(
         bootstrap_servers=bootstrap,
@@ -109,6 +109,6 @@ def test_schedules_survive_a_broker_restart(own_broker: kafkactl.BrokerConfig, h
 
     kafkactl.start(cfg, quiet=True)
 
-    assert kafkactl._read_pid(cfg) != pid
+    assert kafkactl.running_pid(cfg) != pid
     assert _latest_per_key(settings, expect=41) == expected
     assert first_start_s < 60
