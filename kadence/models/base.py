@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 AVRO_NAMESPACE = "kadence"
 
@@ -14,6 +14,11 @@ AVRO_NAMESPACE = "kadence"
 _IDENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Identifier = Annotated[str, StringConstraints(pattern=_IDENT)]
 IDENT_RE = re.compile(_IDENT)
+Positive = Annotated[int, Field(ge=1)]
+"""Versions, attempts and delivery counts: they start at 1."""
+WorkerId = Annotated[str, Field(min_length=1, max_length=128)]
+ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
+"""`tenant/job_id@<nominal instant>`: see kadence/timeengine/identity.py."""
 
 MAX_PAYLOAD_BYTES = 512 * 1024
 """Hard cap on a job payload, well below the broker's 1 MiB message limit (settings may lower

@@ -10,7 +10,14 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from kadence.models.base import MAX_PAYLOAD_BYTES, Identifier, UtcDatetime, WireModel, job_key
+from kadence.models.base import (
+    MAX_PAYLOAD_BYTES,
+    ExecutionId,
+    Identifier,
+    UtcDatetime,
+    WireModel,
+    job_key,
+)
 
 RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
@@ -56,7 +63,7 @@ class CancelRun(_JobCommand):
     """Stop an in-flight (or pending retry of an) execution."""
 
     avro_name = "CancelRun"
-    execution_id: Annotated[str, Field(min_length=1, max_length=400)]
+    execution_id: ExecutionId
     reason: Annotated[str, Field(max_length=512)] = ""
 
 

@@ -7,10 +7,17 @@ from typing import Annotated
 
 from pydantic import Field
 
-from kadence.models.base import MAX_PAYLOAD_BYTES, Identifier, UtcDatetime, WireModel, job_key
+from kadence.models.base import (
+    MAX_PAYLOAD_BYTES,
+    ExecutionId,
+    Identifier,
+    Positive,
+    UtcDatetime,
+    WireModel,
+    WorkerId,
+    job_key,
+)
 from kadence.models.schedule import Target
-
-ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
 
 
 class TriggerKind(StrEnum):
@@ -35,9 +42,9 @@ class ExecutionRequested(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    definition_version: Annotated[int, Field(ge=1)]
-    attempt: Annotated[int, Field(ge=1)] = 1
-    delivery: Annotated[int, Field(ge=1)] = 1
+    definition_version: Positive
+    attempt: Positive = 1
+    delivery: Positive = 1
     trigger: TriggerKind = TriggerKind.schedule
     nominal_at: UtcDatetime
     """The occurrence's identity: the scheduled instant before spread."""
@@ -47,8 +54,8 @@ class ExecutionRequested(WireModel):
     target: Target
     payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
     content_type: str = "application/json"
-    timeout_ms: Annotated[int, Field(ge=1)]
-    lease_ttl_ms: Annotated[int, Field(ge=1)]
+    timeout_ms: Positive
+    lease_ttl_ms: Positive
     concurrency_key: Identifier | None = None
 
     @property
@@ -70,9 +77,9 @@ class LeaseEvent(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    attempt: Annotated[int, Field(ge=1)]
-    delivery: Annotated[int, Field(ge=1)]
-    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    attempt: Positive
+    delivery: Positive
+    worker_id: WorkerId
     event: LeaseEventKind
     at: UtcDatetime
     expires_at: UtcDatetime
@@ -102,9 +109,9 @@ class ExecutionOutcome(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    attempt: Annotated[int, Field(ge=1)]
-    delivery: Annotated[int, Field(ge=1)]
-    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    attempt: Positive
+    delivery: Positive
+    worker_id: WorkerId
     status: OutcomeStatus
     retryable: bool = False
     error: ErrorInfo | None = None

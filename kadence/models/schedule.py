@@ -17,6 +17,7 @@ from kadence.models.base import (
     MAX_PAYLOAD_BYTES,
     MAX_TIMEOUT_MS,
     Identifier,
+    Positive,
     UtcDatetime,
     WireModel,
     job_key,
@@ -190,7 +191,7 @@ class ScheduleDefinition(WireModel):
 
     tenant: Identifier
     job_id: Identifier
-    version: Annotated[int, Field(ge=1)]
+    version: Positive
     """Monotonic per job; a record with a version not above the current one is rejected."""
     schedule: Schedule
     target: Target
