@@ -17,10 +17,13 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The machine's wall clock."""
+    """The machine's wall clock, optionally shifted (fault tests jump time this way)."""
+
+    def __init__(self, offset_ms: int = 0) -> None:
+        self.offset_ms = offset_ms
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + self.offset_ms
 
 
 class FakeClock:

@@ -5,6 +5,7 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -35,6 +36,18 @@ class KadenceSettings(BaseSettings):
     client_id: str = "kadence"
     delivery_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     """How long the SDK waits for the broker to acknowledge a write."""
+    state_dir: Path = Path(".run/state")
+    """Where processors keep their RocksDB state: <state_dir>/<namespace>/<app>/<instance>/."""
+    instance_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "0"
+    """Names this process among its app's processes: its transactional id and state folder.
+    Two live processes of one app must not share it; a restarted one should keep it."""
+    session_timeout_ms: Annotated[int, Field(ge=3_000, le=300_000)] = 10_000
+    """How long the group waits for a silent process before moving its partitions."""
+    misfire_grace_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 30_000
+    """An occurrence noticed later than this after it was due is late: its job's missed-run
+    policy decides whether it still fires."""
+    clock_offset_ms: int = 0
+    """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -28,6 +28,14 @@ class Decision(StrEnum):
     missed = "missed"
     circuit_open = "circuit_open"
     definition_rejected = "definition_rejected"
+    coalesced = "coalesced"
+    """Late, and folded into a later firing by missed.mode=latest_once."""
+    skipped_dispatched = "skipped_dispatched"
+    """A backfill left out an occurrence that had already been dispatched (use force)."""
+    paused = "paused"
+    resumed = "resumed"
+    deleted = "deleted"
+    cancel_requested = "cancel_requested"
 
 
 class HistoryRecord(WireModel):

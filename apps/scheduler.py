@@ -1,0 +1,81 @@
+"""`python -m apps.scheduler`: one scheduler process. Run N of them against any cluster; they
+share the partitions through the consumer group and take over each other's on failure.
+
+Environment: KADENCE_* settings (KADENCE_BOOTSTRAP_SERVERS, KADENCE_NAMESPACE,
+KADENCE_INSTANCE_ID, KADENCE_STATE_DIR, ...). `--in-memory` keeps state in memory (restored from
+the changelog at every start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from kadence.clock import SystemClock
+from kadence.codec import Codec
+from kadence.errors import KadenceError
+from kadence.settings import KadenceSettings
+from kadence.timeengine.zones import tzdb_version
+from kadence.topics import Topics, provision
+from streams.runtime.runner import Runner, RunnerConfig
+from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+
+APP = "scheduler"
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+    topics = Topics(settings)
+    state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
+    processor = SchedulerProcessor(
+        SchedulerConfig(
+            topics=topics,
+            job_partitions=settings.partitions,
+            execution_partitions=settings.execution_partitions,
+            tzdb=tzdb_version(),
+            misfire_grace_ms=settings.misfire_grace_ms,
+        ),
+        Codec(),
+    )
+    cfg = RunnerConfig(
+        app=f"{settings.namespace}.{APP}",
+        instance_id=settings.instance_id,
+        bootstrap=settings.bootstrap_servers,
+        input_topics=[topics.schedules, topics.commands, topics.outcomes],
+        changelog_topic=topics.scheduler_changelog,
+        state_dir=None if in_memory else state_dir,
+        session_timeout_ms=settings.session_timeout_ms,
+    )
+    return Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kadence-scheduler", description=__doc__)
+    parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        settings = KadenceSettings()
+        provision(settings)
+        runner = build(settings, in_memory=args.in_memory)
+        print(f"scheduler {settings.instance_id}: running on {settings.namespace}", flush=True)
+        runner.run(stop)
+    except KadenceError as exc:
+        print(f"scheduler: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print("scheduler: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""The processing loop: consume -> process -> punctuate -> one EOS-v2 transaction -> apply state.
+
+Commit order, every turn (the whole correctness argument lives in `_commit`):
+1. records produced by processing and by timers, and the changelog records of every state
+   write, all inside the open transaction;
+2. `send_offsets_to_transaction(positions, consumer_group_metadata())`: a process that lost its
+   partitions in a rebalance is fenced here and can commit nothing (KIP-447);
+3. `commit_transaction()`: outputs, state changes and input offsets become visible together;
+4. only then the buffered writes go to RocksDB, with the changelog offset, in one WriteBatch.
+A crash before 3 aborts everything and the inputs are read again; a crash between 3 and 4 is
+repaired by restore, which replays the changelog from the offset RocksDB last recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from kadence.clock import Clock
+from streams.runtime.restore import restore
+from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
+from streams.runtime.wheel import TimerWheel
+
+log = logging.getLogger(__name__)
+
+Headers = list[tuple[str, str | bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+
+
+class Task:
+    """Everything one partition owns: its store, the open batch, its timer wheel, a cache."""
+
+    def __init__(self, partition: int, store: Store, now_ms: int, window_ms: int) -> None:
+        self.partition = partition
+        self.store = store
+        self.batch = Batch()
+        self.wheel = TimerWheel(now_ms)
+        self.window_ms = window_ms
+        self.loaded_until_ms = now_ms - 1
+        self.cache: dict[bytes, Any] = {}
+        """Processor-owned decoded state; dropped on abort and revoke."""
+        self._emit: Callable[[str, int | None, bytes | None, bytes | None, Headers], None] = (
+            lambda *_: None
+        )
+        self.changelog: str = ""
+
+    # -- state -------------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """Read your own writes: the open batch first, then the store."""
+        value = self.batch.values[key] if key in self.batch.values else self.store.get(key)
+        return payload_of(value) if value is not None else None
+
+    def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
+        """Write state (None deletes); it is changelogged in this transaction."""
+        value = pack(wake_ms, payload) if payload is not None else None
+        self.batch.put(key, value)
+        self._emit(self.changelog, self.partition, key, value, [])
+        if wake_ms is not None and wake_ms <= self.loaded_until_ms:
+            self.wheel.insert(wake_ms, key)
+
+    def emit(
+        self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
+    ) -> None:
+        self._emit(topic, partition, key, value, headers)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def due(self, now_ms: int, limit: int) -> list[bytes]:
+        """Keys whose wake time has come (never early), loading the next window from the index."""
+        horizon = now_ms + self.window_ms
+        if horizon > self.loaded_until_ms:
+            for wake, key in self.store.due_between(self.loaded_until_ms, horizon):
+                self.wheel.insert(wake, key)
+            self.loaded_until_ms = horizon
+        keys: list[bytes] = []
+        for wake, key in self.wheel.pop_due(now_ms, limit):
+            value = self.batch.values[key] if key in self.batch.values else self.store.get(key)
+            current = wake_of(value)
+            if current is not None and current == wake:  # stale entries were moved or deleted
+                keys.append(key)
+        return keys
+
+    def reset_after_abort(self, now_ms: int) -> None:
+        self.batch = Batch()
+        self.cache.clear()
+        self.wheel.clear(now_ms)
+        self.loaded_until_ms = now_ms - 1
+
+
+class Processor(Protocol):
+    """What the runtime drives. Both calls run inside the open transaction."""
+
+    def process(self, task: Task, record: InputRecord, now_ms: int) -> None: ...
+
+    def fire(self, task: Task, key: bytes, now_ms: int) -> None: ...
+
+
+@dataclass
+class RunnerConfig:
+    app: str
+    instance_id: str
+    bootstrap: str
+    input_topics: list[str]
+    changelog_topic: str
+    state_dir: Path | None
+    """None keeps state in memory (tests); it is still changelogged and restored."""
+    session_timeout_ms: int = 10_000
+    window_ms: int = 60_000
+    max_fires_per_turn: int = 5_000
+    max_records_per_turn: int = 2_000
+    idle_poll_s: float = 0.02
+    extra_consumer: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunnerStats:
+    turns: int = 0
+    records: int = 0
+    fires: int = 0
+    aborts: int = 0
+    restores: list[Any] = field(default_factory=list)
+
+
+class Runner:
+    """One process's share of the app's partitions. Stop it with the `stop` event."""
+
+    def __init__(self, cfg: RunnerConfig, processor: Processor, clock: Clock) -> None:
+        self.cfg = cfg
+        self.processor = processor
+        self.clock = clock
+        self.tasks: dict[int, Task] = {}
+        self.stats = RunnerStats()
+        self._changelog_offsets: dict[int, int] = {}
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cfg.bootstrap,
+                "group.id": cfg.app,
+                "client.id": f"{cfg.app}.{cfg.instance_id}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range",  # co-partitioned topics stay together
+                "session.timeout.ms": cfg.session_timeout_ms,
+                "heartbeat.interval.ms": max(500, cfg.session_timeout_ms // 5),
+                "max.poll.interval.ms": 600_000,
+                **cfg.extra_consumer,
+            }
+        )
+        self.producer = Producer(
+            {
+                "bootstrap.servers": cfg.bootstrap,
+                "client.id": f"{cfg.app}.{cfg.instance_id}",
+                "transactional.id": f"{cfg.app}.{cfg.instance_id}",
+                "transaction.timeout.ms": 10_000,
+                "linger.ms": 5,
+                "batch.num.messages": 10_000,
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
+        self.producer.init_transactions(30)
+        self._in_txn = False
+
+    # -- assignment --------------------------------------------------------------------------
+
+    def _open_store(self, partition: int, wipe: bool) -> Store:
+        if self.cfg.state_dir is None:
+            return MemoryStore()
+        path = self.cfg.state_dir / str(partition)
+        if wipe:
+            RocksStore.wipe(path)
+        return RocksStore(path)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for p in sorted({tp.partition for tp in partitions}):
+            if p in self.tasks:
+                continue
+            store = self._open_store(p, wipe=False)
+            store, done = restore(
+                store,
+                lambda wipe, p=p: self._open_store(p, wipe),  # type: ignore[misc]
+                self.cfg.bootstrap,
+                self.cfg.changelog_topic,
+                p,
+            )
+            self.stats.restores.append(done)
+            log.info("partition %d restored: %s", p, done)
+            task = Task(p, store, self.clock.now_ms(), self.cfg.window_ms)
+            task.changelog = self.cfg.changelog_topic
+            task._emit = self._produce
+            self.tasks[p] = task
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._in_txn:  # not expected: callbacks run inside consume(), between transactions
+            self._abort()
+        for p in sorted({tp.partition for tp in partitions}):
+            task = self.tasks.pop(p, None)
+            if task is not None:
+                task.store.close()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.consumer.subscribe(
+            self.cfg.input_topics, on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        try:
+            while not stop.is_set():
+                self._turn()
+        finally:
+            self.close()
+
+    def _turn(self) -> None:
+        msgs = self.consumer.consume(
+            num_messages=self.cfg.max_records_per_turn, timeout=self.cfg.idle_poll_s
+        )
+        now = self.clock.now_ms()
+        consumed: dict[tuple[str, int], int] = {}
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer error: %s", err)
+                continue
+            task = self.tasks.get(msg.partition() or 0)
+            if task is None:
+                continue
+            self._begin()
+            self.processor.process(task, _record(msg, now), now)
+            consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
+            self.stats.records += 1
+        for task in list(self.tasks.values()):
+            for key in task.due(now, self.cfg.max_fires_per_turn):
+                self._begin()
+                self.processor.fire(task, key, now)
+                self.stats.fires += 1
+        if self._in_txn:
+            self._commit(consumed)
+        self.stats.turns += 1
+
+    def _begin(self) -> None:
+        if not self._in_txn:
+            self.producer.begin_transaction()
+            self._in_txn = True
+            self._changelog_offsets = {}
+
+    def _produce(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> None:
+        changelog = topic == self.cfg.changelog_topic
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None and changelog:
+                p, off = msg.partition() or 0, msg.offset() or 0
+                self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                self.producer.produce(topic, **kwargs)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def _commit(self, consumed: dict[tuple[str, int], int]) -> None:
+        try:
+            if consumed:
+                offsets = [TopicPartition(t, p, o) for (t, p), o in consumed.items()]
+                self.producer.send_offsets_to_transaction(
+                    offsets, self.consumer.consumer_group_metadata(), 30
+                )
+            self.producer.commit_transaction(60)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            log.error("transaction failed: %s", error)
+            if error is not None and getattr(error, "txn_requires_abort", lambda: False)():
+                self._abort()
+                self._rewind()
+                return
+            raise
+        self._in_txn = False
+        for p, task in self.tasks.items():
+            if p in self._changelog_offsets:
+                task.batch.changelog_offset = self._changelog_offsets[p]
+            if task.batch:
+                task.store.apply(task.batch)
+            task.batch = Batch()
+
+    def _abort(self) -> None:
+        self.stats.aborts += 1
+        try:
+            self.producer.abort_transaction(30)
+        finally:
+            self._in_txn = False
+            now = self.clock.now_ms()
+            for task in self.tasks.values():
+                task.reset_after_abort(now)
+
+    def _rewind(self) -> None:
+        """After an abort, read the aborted inputs again from the last committed offsets."""
+        assignment = self.consumer.assignment()
+        if not assignment:
+            return
+        for tp in self.consumer.committed(assignment, timeout=30):
+            offset = tp.offset if tp.offset >= 0 else 0
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+
+    def close(self) -> None:
+        try:
+            if self._in_txn:
+                self._abort()
+        finally:
+            for task in self.tasks.values():
+                task.store.close()
+            self.tasks.clear()
+            self.consumer.close()
+            self.producer.flush(10)
+
+
+def _record(msg: Message, now_ms: int) -> InputRecord:
+    ts_type, ts = msg.timestamp()
+    raw = msg.headers() or []
+    headers: Headers = list(raw.items()) if isinstance(raw, dict) else list(raw)
+    return InputRecord(
+        topic=msg.topic() or "",
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        key=msg.key(),
+        value=msg.value(),
+        headers=headers,
+        timestamp_ms=ts if ts_type != 0 else now_ms,
+    )

@@ -1,0 +1,188 @@
+"""Per-partition state: key -> value, plus a due index `(wake_ms, key)` for range scans.
+
+A stored value (and its changelog record) is the 8-byte wake time (-1: none) followed by the
+processor's bytes, so the due index can be rebuilt from values alone and moved on every write.
+
+Writes are collected in a `Batch` while a transaction is open and applied only after it commits,
+together with the changelog offset they correspond to, in one atomic RocksDB WriteBatch. A crash
+between commit and apply loses nothing: restore replays the changelog tail from that offset.
+
+`RocksStore` is the real thing (rocksdict, column families `default`, `due`, `meta`);
+`MemoryStore` is the same contract in dicts, for tests of processors without a disk.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from rocksdict import Options, Rdict, WriteBatch
+
+_OFFSET_KEY = b"changelog-offset"
+
+
+def due_key(wake_ms: int, key: bytes) -> bytes:
+    return struct.pack(">q", wake_ms) + key
+
+
+def pack(wake_ms: int | None, payload: bytes) -> bytes:
+    return struct.pack(">q", -1 if wake_ms is None else wake_ms) + payload
+
+
+def wake_of(value: bytes | None) -> int | None:
+    if value is None:
+        return None
+    wake: int = struct.unpack(">q", value[:8])[0]
+    return None if wake < 0 else wake
+
+
+def payload_of(value: bytes) -> bytes:
+    return value[8:]
+
+
+@dataclass
+class Batch:
+    """Writes of one transaction for one partition (packed values; None deletes)."""
+
+    values: dict[bytes, bytes | None] = field(default_factory=dict)
+    changelog_offset: int | None = None
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        self.values[key] = value
+
+    def __bool__(self) -> bool:
+        return bool(self.values) or self.changelog_offset is not None
+
+
+class Store(Protocol):
+    def get(self, key: bytes) -> bytes | None: ...
+    def due_between(self, after_ms: int, until_ms: int) -> Iterator[tuple[int, bytes]]: ...
+    def apply(self, batch: Batch) -> None: ...
+    def changelog_offset(self) -> int | None: ...
+    def count(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.values: dict[bytes, bytes] = {}
+        self.due: dict[bytes, int] = {}
+        self.offset: int | None = None
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.values.get(key)
+
+    def due_between(self, after_ms: int, until_ms: int) -> Iterator[tuple[int, bytes]]:
+        hits = sorted((w, k) for k, w in self.due.items() if after_ms < w <= until_ms)
+        yield from hits
+
+    def apply(self, batch: Batch) -> None:
+        for key, value in batch.values.items():
+            self.due.pop(key, None)
+            if value is None:
+                self.values.pop(key, None)
+                continue
+            self.values[key] = value
+            if (wake := wake_of(value)) is not None:
+                self.due[key] = wake
+        if batch.changelog_offset is not None:
+            self.offset = batch.changelog_offset
+
+    def changelog_offset(self) -> int | None:
+        return self.offset
+
+    def count(self) -> int:
+        return len(self.values)
+
+    def close(self) -> None:
+        pass
+
+
+class RocksStore:
+    """One RocksDB per partition. Opening takes the directory's lock: one owner at a time."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        opts.create_missing_column_families(True)
+        cfs = {"due": Options(raw_mode=True), "meta": Options(raw_mode=True)}
+        self._db: Rdict | None = Rdict(str(path), options=opts, column_families=cfs)
+        self._due = self._db.get_column_family_handle("due")
+        self._meta = self._db.get_column_family_handle("meta")
+
+    @property
+    def db(self) -> Rdict:
+        if self._db is None:
+            raise RuntimeError(f"store {self.path} is closed")
+        return self._db
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self.db.get(key)
+        return bytes(value) if value is not None else None
+
+    def due_between(self, after_ms: int, until_ms: int) -> Iterator[tuple[int, bytes]]:
+        cf = self.db.get_column_family("due")
+        it = cf.iter()
+        it.seek(struct.pack(">q", after_ms + 1))
+        try:
+            while it.valid():
+                raw = bytes(it.key())
+                wake = struct.unpack(">q", raw[:8])[0]
+                if wake > until_ms:
+                    break
+                yield wake, raw[8:]
+                it.next()
+        finally:
+            del it, cf
+
+    def apply(self, batch: Batch) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for key, value in batch.values.items():
+            old, new = wake_of(self.get(key)), wake_of(value)
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+            if old == new:
+                continue
+            if old is not None:
+                wb.delete(due_key(old, key), self._due)
+            if new is not None:
+                wb.put(due_key(new, key), b"", self._due)
+        if batch.changelog_offset is not None:
+            wb.put(_OFFSET_KEY, struct.pack(">q", batch.changelog_offset), self._meta)
+        self.db.write(wb)
+
+    def changelog_offset(self) -> int | None:
+        meta = self.db.get_column_family("meta")
+        try:
+            raw = meta.get(_OFFSET_KEY)
+        finally:
+            del meta
+        return struct.unpack(">q", bytes(raw))[0] if raw is not None else None
+
+    def count(self) -> int:
+        it = self.db.iter()
+        it.seek_to_first()
+        n = 0
+        while it.valid():
+            n += 1
+            it.next()
+        del it
+        return n
+
+    def close(self) -> None:
+        if self._db is not None:
+            del self._due, self._meta
+            self._db.close()
+            self._db = None
+
+    @staticmethod
+    def wipe(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)

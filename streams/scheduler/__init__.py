@@ -1,0 +1,1 @@
+"""The scheduler: owns job definitions and due times, fires occurrences exactly once."""

@@ -1,0 +1,258 @@
+"""The scheduler as a runtime processor: decode inputs, call the pure logic, write the results.
+
+Inputs (co-partitioned, keyed by job): definitions, commands, outcomes. Timers: each job's wake
+time in the task's due index. Outputs: executions (tenant-keyed), history, dead letters, and
+`rejected` for anything unusable — bad bytes never stop the processor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from kadence.clock import ms_to_datetime
+from kadence.codec import MAGIC, Codec
+from kadence.errors import DecodeError, InvalidScheduleError
+from kadence.headers import Headers, headers_for
+from kadence.models import (
+    Backfill,
+    CancelRun,
+    Decision,
+    ExecutionOutcome,
+    HistoryRecord,
+    PauseJob,
+    Rejected,
+    ResumeJob,
+    ScheduleDefinition,
+    TriggerNow,
+    WireModel,
+)
+from kadence.partitioning import partition_for
+from kadence.timeengine.compile import compile_schedule
+from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
+from streams.runtime.runner import InputRecord, Task
+from streams.scheduler import logic
+from streams.scheduler.logic import Context, Refused, Result, Sink
+from streams.scheduler.state import JobState, dump_state, load_state
+
+log = logging.getLogger(__name__)
+GROUP_PREFIX = b"~group/"
+KEEP_BYTES = 512 * 1024
+"""A rejected record keeps at most this much of the original value (the broker caps at 1 MiB)."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    topics: Topics
+    job_partitions: int
+    execution_partitions: int
+    tzdb: str
+    misfire_grace_ms: int = 30_000
+    name: str = "scheduler"
+
+
+class SchedulerProcessor:
+    def __init__(self, cfg: SchedulerConfig, codec: Codec) -> None:
+        self.cfg = cfg
+        self.codec = codec
+        self._sink_topics = {
+            Sink.executions: cfg.topics.executions,
+            Sink.history: cfg.topics.history,
+            Sink.dead_letter: cfg.topics.dead_letter,
+        }
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def process(self, task: Task, record: InputRecord, now_ms: int) -> None:
+        if record.key is None:
+            reason = "records on Kadence input topics need a key"
+            self._reject(task, record, "missing_key", reason, now_ms)
+            return
+        topics = self.cfg.topics
+        try:
+            if record.topic == topics.schedules:
+                self._definition(task, record, now_ms)
+            elif record.topic == topics.commands:
+                self._command(task, record, now_ms)
+            elif record.topic == topics.outcomes:
+                self._outcome(task, record, now_ms)
+        except DecodeError as exc:
+            self._reject(task, record, exc.code, str(exc), now_ms)
+        except Refused as exc:
+            self._reject(task, record, exc.code, exc.reason, now_ms)
+
+    def _definition(self, task: Task, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        state = self._load(task, record.key)
+        if record.value is None:
+            if state is not None:
+                self._write(
+                    task, record.key, logic.apply_delete(state, self._ctx(task, state, now_ms))
+                )
+            return
+        definition = SCHEDULES.decode(self.codec, record.value)
+        assert isinstance(definition, ScheduleDefinition)
+        if definition.key.encode() != record.key:
+            raise Refused("key_mismatch", f"record key {record.key!r} is not {definition.key}")
+        expected = partition_for(definition.routing_key, self.cfg.job_partitions)
+        if expected != record.partition:
+            raise Refused(
+                "misrouted",
+                f"{definition.key} belongs on partition {expected} (murmur2 of its routing key "
+                f"{definition.routing_key!r}), not {record.partition}; write it with the SDK or "
+                "partitioner=murmur2_random",
+            )
+        try:
+            compile_schedule(definition.schedule, definition.key)
+        except InvalidScheduleError as exc:
+            task.emit(*self._encoded(task, Sink.history, HistoryRecord(
+                tenant=definition.tenant, job_id=definition.job_id,
+                decision=Decision.definition_rejected, at=ms_to_datetime(now_ms),
+                reason="; ".join(exc.errors),
+            )))  # fmt: skip
+            raise Refused("invalid_schedule", "; ".join(exc.errors)) from None
+        raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
+        ctx = self._ctx(task, state, now_ms)
+        self._write(
+            task,
+            record.key,
+            logic.apply_definition(state, definition, raw, record.timestamp_ms, ctx),
+        )
+
+    def _command(self, task: Task, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        command = COMMANDS.decode(self.codec, record.value)
+        assert isinstance(command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob)
+        if command.key.encode() != record.key:
+            raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
+        state = self._load(task, record.key)
+        if state is None:
+            raise Refused("unknown_job", f"no job {command.key} on this partition")
+        self._write(
+            task, record.key, logic.apply_command(state, command, self._ctx(task, state, now_ms))
+        )
+
+    def _outcome(self, task: Task, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        outcome = OUTCOMES.decode(self.codec, record.value)
+        assert isinstance(outcome, ExecutionOutcome)
+        state = self._load(task, record.key)
+        if state is None:
+            log.info("outcome for %s of a job no longer here; ignored", outcome.execution_id)
+            return
+        self._write(
+            task, record.key, logic.apply_outcome(state, outcome, self._ctx(task, state, now_ms))
+        )
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def fire(self, task: Task, key: bytes, now_ms: int) -> None:
+        state = self._load(task, key)
+        if state is None or state.wake_ms is None or state.wake_ms > now_ms:
+            return
+        self._write(task, key, logic.on_due(state, self._ctx(task, state, now_ms)))
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _ctx(self, task: Task, state: JobState | None, now_ms: int) -> Context:
+        busy = False
+        if state is not None:
+            d = state.definition(self.codec)
+            if d.concurrency_key:
+                busy = self._group_busy(task, d, now_ms)
+        return Context(now_ms, self.codec, self.cfg.tzdb, self.cfg.misfire_grace_ms, busy)
+
+    def _load(self, task: Task, key: bytes) -> JobState | None:
+        cached = task.cache.get(key)
+        if cached is not None:
+            assert isinstance(cached, JobState)
+            return cached
+        raw = task.get(key)
+        return load_state(raw) if raw is not None else None
+
+    def _write(self, task: Task, key: bytes, result: Result) -> None:
+        state = result.state
+        if state is None:
+            task.put(key, None, None)
+            task.cache.pop(key, None)
+        else:
+            wake = state.wake_ms
+            task.put(key, dump_state(state), wake)
+            if wake is not None and wake <= task.loaded_until_ms:
+                task.cache[key] = state
+            else:
+                task.cache.pop(key, None)
+            d = state.definition(self.codec)
+            if d.concurrency_key:
+                self._update_group(task, d, state, result)
+        for emit in result.out:
+            task.emit(*self._encoded(task, emit.sink, emit.record))
+
+    def _encoded(
+        self, task: Task, sink: Sink, record: WireModel
+    ) -> tuple[str, int, bytes, bytes, Headers]:
+        value = self.codec.encode(record)
+        headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
+        if sink is Sink.executions:
+            tenant = getattr(record, "tenant", "")
+            partition = partition_for(tenant, self.cfg.execution_partitions)
+            return self._sink_topics[sink], partition, tenant.encode(), value, headers
+        key = getattr(record, "key", "")
+        return self._sink_topics[sink], task.partition, str(key).encode(), value, headers
+
+    # -- concurrency groups ------------------------------------------------------------------
+
+    def _group_key(self, d: ScheduleDefinition) -> bytes:
+        return GROUP_PREFIX + d.routing_key.encode()
+
+    def _group(self, task: Task, d: ScheduleDefinition) -> dict[str, list[list[object]]]:
+        raw = task.get(self._group_key(d))
+        return json.loads(raw) if raw else {}
+
+    def _group_busy(self, task: Task, d: ScheduleDefinition, now_ms: int) -> bool:
+        group = self._group(task, d)
+        return any(
+            int(str(exp)) > now_ms for job, runs in group.items() if job != d.key for _, exp in runs
+        )
+
+    def _update_group(
+        self, task: Task, d: ScheduleDefinition, state: JobState, result: Result
+    ) -> None:
+        group = self._group(task, d)
+        runs = [[r.execution_id, r.expires_ms] for r in state.running]
+        if runs:
+            group[d.key] = runs
+        else:
+            group.pop(d.key, None)
+        task.put(self._group_key(d), json.dumps(group).encode() if group else None, None)
+
+    # -- bad input ---------------------------------------------------------------------------
+
+    def _reject(self, task: Task, record: InputRecord, code: str, reason: str, now_ms: int) -> None:
+        log.warning(
+            "rejected %s[%d]@%d: %s: %s",
+            record.topic,
+            record.partition,
+            record.offset,
+            code,
+            reason,
+        )
+        rejected = Rejected(
+            source_topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            code=code,
+            reason=reason[:8192],
+            processor=self.cfg.name,
+            rejected_at=ms_to_datetime(now_ms),
+            original_value=record.value[:KEEP_BYTES] if record.value else record.value,
+            original_headers={
+                k: (v.decode(errors="replace") if isinstance(v, bytes) else str(v))
+                for k, v in record.headers
+                if v is not None
+            },
+        )
+        value = self.codec.encode(rejected)
+        headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
+        task.emit(self.cfg.topics.rejected, task.partition, record.key, value, headers)

@@ -1,0 +1,133 @@
+"""What the scheduler keeps per job, and how it is stored (RocksDB value, changelog record).
+
+The definition is kept as its Avro single-object bytes, exactly as read, so writing the state
+back never re-encodes it; the decoded definition and compiled schedule are cached beside it
+for the lifetime of the object. Everything else is small JSON with a version number.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from kadence.codec import Codec
+from kadence.models import ScheduleDefinition
+from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.engine import CompiledSchedule
+
+STATE_VERSION = 1
+RECENT_LIMIT = 1000
+"""Bounds on remembered request ids and undispatched occurrences per job."""
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """An execution dispatched and not yet known to be finished."""
+
+    execution_id: str
+    nominal_ms: int
+    attempt: int
+    expires_ms: int
+    """After this, overlap checks stop waiting for its outcome (due + timeout + lease ttl)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An occurrence waiting to run: buffered behind a running one, or a retry after a failure."""
+
+    execution_id: str
+    nominal_ms: int
+    due_ms: int
+    attempt: int = 1
+    trigger: str = "schedule"
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    definition_bytes: bytes
+    cursor_ms: int
+    """Nominal instant of the last occurrence handled; the next is strictly after it."""
+    created_cursor_ms: int
+    """The first cursor: occurrences before it were never this job's to dispatch."""
+    next_nominal_ms: int | None
+    next_due_ms: int | None
+    tzdb: str
+    paused: bool = False
+    paused_at_ms: int | None = None
+    running: tuple[Running, ...] = ()
+    buffered: tuple[Pending, ...] = ()
+    retries: tuple[Pending, ...] = ()
+    undispatched: tuple[int, ...] = ()
+    """Recent nominal instants handled without firing (missed, skipped): backfill may fire them."""
+    request_ids: tuple[str, ...] = ()
+    fired: int = 0
+    skipped: int = 0
+    missed: int = 0
+    _definition: ScheduleDefinition | None = field(default=None, compare=False, repr=False)
+    _compiled: CompiledSchedule | None = field(default=None, compare=False, repr=False)
+
+    def definition(self, codec: Codec) -> ScheduleDefinition:
+        if self._definition is None:
+            object.__setattr__(
+                self, "_definition", codec.decode_as(self.definition_bytes, ScheduleDefinition)
+            )
+        assert self._definition is not None
+        return self._definition
+
+    def compiled(self, codec: Codec) -> CompiledSchedule:
+        if self._compiled is None:
+            d = self.definition(codec)
+            object.__setattr__(self, "_compiled", compile_schedule(d.schedule, d.key))
+        assert self._compiled is not None
+        return self._compiled
+
+    def evolve(self, **changes: Any) -> JobState:
+        """A copy with `changes`; keeps the decoded caches unless the definition changed."""
+        if "definition_bytes" in changes:
+            changes = {**changes, "_definition": None, "_compiled": None}
+        return replace(self, **changes)
+
+    @property
+    def wake_ms(self) -> int | None:
+        """When the scheduler must next look at this job: the earliest schedule or retry due."""
+        candidates = [r.due_ms for r in self.retries]
+        if self.next_due_ms is not None and not self.paused:
+            candidates.append(self.next_due_ms)
+        return min(candidates) if candidates else None
+
+
+def remember(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
+    """Append to a bounded recent-items tuple."""
+    return (*items, item)[-RECENT_LIMIT:]
+
+
+_PLAIN = (
+    "cursor_ms", "created_cursor_ms", "next_nominal_ms", "next_due_ms", "tzdb", "paused",
+    "paused_at_ms", "undispatched", "request_ids", "fired", "skipped", "missed",
+)  # fmt: skip
+
+
+def dump_state(state: JobState) -> bytes:
+    body: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
+    body["running"] = [asdict(r) for r in state.running]
+    body["buffered"] = [asdict(p) for p in state.buffered]
+    body["retries"] = [asdict(p) for p in state.retries]
+    body["v"] = STATE_VERSION
+    body["definition"] = base64.b64encode(state.definition_bytes).decode()
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def load_state(data: bytes) -> JobState:
+    body = json.loads(data)
+    version = body.pop("v")
+    if version != STATE_VERSION:
+        raise ValueError(f"scheduler state version {version} is not readable by this build")
+    body["definition_bytes"] = base64.b64decode(body.pop("definition"))
+    body["running"] = tuple(Running(**r) for r in body["running"])
+    body["buffered"] = tuple(Pending(**p) for p in body["buffered"])
+    body["retries"] = tuple(Pending(**p) for p in body["retries"])
+    body["undispatched"] = tuple(body["undispatched"])
+    body["request_ids"] = tuple(body["request_ids"])
+    return JobState(**body)
