@@ -48,6 +48,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         changelog_topic=topics.scheduler_changelog,
         state_dir=None if in_memory else state_dir,
         session_timeout_ms=settings.session_timeout_ms,
+        max_fires_per_turn=settings.fires_per_transaction,
     )
     return Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
 

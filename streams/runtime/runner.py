@@ -52,7 +52,9 @@ class Task:
         self.batch = Batch()
         self.wheel = TimerWheel(now_ms)
         self.window_ms = window_ms
-        self.loaded_until_ms = now_ms - 1
+        self.loaded_until_ms = -1
+        """The due index is loaded into the wheel up to here; -1: nothing yet, so the first
+        load also picks up everything that fell due while no one owned the partition."""
         self.cache: dict[bytes, Any] = {}
         """Processor-owned decoded state; dropped on abort and revoke."""
         self._emit: Callable[[str, int | None, bytes | None, bytes | None, Headers], None] = (
@@ -86,8 +88,12 @@ class Task:
         """Keys whose wake time has come (never early), loading the next window from the index."""
         horizon = now_ms + self.window_ms
         if horizon > self.loaded_until_ms:
+            self.wheel.advance_to(now_ms)
             for wake, key in self.store.due_between(self.loaded_until_ms, horizon):
-                self.wheel.insert(wake, key)
+                if not self.wheel.insert(wake, key):
+                    raise RuntimeError(
+                        f"timer wheel span too small for the {self.window_ms} ms window"
+                    )
             self.loaded_until_ms = horizon
         keys: list[bytes] = []
         for wake, key in self.wheel.pop_due(now_ms, limit):
@@ -101,7 +107,7 @@ class Task:
         self.batch = Batch()
         self.cache.clear()
         self.wheel.clear(now_ms)
-        self.loaded_until_ms = now_ms - 1
+        self.loaded_until_ms = -1
 
 
 class Processor(Protocol):

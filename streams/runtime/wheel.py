@@ -51,6 +51,21 @@ class TimerWheel:
         self.size -= len(out)
         return out
 
+    def advance_to(self, now_ms: int) -> None:
+        """Move the sweep point to `now_ms`; entries of the ticks passed become overdue.
+
+        Called before loading the next window, so that after a stall (a long GC, SIGSTOP, a
+        clock jump) the new window still fits the wheel's span and nothing is dropped.
+        """
+        now_tick = now_ms // self.tick_ms
+        last = min(now_tick, self._next_tick + len(self.slots))
+        while self._next_tick < last:
+            slot = self.slots[self._next_tick % len(self.slots)]
+            self._overdue.extend(slot)
+            slot.clear()
+            self._next_tick += 1
+        self._next_tick = max(self._next_tick, now_tick)
+
     def clear(self, start_ms: int) -> None:
         for slot in self.slots:
             slot.clear()

@@ -431,13 +431,14 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
     end_ms = min(int(cmd.end.timestamp() * 1000), state.cursor_ms + 1)
     cursor = int(cmd.start.timestamp() * 1000) - 1
     undispatched = set(state.undispatched)
+    backfilled = set(state.backfilled)
     for _ in range(cmd.max_occurrences):
         occ = compiled.next_after(cursor)
         if occ is None or occ.nominal_ms >= end_ms:
             break
         cursor = occ.nominal_ms
         exec_id = execution_id(key, occ.nominal_ms)
-        was_dispatched = (
+        was_dispatched = occ.nominal_ms in backfilled or (
             state.created_cursor_ms < occ.nominal_ms <= state.cursor_ms
             and occ.nominal_ms not in undispatched
         )
@@ -451,9 +452,9 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
                 reason=f"backfill {cmd.request_id}: already dispatched (force to run again)",
             )
             continue
-        state = _fire(
-            state, result, ctx, Shot(exec_id, occ.nominal_ms, occ.due_ms, TriggerKind.backfill)
-        )
+        shot = Shot(exec_id, occ.nominal_ms, occ.due_ms, TriggerKind.backfill)
+        state = _fire(state, result, ctx, shot)
+        state = state.evolve(backfilled=remember(state.backfilled, occ.nominal_ms))
     return state
 
 

@@ -62,6 +62,8 @@ class JobState:
     undispatched: tuple[int, ...] = ()
     """Recent nominal instants handled without firing (missed, skipped): backfill may fire them."""
     request_ids: tuple[str, ...] = ()
+    backfilled: tuple[int, ...] = ()
+    """Recent nominal instants fired by a backfill: a second backfill leaves them out."""
     fired: int = 0
     skipped: int = 0
     missed: int = 0
@@ -105,7 +107,7 @@ def remember(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
 
 _PLAIN = (
     "cursor_ms", "created_cursor_ms", "next_nominal_ms", "next_due_ms", "tzdb", "paused",
-    "paused_at_ms", "undispatched", "request_ids", "fired", "skipped", "missed",
+    "paused_at_ms", "undispatched", "request_ids", "backfilled", "fired", "skipped", "missed",
 )  # fmt: skip
 
 
@@ -130,4 +132,5 @@ def load_state(data: bytes) -> JobState:
     body["retries"] = tuple(Pending(**p) for p in body["retries"])
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])
+    body["backfilled"] = tuple(body["backfilled"])
     return JobState(**body)

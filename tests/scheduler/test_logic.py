@@ -371,6 +371,12 @@ def test_backfill_fires_what_was_never_dispatched_and_refuses_the_rest() -> None
     assert {T0 - 9 * MIN, T0 - 8 * MIN} <= {
         datetime_to_ms(e.nominal_at) for e in executions(forced)
     }
+    assert result.state is not None  # a second backfill leaves out what the first one fired
+    again = logic.apply_command(
+        result.state, Backfill(**{**window.model_dump(), "request_id": "b3"}), ctx(T0)
+    )
+    assert executions(again) == []
+    assert decisions(again).count(Decision.skipped_dispatched) == len(fired) + 2
 
 
 def test_cancel_a_buffered_run_and_request_cancel_of_a_running_one() -> None:

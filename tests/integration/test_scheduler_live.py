@@ -1,0 +1,156 @@
+"""The scheduler against the real broker: on time, exactly once through crashes and failover."""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from kadence.client import KadenceClient
+from kadence.clock import datetime_to_ms
+from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
+from kadence.settings import KadenceSettings
+from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.identity import execution_id
+from kadence.topics import Topics
+from tests.kafka_helpers import read_topic
+
+from .scheduler_harness import SchedulerProcess, counts, executions
+
+
+def per_second(job: str, start: datetime, seconds: int, tenant: str = "acme") -> ScheduleDefinition:
+    return ScheduleDefinition(
+        tenant=tenant,
+        job_id=job,
+        version=1,
+        schedule=CronSchedule(
+            expression="* * * * * *", start_at=start, end_at=start + timedelta(seconds=seconds - 1)
+        ),
+        target=KafkaTarget(topic="out"),
+        overlap="allow",
+    )
+
+
+def expected_ids(d: ScheduleDefinition) -> set[str]:
+    compiled = compile_schedule(d.schedule, d.key)
+    return {execution_id(d.key, o.nominal_ms) for o in compiled.upcoming(0, 10_000)}
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+@pytest.mark.slow
+def test_a_job_every_second_for_a_minute(settings: KadenceSettings, tmp_path: Path) -> None:
+    sched = SchedulerProcess(settings, "a", tmp_path / "state").start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+        job = per_second("every-second", start, 60)
+        with KadenceClient(settings) as client:
+            client.put(job)
+        got = executions(settings, expect=60, timeout_s=90)
+    finally:
+        sched.stop()
+    assert len(got) == 60
+    assert set(counts(got)) == expected_ids(job)  # unique, deterministic ids
+    assert all(n == 1 for n in counts(got).values())
+    assert all(e.dispatched_at >= e.due_at for e in got)  # none early
+    lateness = [(e.dispatched_at - e.due_at).total_seconds() for e in got]
+    assert _p99(lateness) < 1.0, sorted(lateness)[-5:]
+
+
+def _load_burst(settings: KadenceSettings, n: int, due: datetime) -> list[ScheduleDefinition]:
+    jobs = [
+        ScheduleDefinition(
+            tenant=f"t{i % 20}",
+            job_id=f"burst-{i}",
+            version=1,
+            schedule=OnceSchedule(run_at=due),
+            target=KafkaTarget(topic="out"),
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    with KadenceClient(settings) as client:
+        client.put_many(jobs)
+    return jobs
+
+
+def _first_uncommitted_execution(settings: KadenceSettings, timeout_s: float) -> None:
+    """Wait until the burst is under way: the first (possibly uncommitted) execution record."""
+    msgs = read_topic(
+        settings.bootstrap_servers, Topics(settings).executions, 1, timeout_s, "read_uncommitted"
+    )
+    assert msgs, "the burst never started"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["intact", "wiped"])
+def test_kill_9_during_a_burst_loses_and_doubles_nothing(
+    settings: KadenceSettings, tmp_path: Path, store: str
+) -> None:
+    n = 3000
+    state = tmp_path / "state"
+    sched = SchedulerProcess(settings, "a", state, fires_per_transaction=100).start()
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
+    jobs = _load_burst(settings, n, due)
+    try:
+        _first_uncommitted_execution(settings, timeout_s=60)
+        sched.kill(signal.SIGKILL)
+        committed_at_kill = len(executions(settings, expect=n, timeout_s=3))
+        if store == "wiped":
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(state / settings.namespace)
+        sched = SchedulerProcess(settings, "a", state, fires_per_transaction=100).start()
+        got = executions(settings, expect=n, timeout_s=90)
+        time.sleep(3)  # anything doubled would arrive now
+        got = executions(settings, expect=n + 1, timeout_s=5)
+    finally:
+        sched.stop()
+    assert committed_at_kill < n, "the kill landed after the burst; nothing was tested"
+    by_id = counts(got)
+    assert set(by_id) == {execution_id(j.key, datetime_to_ms(due)) for j in jobs}  # none lost
+    assert max(by_id.values()) == 1  # none doubled
+    assert all(e.dispatched_at >= e.due_at for e in got)
+
+
+@pytest.mark.slow
+def test_a_second_scheduler_takes_over_and_nothing_is_lost_or_doubled(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    import uuid  # noqa: PLC0415
+
+    from kadence.topics import delete_namespace, provision  # noqa: PLC0415
+
+    settings = KadenceSettings(
+        bootstrap_servers=kafka_bootstrap, namespace=f"fo-{uuid.uuid4().hex[:8]}",
+        partitions=6, execution_partitions=3,
+    )  # fmt: skip
+    provision(settings)
+    a = SchedulerProcess(settings, "a", tmp_path / "a").start()
+    b = SchedulerProcess(settings, "b", tmp_path / "b").start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+        jobs = [per_second(f"job-{i}", start, 30, tenant=f"t{i}") for i in range(12)]
+        with KadenceClient(settings) as client:
+            client.put_many(jobs)
+        time.sleep((start - datetime.now(UTC)).total_seconds() + 8)
+        a.kill(signal.SIGKILL)  # b takes over after the session timeout (6 s) plus restore
+        got = executions(settings, expect=12 * 30, timeout_s=90)
+        time.sleep(2)
+        got = executions(settings, expect=12 * 30 + 1, timeout_s=4)
+    finally:
+        a.stop()
+        b.stop()
+        delete_namespace(settings)
+    want: set[str] = set().union(*(expected_ids(j) for j in jobs))
+    by_id = counts(got)
+    assert set(by_id) == want
+    assert max(by_id.values()) == 1
+    assert all(e.dispatched_at >= e.due_at for e in got)
+    worst = max((e.dispatched_at - e.due_at).total_seconds() for e in got)
+    assert worst < 6 + 15, "takeover should take about the session timeout plus restore"
