@@ -25,9 +25,17 @@ from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 
 ZONES = [
-    "UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles",
-    "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Australia/Sydney", "Pacific/Auckland",
-]  # fmt: skip
+    "UTC",
+    "Europe/London",
+    "Europe/Berlin",
+    "America/New_York",
+    "America/Los_Angeles",
+    "America/Sao_Paulo",
+    "Asia/Tokyo",
+    "Asia/Kolkata",
+    "Australia/Sydney",
+    "Pacific/Auckland",
+]
 CURSOR = datetime_to_ms(datetime(2026, 11, 30, 0, 0, tzinfo=UTC))
 RESULTS = Path(__file__).resolve().parent / "results"
 

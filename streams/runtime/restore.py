@@ -54,8 +54,12 @@ def restore(
         if from_scratch and stored is not None:
             log.warning(
                 "store for %s[%d] at offset %d does not fit the log [%d, %d): rebuilding",
-                topic, partition, stored, low, high,
-            )  # fmt: skip
+                topic,
+                partition,
+                stored,
+                low,
+                high,
+            )
             store = reopen(True)
         start = low if from_scratch else stored + 1  # type: ignore[operator]
         records = 0

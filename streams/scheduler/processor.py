@@ -106,11 +106,19 @@ class SchedulerProcessor:
         try:
             compile_schedule(definition.schedule, definition.key)
         except InvalidScheduleError as exc:
-            task.emit(*self._encoded(task, Sink.history, HistoryRecord(
-                tenant=definition.tenant, job_id=definition.job_id,
-                decision=Decision.definition_rejected, at=ms_to_datetime(now_ms),
-                reason="; ".join(exc.errors),
-            )))  # fmt: skip
+            task.emit(
+                *self._encoded(
+                    task,
+                    Sink.history,
+                    HistoryRecord(
+                        tenant=definition.tenant,
+                        job_id=definition.job_id,
+                        decision=Decision.definition_rejected,
+                        at=ms_to_datetime(now_ms),
+                        reason="; ".join(exc.errors),
+                    ),
+                )
+            )
             raise Refused("invalid_schedule", "; ".join(exc.errors)) from None
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
         ctx = self._ctx(task, state, now_ms)

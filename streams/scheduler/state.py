@@ -106,9 +106,20 @@ def remember(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
 
 
 _PLAIN = (
-    "cursor_ms", "created_cursor_ms", "next_nominal_ms", "next_due_ms", "tzdb", "paused",
-    "paused_at_ms", "undispatched", "request_ids", "backfilled", "fired", "skipped", "missed",
-)  # fmt: skip
+    "cursor_ms",
+    "created_cursor_ms",
+    "next_nominal_ms",
+    "next_due_ms",
+    "tzdb",
+    "paused",
+    "paused_at_ms",
+    "undispatched",
+    "request_ids",
+    "backfilled",
+    "fired",
+    "skipped",
+    "missed",
+)
 
 
 def dump_state(state: JobState) -> bytes:

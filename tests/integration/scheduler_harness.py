@@ -46,8 +46,11 @@ class SchedulerProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "apps.scheduler"],
-                cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         if wait_assigned:
             self.wait_for("restored", timeout=60)
         return self

@@ -71,7 +71,7 @@ def _load_burst(settings: KadenceSettings, n: int, due: datetime) -> list[Schedu
             version=1,
             schedule=OnceSchedule(run_at=due),
             target=KafkaTarget(topic="out"),
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
     with KadenceClient(settings) as client:
@@ -127,9 +127,11 @@ def test_a_second_scheduler_takes_over_and_nothing_is_lost_or_doubled(
     from kadence.topics import delete_namespace, provision  # noqa: PLC0415
 
     settings = KadenceSettings(
-        bootstrap_servers=kafka_bootstrap, namespace=f"fo-{uuid.uuid4().hex[:8]}",
-        partitions=6, execution_partitions=3,
-    )  # fmt: skip
+        bootstrap_servers=kafka_bootstrap,
+        namespace=f"fo-{uuid.uuid4().hex[:8]}",
+        partitions=6,
+        execution_partitions=3,
+    )
     provision(settings)
     a = SchedulerProcess(settings, "a", tmp_path / "a").start()
     b = SchedulerProcess(settings, "b", tmp_path / "b").start()

@@ -78,11 +78,20 @@ def outcome(
     ex: ExecutionRequested, status: OutcomeStatus, retryable: bool = False
 ) -> ExecutionOutcome:
     return ExecutionOutcome(
-        execution_id=ex.execution_id, tenant=ex.tenant, job_id=ex.job_id, attempt=ex.attempt,
-        delivery=1, worker_id="w", status=status, retryable=retryable,
+        execution_id=ex.execution_id,
+        tenant=ex.tenant,
+        job_id=ex.job_id,
+        attempt=ex.attempt,
+        delivery=1,
+        worker_id="w",
+        status=status,
+        retryable=retryable,
         error=None if status is OutcomeStatus.succeeded else ErrorInfo(type="E", message="boom"),
-        nominal_at=ex.nominal_at, due_at=ex.due_at, started_at=ex.due_at, finished_at=ex.due_at,
-    )  # fmt: skip
+        nominal_at=ex.nominal_at,
+        due_at=ex.due_at,
+        started_at=ex.due_at,
+        finished_at=ex.due_at,
+    )
 
 
 # --- definitions -----------------------------------------------------------------------------
@@ -190,11 +199,17 @@ def test_overlap_buffer_one_runs_the_buffered_one_when_the_running_one_ends() ->
 
 def _ex_fields(exec_id: str, nominal: int) -> dict[str, Any]:
     return {
-        "execution_id": exec_id, "tenant": "acme", "job_id": "job", "definition_version": 1,
-        "nominal_at": ms_to_datetime(nominal), "due_at": ms_to_datetime(nominal),
-        "dispatched_at": ms_to_datetime(nominal), "target": KafkaTarget(topic="out"),
-        "timeout_ms": 300_000, "lease_ttl_ms": 30_000,
-    }  # fmt: skip
+        "execution_id": exec_id,
+        "tenant": "acme",
+        "job_id": "job",
+        "definition_version": 1,
+        "nominal_at": ms_to_datetime(nominal),
+        "due_at": ms_to_datetime(nominal),
+        "dispatched_at": ms_to_datetime(nominal),
+        "target": KafkaTarget(topic="out"),
+        "timeout_ms": 300_000,
+        "lease_ttl_ms": 30_000,
+    }
 
 
 def test_overlap_buffer_all_is_bounded() -> None:
@@ -257,8 +272,12 @@ def test_missed_latest_once() -> None:
 def test_missed_all() -> None:
     result = _after_downtime("all")
     assert [e.execution_id[-13:-5] for e in executions(result)] == [
-        "09:01:00", "09:02:00", "09:03:00", "09:04:00", "09:05:00"
-    ]  # fmt: skip
+        "09:01:00",
+        "09:02:00",
+        "09:03:00",
+        "09:04:00",
+        "09:05:00",
+    ]
 
 
 def test_missed_all_is_bounded() -> None:
@@ -351,15 +370,18 @@ def test_backfill_fires_what_was_never_dispatched_and_refuses_the_rest() -> None
         state = logic.on_due(state, ctx(at)).state
     assert state is not None
     window = cmd(
-        Backfill, request_id="b1", start=ms_to_datetime(T0 - 30 * MIN),
+        Backfill,
+        request_id="b1",
+        start=ms_to_datetime(T0 - 30 * MIN),
         end=ms_to_datetime(T0 + 30 * MIN),
-    )  # fmt: skip
+    )
     result = logic.apply_command(state, window, ctx(T0))
     fired = {datetime_to_ms(e.nominal_at) for e in executions(result)}
     skipped = {
-        datetime_to_ms(h.nominal_at) for h in history(result)
+        datetime_to_ms(h.nominal_at)
+        for h in history(result)
         if h.decision is Decision.skipped_dispatched and h.nominal_at
-    }  # fmt: skip
+    }
     assert min(fired) == T0 - 30 * MIN  # before the job existed: never dispatched
     assert skipped == {T0 - 9 * MIN, T0 - 8 * MIN}  # dispatched on time
     assert {T0 - 7 * MIN, T0 - 6 * MIN, T0 - 5 * MIN, T0 - 4 * MIN} <= fired  # missed
