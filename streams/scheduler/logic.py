@@ -8,7 +8,7 @@ on a fake clock.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from kadence.clock import ms_to_datetime
@@ -412,8 +412,13 @@ def apply_command(state: JobState, command: Command, ctx: Context) -> Result:
         result.state = state.evolve(paused=True, paused_at_ms=ctx.now_ms)
         result.history(state, ctx, Decision.paused, reason=command.reason or "paused")
     elif isinstance(command, ResumeJob):
-        result.state = state.evolve(paused=False, paused_at_ms=None)
         result.history(state, ctx, Decision.resumed, reason="resumed")
+        state = state.evolve(paused=False, paused_at_ms=None)
+        if state.next_due_ms is not None and state.next_due_ms <= ctx.now_ms:
+            # what fell due while paused was missed, however short the pause: the job's
+            # missed-run policy decides, with no grace for being "only a little late"
+            state = _catch_up(state, result, replace(ctx, misfire_grace_ms=-1))
+        result.state = state
     elif isinstance(command, Backfill):
         result.state = _backfill(state, result, command, ctx)
     elif isinstance(command, CancelRun):
