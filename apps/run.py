@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from types import FrameType
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from infra.kafka.kafkactl import BrokerConfig
 
 PENDING_PROCESSES = (
-    ("scheduler", "issue #4"),
     ("reaper", "issue #5"),
     ("workers", "issue #5"),
     ("HTTP API + dashboard", "issue #7"),
@@ -66,7 +66,30 @@ def describe(settings: KadenceSettings, created: list[str]) -> None:
         )
     for name, where in PENDING_PROCESSES:
         print(f"kadence: {name}: not built yet ({where}); not started")
-    print("kadence: ready. Ctrl-C stops what this command started.", flush=True)
+    sys.stdout.flush()
+
+
+def start_processes(settings: KadenceSettings) -> list[subprocess.Popen[bytes]]:
+    """Every Kadence process of the single-node default, each pointed at the same cluster."""
+    env = {
+        **os.environ,
+        "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "KADENCE_NAMESPACE": settings.namespace,
+    }
+    procs = [subprocess.Popen([sys.executable, "-m", "apps.scheduler"], env=env)]
+    print(f"kadence: scheduler started (pid {procs[0].pid})", flush=True)
+    return procs
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def main() -> int:
@@ -79,6 +102,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     started: BrokerConfig | None = None
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         if os.environ.get("KADENCE_BOOTSTRAP_SERVERS"):
             settings = KadenceSettings()
@@ -87,11 +111,18 @@ def main() -> int:
             bootstrap, started = start_local_broker()
             settings = KadenceSettings(bootstrap_servers=bootstrap)
         describe(settings, provision(settings))
-        stop.wait()
+        procs = start_processes(settings)
+        print("kadence: ready. Ctrl-C stops what this command started.", flush=True)
+        while not stop.wait(1.0):
+            for proc in procs:
+                if proc.poll() is not None:
+                    print(f"kadence: a process exited with {proc.returncode}; stopping", flush=True)
+                    stop.set()
     except KadenceError as exc:
         print(f"kadence: error: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
+        stop_processes(procs)
         if started is not None:
             stop_local_broker(started)
     print("kadence: stopped", flush=True)

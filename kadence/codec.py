@@ -11,11 +11,12 @@ Every failure is a `DecodeError` subclass with a stable `code`; processors turn 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,20 +104,39 @@ def _load(path: Path) -> dict[str, Any]:
     return raw
 
 
-def _to_avro(value: Any) -> Any:
-    """A model as the datum fastavro writes; `-type` picks the branch of record unions."""
-    if isinstance(value, BaseModel):
-        out = {name: _to_avro(getattr(value, name)) for name in type(value).model_fields}
-        if isinstance(value, WireModel):
-            out["-type"] = type(value).avro_fullname()
-        return out
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _to_avro(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_avro(v) for v in value]
-    return value
+@functools.cache
+def _shape(model: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(fields holding a union of records, fields holding one nested model) of a model class."""
+    unions, nested = [], []
+    for name, info in model.model_fields.items():
+        args = [a for a in typing.get_args(info.annotation) if a is not type(None)] or [
+            info.annotation
+        ]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(models) > 1:
+            unions.append(name)
+        elif models:
+            nested.append(name)
+    return tuple(unions), tuple(nested)
+
+
+def _tag(value: BaseModel, datum: dict[str, Any]) -> dict[str, Any]:
+    """Name the branch of every record union (fastavro's tuple notation): no guessing."""
+    unions, nested = _shape(type(value))
+    for name in unions:
+        member = getattr(value, name)
+        if member is not None:
+            datum[name] = (type(member).avro_fullname(), _tag(member, datum[name]))
+    for name in nested:
+        member = getattr(value, name)
+        if member is not None:
+            _tag(member, datum[name])
+    return datum
+
+
+def _to_avro(value: BaseModel) -> dict[str, Any]:
+    """A model as the datum fastavro writes (pydantic's fast dump, union branches named)."""
+    return _tag(value, value.model_dump())
 
 
 def describe_validation_error(exc: ValidationError) -> list[str]:

@@ -61,6 +61,8 @@ class Task:
             lambda *_: None
         )
         self.changelog: str = ""
+        self.prefetch: Callable[[bytes], None] = lambda _key: None
+        """Called for each key entering the timer window: decode ahead, not at the due time."""
 
     # -- state -------------------------------------------------------------------------------
 
@@ -94,6 +96,7 @@ class Task:
                     raise RuntimeError(
                         f"timer wheel span too small for the {self.window_ms} ms window"
                     )
+                self.prefetch(key)
             self.loaded_until_ms = horizon
         keys: list[bytes] = []
         for wake, key in self.wheel.pop_due(now_ms, limit):
@@ -116,6 +119,8 @@ class Processor(Protocol):
     def process(self, task: Task, record: InputRecord, now_ms: int) -> None: ...
 
     def fire(self, task: Task, key: bytes, now_ms: int) -> None: ...
+
+    def prefetch(self, task: Task, key: bytes) -> None: ...
 
 
 @dataclass
@@ -210,6 +215,7 @@ class Runner:
             task = Task(p, store, self.clock.now_ms(), self.cfg.window_ms)
             task.changelog = self.cfg.changelog_topic
             task._emit = self._produce
+            task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
             self.tasks[p] = task
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

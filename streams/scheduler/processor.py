@@ -161,6 +161,15 @@ class SchedulerProcessor:
             return
         self._write(task, key, logic.on_due(state, self._ctx(task, state, now_ms)))
 
+    def prefetch(self, task: Task, key: bytes) -> None:
+        """Decode a job entering the timer window now, so its due time pays only for firing."""
+        if key.startswith(GROUP_PREFIX) or key in task.cache:
+            return
+        state = self._load(task, key)
+        if state is not None:
+            state.compiled(self.codec)
+            task.cache[key] = state
+
     # -- state -------------------------------------------------------------------------------
 
     def _ctx(self, task: Task, state: JobState | None, now_ms: int) -> Context:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kadence.codec import Codec
@@ -122,11 +122,17 @@ _PLAIN = (
 )
 
 
+def _pending(p: Pending) -> list[object]:
+    return [p.execution_id, p.nominal_ms, p.due_ms, p.attempt, p.trigger]
+
+
 def dump_state(state: JobState) -> bytes:
     body: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
-    body["running"] = [asdict(r) for r in state.running]
-    body["buffered"] = [asdict(p) for p in state.buffered]
-    body["retries"] = [asdict(p) for p in state.retries]
+    body["running"] = [
+        [r.execution_id, r.nominal_ms, r.attempt, r.expires_ms] for r in state.running
+    ]
+    body["buffered"] = [_pending(p) for p in state.buffered]
+    body["retries"] = [_pending(p) for p in state.retries]
     body["v"] = STATE_VERSION
     body["definition"] = base64.b64encode(state.definition_bytes).decode()
     return json.dumps(body, separators=(",", ":")).encode()
@@ -138,9 +144,9 @@ def load_state(data: bytes) -> JobState:
     if version != STATE_VERSION:
         raise ValueError(f"scheduler state version {version} is not readable by this build")
     body["definition_bytes"] = base64.b64decode(body.pop("definition"))
-    body["running"] = tuple(Running(**r) for r in body["running"])
-    body["buffered"] = tuple(Pending(**p) for p in body["buffered"])
-    body["retries"] = tuple(Pending(**p) for p in body["retries"])
+    body["running"] = tuple(Running(*r) for r in body["running"])
+    body["buffered"] = tuple(Pending(*p) for p in body["buffered"])
+    body["retries"] = tuple(Pending(*p) for p in body["retries"])
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])
     body["backfilled"] = tuple(body["backfilled"])

@@ -1,0 +1,282 @@
+"""Scheduler benchmarks against the local broker (real Kafka, real processes, RocksDB).
+
+    make bench-burst     # 100 000 one-off jobs due in the same second
+    make bench-restore   # restore time and RSS with 1 000 000 jobs
+
+burst:   loads N jobs due at T (beforehand), then measures, per execution, the dispatch lateness
+         (dispatched_at - due, stamped by the scheduler) and the visible lateness (when a
+         read_committed consumer received it - due), p50/p99/max, the drain time, and the lost
+         and doubled counts.
+restore: loads N jobs, stops the scheduler, then times a cold restore (state deleted: rebuilt
+         from the changelog) and a warm one (RocksDB kept), and the scheduler's RSS after each.
+Figures go to bench/results/scheduler-<mode>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from kadence.client import KadenceClient
+from kadence.codec import Codec
+from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics, delete_namespace, provision
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    s = sorted(values)
+
+    def at(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))]
+
+    return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": s[-1]}
+
+
+class Scheduler:
+    def __init__(self, settings: KadenceSettings, state_dir: Path, instance: str = "bench") -> None:
+        self.log = state_dir / f"scheduler-{instance}.log"
+        self.env = {
+            "PATH": "/usr/bin:/bin",
+            "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "KADENCE_NAMESPACE": settings.namespace,
+            "KADENCE_PARTITIONS": str(settings.partitions),
+            "KADENCE_EXECUTION_PARTITIONS": str(settings.execution_partitions),
+            "KADENCE_INSTANCE_ID": instance,
+            "KADENCE_STATE_DIR": str(state_dir),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Start; returns seconds until every partition was restored."""
+        started = time.monotonic()
+        before = self.log.read_text() if self.log.exists() else ""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "apps.scheduler"],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        partitions = int(self.env["KADENCE_PARTITIONS"])
+        while True:
+            text = self.log.read_text()[len(before) :]
+            if text.count(" restored: ") >= partitions:
+                return time.monotonic() - started
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"scheduler exited: {text[-2000:]}")
+            time.sleep(0.2)
+
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=120)
+
+
+def load(settings: KadenceSettings, defs: Iterator[ScheduleDefinition], chunk: int = 5000) -> float:
+    """Write all definitions with the SDK; returns definitions per second."""
+    started, n = time.monotonic(), 0
+    batch: list[ScheduleDefinition] = []
+    with KadenceClient(settings) as client:
+        for d in defs:
+            batch.append(d)
+            if len(batch) == chunk:
+                client.put_many(batch)
+                n += len(batch)
+                batch = []
+                print(f"\r  loaded {n}", end="", flush=True)
+        if batch:
+            client.put_many(batch)
+            n += len(batch)
+    print(f"\r  loaded {n}", flush=True)
+    return n / (time.monotonic() - started)
+
+
+def wait_ingested(settings: KadenceSettings, timeout_s: float) -> float:
+    """Seconds until the scheduler group has committed every schedules record."""
+    started = time.monotonic()
+    topic = Topics(settings).schedules
+    group = f"{settings.namespace}.scheduler"
+    c = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": group})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        while time.monotonic() - started < timeout_s:
+            ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+            done = [max(0, tp.offset) for tp in c.committed(tps, timeout=10)]
+            lag = sum(e - d for e, d in zip(ends, done, strict=True))
+            print(f"\r  scheduler ingest lag {lag:>9}", end="", flush=True)
+            if lag == 0:
+                print()
+                return time.monotonic() - started
+            time.sleep(1)
+    finally:
+        c.close()
+    raise RuntimeError("the scheduler did not ingest the definitions in time")
+
+
+def burst(settings: KadenceSettings, n: int, lead_s: int, state_dir: Path) -> dict[str, Any]:
+    sched = Scheduler(settings, state_dir)
+    sched.start()
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
+    print(f"burst: {n} one-off jobs due at {due.isoformat()}")
+    jobs = (
+        ScheduleDefinition(
+            tenant=f"tenant-{i % 100}",
+            job_id=f"burst-{i}",
+            version=1,
+            schedule=OnceSchedule(run_at=due),
+            target=KafkaTarget(topic="out"),
+        )
+        for i in range(n)
+    )
+    rate = load(settings, jobs)
+    ingest_s = wait_ingested(settings, timeout_s=lead_s * 3)
+    slack = (due - datetime.now(UTC)).total_seconds()
+    print(f"  ingested; {slack:.1f} s before the burst")
+    codec = Codec()
+    c = Consumer(
+        {
+            "bootstrap.servers": settings.bootstrap_servers,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    topic = Topics(settings).executions
+    c.assign([TopicPartition(topic, p, 0) for p in range(settings.execution_partitions)])
+    seen: dict[str, int] = {}
+    dispatch, visible = [], []
+    deadline = time.monotonic() + max(0.0, slack) + 300
+    try:
+        while len(seen) < n and time.monotonic() < deadline:
+            for msg in c.consume(num_messages=5000, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                received = datetime.now(UTC)
+                ex = codec.decode(msg.value())
+                eid = getattr(ex, "execution_id", "")
+                seen[eid] = seen.get(eid, 0) + 1
+                if seen[eid] == 1:
+                    due_at = ex.due_at  # type: ignore[attr-defined]
+                    dispatch.append((ex.dispatched_at - due_at).total_seconds())  # type: ignore[attr-defined]
+                    visible.append((received - due_at).total_seconds())
+        time.sleep(3)
+        for msg in c.consume(num_messages=100_000, timeout=2):
+            if msg.error() is None:
+                eid = getattr(codec.decode(msg.value()), "execution_id", "")
+                seen[eid] = seen.get(eid, 0) + 1
+    finally:
+        c.close()
+        rss = sched.rss_mib()
+        sched.stop()
+    return {
+        "jobs": n,
+        "load_defs_per_s": round(rate),
+        "ingest_wait_s": round(ingest_s, 1),
+        "dispatch_lateness_s": percentiles(dispatch),
+        "visible_lateness_s": percentiles(visible),
+        "within_1s_pct": round(100 * sum(v <= 1.0 for v in visible) / max(1, len(visible)), 2),
+        "drain_s": max(visible) if visible else None,
+        "lost": n - len(seen),
+        "doubled": sum(1 for v in seen.values() if v > 1),
+        "scheduler_rss_mib": round(rss),
+    }
+
+
+def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[str, Any]:
+    sched = Scheduler(settings, state_dir)
+    sched.start()
+    print(f"restore: {n} daily jobs")
+    jobs = (
+        ScheduleDefinition(
+            tenant=f"tenant-{i % 1000}",
+            job_id=f"job-{i}",
+            version=1,
+            schedule=CronSchedule(expression=f"{i % 60} {i // 60 % 24} * * *", timezone="UTC"),
+            target=KafkaTarget(topic="out"),
+        )
+        for i in range(n)
+    )
+    rate = load(settings, jobs)
+    ingest_s = wait_ingested(settings, timeout_s=3600)
+    rss_loaded = sched.rss_mib()
+    sched.stop()
+    shutil.rmtree(state_dir / settings.namespace)
+    cold = Scheduler(settings, state_dir)
+    cold_s = cold.start()
+    rss_cold = cold.rss_mib()
+    cold.stop()
+    warm = Scheduler(settings, state_dir)
+    warm_s = warm.start()
+    rss_warm = warm.rss_mib()
+    warm.stop()
+    disk = sum(f.stat().st_size for f in (state_dir / settings.namespace).rglob("*") if f.is_file())
+    return {
+        "jobs": n,
+        "load_defs_per_s": round(rate),
+        "ingest_s_after_load": round(ingest_s, 1),
+        "rss_mib_after_ingest": round(rss_loaded),
+        "cold_restore_s": round(cold_s, 1),
+        "rss_mib_after_cold_restore": round(rss_cold),
+        "warm_restore_s": round(warm_s, 1),
+        "rss_mib_after_warm_restore": round(rss_warm),
+        "rocksdb_disk_mib": round(disk / 2**20),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("mode", choices=["burst", "restore"])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--lead", type=int, default=150, help="burst: seconds from start to T")
+    parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    settings = KadenceSettings(
+        bootstrap_servers=args.bootstrap, namespace=f"bench-{uuid.uuid4().hex[:8]}"
+    )
+    provision(settings)
+    state_dir = Path(tempfile.mkdtemp(prefix="kadence-bench-"))
+    try:
+        if args.mode == "burst":
+            result = burst(settings, args.jobs, args.lead, state_dir)
+        else:
+            result = restore_bench(settings, args.jobs, state_dir)
+    finally:
+        delete_namespace(settings)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / f"scheduler-{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
