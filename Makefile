@@ -50,3 +50,10 @@ clean: broker-stop
 .PHONY: bench-time
 bench-time: deps
 	$(BIN)/python -m bench.time_engine
+
+.PHONY: bench-burst bench-restore
+bench-burst: deps broker
+	$(BIN)/python -m bench.scheduler burst --jobs 100000
+
+bench-restore: deps broker
+	$(BIN)/python -m bench.scheduler restore --jobs 1000000

@@ -134,7 +134,7 @@ class RunnerConfig:
     """None keeps state in memory (tests); it is still changelogged and restored."""
     session_timeout_ms: int = 10_000
     window_ms: int = 60_000
-    max_fires_per_turn: int = 5_000
+    max_fires_per_turn: int = 2_000
     max_records_per_turn: int = 2_000
     idle_poll_s: float = 0.02
     extra_consumer: dict[str, Any] = field(default_factory=dict)
@@ -257,11 +257,15 @@ class Runner:
             self.processor.process(task, _record(msg, now), now)
             consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
             self.stats.records += 1
-        for task in list(self.tasks.values()):
-            for key in task.due(now, self.cfg.max_fires_per_turn):
+        budget = self.cfg.max_fires_per_turn  # shared by all tasks: bounded transactions
+        tasks = list(self.tasks.values())
+        start = self.stats.turns % len(tasks) if tasks else 0
+        for task in tasks[start:] + tasks[:start]:  # a different partition goes first each turn
+            for key in task.due(now, budget):
                 self._begin()
                 self.processor.fire(task, key, now)
                 self.stats.fires += 1
+                budget -= 1
         if self._in_txn:
             self._commit(consumed)
         self.stats.turns += 1
