@@ -46,7 +46,7 @@ class KadenceSettings(BaseSettings):
     misfire_grace_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 30_000
     """An occurrence noticed later than this after it was due is late: its job's missed-run
     policy decides whether it still fires."""
-    fires_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 2_000
+    fires_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
     """Timer firings per transaction at most: a burst is committed in bounded steps."""
     clock_offset_ms: int = 0
     """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""

@@ -36,6 +36,8 @@ class Decision(StrEnum):
     resumed = "resumed"
     deleted = "deleted"
     cancel_requested = "cancel_requested"
+    rescheduled = "rescheduled"
+    """The next occurrence moved without a new definition (a tz database update)."""
 
 
 class HistoryRecord(WireModel):

@@ -61,6 +61,8 @@ class Task:
             lambda *_: None
         )
         self.changelog: str = ""
+        self.maintenance_pending = True
+        """The processor's `maintain` runs, in bounded steps, until it reports done."""
         self.prefetch: Callable[[bytes], None] = lambda _key: None
         """Called for each key entering the timer window: decode ahead, not at the due time."""
 
@@ -107,6 +109,7 @@ class Task:
         return keys
 
     def reset_after_abort(self, now_ms: int) -> None:
+        self.maintenance_pending = True
         self.batch = Batch()
         self.cache.clear()
         self.wheel.clear(now_ms)
@@ -122,6 +125,10 @@ class Processor(Protocol):
 
     def prefetch(self, task: Task, key: bytes) -> None: ...
 
+    def maintain(self, task: Task, now_ms: int) -> bool:
+        """One bounded step of after-assignment upkeep; True when there is nothing left."""
+        ...
+
 
 @dataclass
 class RunnerConfig:
@@ -134,7 +141,7 @@ class RunnerConfig:
     """None keeps state in memory (tests); it is still changelogged and restored."""
     session_timeout_ms: int = 10_000
     window_ms: int = 60_000
-    max_fires_per_turn: int = 2_000
+    max_fires_per_turn: int = 5_000
     max_records_per_turn: int = 2_000
     idle_poll_s: float = 0.02
     extra_consumer: dict[str, Any] = field(default_factory=dict)
@@ -257,6 +264,10 @@ class Runner:
             self.processor.process(task, _record(msg, now), now)
             consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
             self.stats.records += 1
+        for task in self.tasks.values():
+            if task.maintenance_pending:
+                self._begin()
+                task.maintenance_pending = not self.processor.maintain(task, now)
         budget = self.cfg.max_fires_per_turn  # shared by all tasks: bounded transactions
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0

@@ -64,6 +64,7 @@ class Store(Protocol):
     def apply(self, batch: Batch) -> None: ...
     def changelog_offset(self) -> int | None: ...
     def count(self) -> int: ...
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]: ...
     def close(self) -> None: ...
 
 
@@ -94,6 +95,9 @@ class MemoryStore:
 
     def changelog_offset(self) -> int | None:
         return self.offset
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        return sorted(k for k in self.values if k > after)[:limit]
 
     def count(self) -> int:
         return len(self.values)
@@ -166,6 +170,19 @@ class RocksStore:
         finally:
             del meta
         return struct.unpack(">q", bytes(raw))[0] if raw is not None else None
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        """Up to `limit` keys greater than `after`, in order (a resumable full scan)."""
+        it = self.db.iter()
+        it.seek(after)
+        out: list[bytes] = []
+        while it.valid() and len(out) < limit:
+            key = bytes(it.key())
+            if key > after:
+                out.append(key)
+            it.next()
+        del it
+        return out
 
     def count(self) -> int:
         it = self.db.iter()

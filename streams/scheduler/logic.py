@@ -154,6 +154,24 @@ def _advance_to(state: JobState, cursor_ms: int, ctx: Context) -> JobState:
     )
 
 
+def apply_tzdb(state: JobState, ctx: Context) -> Result:
+    """Recompute the next occurrence under the running tz database; report it if it moved."""
+    new = _advance_to(state, state.cursor_ms, ctx)
+    result = Result(new)
+    if new.next_nominal_ms != state.next_nominal_ms:
+        old = ms_to_datetime(state.next_nominal_ms).isoformat() if state.next_nominal_ms else "none"
+        moved = ms_to_datetime(new.next_nominal_ms).isoformat() if new.next_nominal_ms else "none"
+        result.history(
+            new,
+            ctx,
+            Decision.rescheduled,
+            nominal_at=ms_to_datetime(new.next_nominal_ms) if new.next_nominal_ms else None,
+            reason=f"tz database {state.tzdb} -> {ctx.tzdb}: next occurrence {old} -> {moved}",
+            details={"old_nominal_ms": str(state.next_nominal_ms), "tzdb": ctx.tzdb},
+        )
+    return result
+
+
 def apply_delete(state: JobState, ctx: Context) -> Result:
     result = Result(None)
     result.history(state, ctx, Decision.deleted, reason="job deleted; nothing fires after this")
@@ -330,7 +348,12 @@ def _collect_due(
     window_start = ctx.now_ms - policy.catch_up_window_ms
     due: list[Occurrence] = []
     cursor = state.cursor_ms
-    while (occ := compiled.next_after(cursor)) is not None and occ.due_ms <= ctx.now_ms:
+    while True:
+        occ, dst_skipped = compiled.next_with_skipped(cursor)
+        if occ is None or occ.due_ms > ctx.now_ms:
+            break  # (DST-skipped ones are reported when the cursor passes them)
+        for gone in dst_skipped:
+            state = _dst_skipped(state, result, ctx, gone)
         cursor = occ.nominal_ms
         if occ.due_ms < window_start:
             state = _missed(state, result, ctx, occ, "outside the catch-up window")
@@ -341,6 +364,20 @@ def _collect_due(
         if len(due) > policy.max_catch_up:
             state = _missed(state, result, ctx, due.pop(0), "over max_catch_up")
     return state, due, cursor
+
+
+def _dst_skipped(state: JobState, result: Result, ctx: Context, occ: Occurrence) -> JobState:
+    wall = occ.wall.strftime("%Y-%m-%d %H:%M:%S")
+    result.history(
+        state,
+        ctx,
+        Decision.skipped_dst,
+        nominal_at=ms_to_datetime(occ.nominal_ms),
+        reason=f"{wall} local does not exist (clocks spring forward); dst_gap=skip",
+    )
+    return state.evolve(
+        skipped=state.skipped + 1, undispatched=remember(state.undispatched, occ.nominal_ms)
+    )
 
 
 def _jump_to_window(

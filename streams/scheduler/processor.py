@@ -38,6 +38,9 @@ from streams.scheduler.state import JobState, dump_state, load_state
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = b"~group/"
+TZDB_MARKER = b"~tzdb"
+"""The tz database version every job of the partition was last computed with."""
+MAINTAIN_STEP = 2_000
 KEEP_BYTES = 512 * 1024
 """A rejected record keeps at most this much of the original value (the broker caps at 1 MiB)."""
 
@@ -160,6 +163,27 @@ class SchedulerProcessor:
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
         self._write(task, key, logic.on_due(state, self._ctx(task, state, now_ms)))
+
+    def maintain(self, task: Task, now_ms: int) -> bool:
+        """After assignment: if the tz database changed, recompute every job (in steps)."""
+        current = self.cfg.tzdb.encode()
+        if task.get(TZDB_MARKER) == current:
+            return True
+        after = task.cache.get(TZDB_MARKER, b"")
+        keys = task.store.keys_after(after, MAINTAIN_STEP)
+        for key in keys:
+            if key.startswith(b"~"):
+                continue
+            state = self._load(task, key)
+            if state is not None and state.tzdb != self.cfg.tzdb:
+                ctx = self._ctx(task, state, now_ms)
+                self._write(task, key, logic.apply_tzdb(state, ctx))
+        if len(keys) < MAINTAIN_STEP:
+            task.put(TZDB_MARKER, current, None)
+            task.cache.pop(TZDB_MARKER, None)
+            return True
+        task.cache[TZDB_MARKER] = keys[-1]
+        return False
 
     def prefetch(self, task: Task, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""

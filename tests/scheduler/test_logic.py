@@ -326,6 +326,24 @@ def test_on_time_occurrences_are_not_late() -> None:
     assert len(executions(result)) == 1
 
 
+def test_a_dst_skipped_occurrence_gets_a_history_record() -> None:
+    spring = datetime_to_ms(datetime(2026, 3, 8, 6, 0, tzinfo=UTC))  # 01:00 EST in New York
+    d = definition(
+        schedule={
+            "kind": "cron",
+            "expression": "30 2 * * *",
+            "timezone": "America/New_York",
+            "dst_gap": "skip",
+        },
+    )
+    state = create(d, at=spring)
+    assert state.next_nominal_ms == datetime_to_ms(datetime(2026, 3, 9, 6, 30, tzinfo=UTC))
+    result = due(state, state.next_due_ms or 0)
+    assert decisions(result) == [Decision.skipped_dst, Decision.fired]
+    [skip] = [h for h in history(result) if h.decision is Decision.skipped_dst]
+    assert skip.reason.startswith("2026-03-08 02:30:00 local does not exist")
+
+
 # --- commands --------------------------------------------------------------------------------
 
 
@@ -497,3 +515,18 @@ def test_state_round_trips_through_its_stored_form() -> None:
     state, _ = _first_run(overlap="buffer_one")
     state = state.evolve(request_ids=("a", "b"), undispatched=(1, 2))
     assert load_state(dump_state(state)) == state
+
+
+def test_a_tz_database_update_recomputes_and_reports_a_moved_occurrence() -> None:
+    state = create().evolve(tzdb="2020a", next_nominal_ms=T0 + 5 * MIN, next_due_ms=T0 + 5 * MIN)
+    result = logic.apply_tzdb(state, ctx(T0))
+    assert result.state is not None
+    assert result.state.tzdb == "2025b"
+    assert result.state.next_nominal_ms == T0 + MIN
+    [h] = history(result)
+    assert h.decision is Decision.rescheduled
+    assert "tz database 2020a -> 2025b" in h.reason
+    unchanged = logic.apply_tzdb(create().evolve(tzdb="2020a"), ctx(T0))
+    assert history(unchanged) == []
+    assert unchanged.state is not None
+    assert unchanged.state.tzdb == "2025b"
