@@ -84,6 +84,12 @@ class SchedulerProcessor:
             self._reject(task, record, exc.code, str(exc), now_ms)
         except Refused as exc:
             self._reject(task, record, exc.code, exc.reason, now_ms)
+        except Exception as exc:  # a bug must not turn one record into a crash loop
+            log.exception(
+                "processing %s[%d]@%d failed", record.topic, record.partition, record.offset
+            )
+            reason = f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
+            self._reject(task, record, "processing_error", reason, now_ms)
 
     def _definition(self, task: Task, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None

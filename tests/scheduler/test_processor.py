@@ -70,3 +70,26 @@ def test_maintain_recomputes_every_job_once_after_a_tz_database_change() -> None
         if isinstance(h, HistoryRecord) and h.decision is Decision.rescheduled
     ] == ["j3"]
     assert proc2.maintain(task, NOW)  # done: nothing to do the second time
+
+
+def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch: Any) -> None:
+    proc, task, out = setup("2025b")
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("streams.scheduler.logic.apply_definition", boom)
+    d = ScheduleDefinition(
+        tenant="acme",
+        job_id="j",
+        version=1,
+        schedule={"kind": "cron", "expression": "* * * * *"},
+        target=KafkaTarget(topic="o"),
+    )
+    record = InputRecord(proc.cfg.topics.schedules, 0, 7, b"acme/j", CODEC.encode(d), [], NOW)
+    proc.process(task, record, NOW)
+    [(topic, _p, _key, value, _h)] = out
+    assert topic == proc.cfg.topics.rejected
+    rejected = CODEC.decode(value)
+    assert getattr(rejected, "code", None) == "processing_error"
+    assert "RuntimeError: boom" in getattr(rejected, "reason", "")
