@@ -44,6 +44,7 @@ def restore(
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
+            "queued.max.messages.kbytes": 16_384,  # bounded prefetch: restore is CPU-bound
         }
     )
     try:

@@ -178,6 +178,7 @@ class Runner:
                 "session.timeout.ms": cfg.session_timeout_ms,
                 "heartbeat.interval.ms": max(500, cfg.session_timeout_ms // 5),
                 "max.poll.interval.ms": 600_000,
+                "queued.max.messages.kbytes": 32_768,
                 **cfg.extra_consumer,
             }
         )

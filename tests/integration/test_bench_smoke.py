@@ -1,0 +1,26 @@
+"""The scheduler benchmarks run end to end on a small load (their figures come from make)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import scheduler as bench
+
+
+@pytest.mark.slow
+def test_burst_and_restore_benchmarks_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    assert bench.main(["burst", "--jobs", "300", "--lead", "20", *args]) == 0
+    burst = json.loads((tmp_path / "scheduler-burst.json").read_text())
+    assert burst["jobs"] == 300
+    assert burst["lost"] == 0
+    assert burst["doubled"] == 0
+    assert burst["visible_lateness_s"]["p50"] >= 0  # never early
+    assert bench.main(["restore", "--jobs", "500", *args]) == 0
+    restore = json.loads((tmp_path / "scheduler-restore.json").read_text())
+    assert restore["jobs"] == 500
+    assert restore["cold_restore_s"] > 0
+    assert restore["warm_restore_s"] > 0
