@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 KAFKA_VERSION = "4.1.2"
 DEFAULT_PORT = 19092
@@ -275,9 +277,14 @@ def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
     """True when a metadata round trip to `bootstrap` succeeds (an open port is not enough)."""
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - keeps `fetch` stdlib-only
 
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000}
-    )
+    quiet = logging.getLogger("kafkactl.librdkafka")
+    quiet.setLevel(logging.CRITICAL)  # "connection refused" is the expected answer while starting
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "socket.connection.setup.timeout.ms": 1000,
+        "logger": quiet,
+    }
+    admin = AdminClient(conf)
     try:
         md = admin.list_topics(timeout=timeout)
     except Exception:
