@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
 import sys
-import threading
-from types import FrameType
 from typing import TYPE_CHECKING
 
+from apps.processes import ChildProcess, stop_event
 from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS, partitions_of, provision
@@ -69,40 +66,18 @@ def describe(settings: KadenceSettings, created: list[str]) -> None:
     sys.stdout.flush()
 
 
-def start_processes(settings: KadenceSettings) -> list[subprocess.Popen[bytes]]:
+def start_processes(settings: KadenceSettings) -> list[ChildProcess]:
     """Every Kadence process of the single-node default, each pointed at the same cluster."""
-    env = {
-        **os.environ,
-        "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "KADENCE_NAMESPACE": settings.namespace,
-    }
-    procs = [subprocess.Popen([sys.executable, "-m", "apps.scheduler"], env=env)]
-    print(f"kadence: scheduler started (pid {procs[0].pid})", flush=True)
+    procs = [ChildProcess("apps.scheduler", settings).start()]
+    print(f"kadence: scheduler started (pid {procs[0].proc.pid if procs[0].proc else '?'})")
     return procs
-
-
-def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = stop_event()
     started: BrokerConfig | None = None
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[ChildProcess] = []
     try:
         if os.environ.get("KADENCE_BOOTSTRAP_SERVERS"):
             settings = KadenceSettings()
@@ -115,14 +90,15 @@ def main() -> int:
         print("kadence: ready. Ctrl-C stops what this command started.", flush=True)
         while not stop.wait(1.0):
             for proc in procs:
-                if proc.poll() is not None:
-                    print(f"kadence: a process exited with {proc.returncode}; stopping", flush=True)
+                if not proc.running:
+                    print(f"kadence: {proc.module} exited; stopping everything", flush=True)
                     stop.set()
     except KadenceError as exc:
         print(f"kadence: error: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
-        stop_processes(procs)
+        for proc in procs:
+            proc.stop()
         if started is not None:
             stop_local_broker(started)
     print("kadence: stopped", flush=True)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
-from types import FrameType
 
+from apps.processes import stop_event
 from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
@@ -58,13 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = stop_event()
     try:
         settings = KadenceSettings()
         provision(settings)

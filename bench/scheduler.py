@@ -17,9 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -30,14 +27,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from apps.processes import ChildProcess
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, delete_namespace, provision
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -51,52 +48,16 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": s[-1]}
 
 
-class Scheduler:
-    def __init__(self, settings: KadenceSettings, state_dir: Path, instance: str = "bench") -> None:
-        self.log = state_dir / f"scheduler-{instance}.log"
-        self.env = {
-            "PATH": "/usr/bin:/bin",
-            "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "KADENCE_NAMESPACE": settings.namespace,
-            "KADENCE_PARTITIONS": str(settings.partitions),
-            "KADENCE_EXECUTION_PARTITIONS": str(settings.execution_partitions),
-            "KADENCE_INSTANCE_ID": instance,
-            "KADENCE_STATE_DIR": str(state_dir),
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
+class Scheduler(ChildProcess):
+    def __init__(self, settings: KadenceSettings, state_dir: Path) -> None:
+        mine = settings.model_copy(update={"instance_id": "bench", "state_dir": state_dir})
+        super().__init__("apps.scheduler", mine, log=state_dir / "scheduler-bench.log")
+        self.partitions = settings.partitions
 
-    def start(self) -> float:
+    def start_timed(self) -> float:
         """Start; returns seconds until every partition was restored."""
-        started = time.monotonic()
-        before = self.log.read_text() if self.log.exists() else ""
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "apps.scheduler"],
-                cwd=REPO,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        partitions = int(self.env["KADENCE_PARTITIONS"])
-        while True:
-            text = self.log.read_text()[len(before) :]
-            if text.count(" restored: ") >= partitions:
-                return time.monotonic() - started
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"scheduler exited: {text[-2000:]}")
-            time.sleep(0.2)
-
-    def rss_mib(self) -> float:
-        assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=120)
+        self.start()
+        return self.wait_for(" restored: ", timeout=3600, count=self.partitions)
 
 
 def load(settings: KadenceSettings, defs: Iterator[ScheduleDefinition], chunk: int = 5000) -> float:
@@ -142,7 +103,7 @@ def wait_ingested(settings: KadenceSettings, timeout_s: float) -> float:
 
 def burst(settings: KadenceSettings, n: int, lead_s: int, state_dir: Path) -> dict[str, Any]:
     sched = Scheduler(settings, state_dir)
-    sched.start()
+    sched.start_timed()
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
     print(f"burst: {n} one-off jobs due at {due.isoformat()}")
     jobs = (
@@ -212,7 +173,7 @@ def burst(settings: KadenceSettings, n: int, lead_s: int, state_dir: Path) -> di
 
 def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[str, Any]:
     sched = Scheduler(settings, state_dir)
-    sched.start()
+    sched.start_timed()
     print(f"restore: {n} daily jobs")
     jobs = (
         ScheduleDefinition(
@@ -230,11 +191,11 @@ def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[st
     sched.stop()
     shutil.rmtree(state_dir / settings.namespace)
     cold = Scheduler(settings, state_dir)
-    cold_s = cold.start()
+    cold_s = cold.start_timed()
     rss_cold = cold.rss_mib()
     cold.stop()
     warm = Scheduler(settings, state_dir)
-    warm_s = warm.start()
+    warm_s = warm.start_timed()
     rss_warm = warm.rss_mib()
     warm.stop()
     disk = sum(f.stat().st_size for f in (state_dir / settings.namespace).rglob("*") if f.is_file())

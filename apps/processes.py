@@ -1,0 +1,126 @@
+"""Starting Kadence processes as children: `make run`, the tests and the benchmarks share this.
+
+A child gets its settings as KADENCE_* variables (the only way settings cross a process
+boundary) and, optionally, a log file the caller can wait on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from kadence.settings import KadenceSettings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def stop_event() -> threading.Event:
+    """An event set by SIGINT or SIGTERM: how every entry point learns it should stop."""
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    return stop
+
+
+def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str]:
+    """The environment that makes a child build the same settings, plus `extra` overrides."""
+    env = {
+        **os.environ,
+        "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "KADENCE_NAMESPACE": settings.namespace,
+        "KADENCE_PARTITIONS": str(settings.partitions),
+        "KADENCE_EXECUTION_PARTITIONS": str(settings.execution_partitions),
+        "KADENCE_INSTANCE_ID": settings.instance_id,
+        "KADENCE_STATE_DIR": str(settings.state_dir),
+    }
+    env.update({f"KADENCE_{k.upper()}": str(v) for k, v in extra.items()})
+    return env
+
+
+class ChildProcess:
+    """`python -m <module>` with the given settings; its output appended to `log` if given."""
+
+    def __init__(
+        self, module: str, settings: KadenceSettings, log: Path | None = None, **env: str | int
+    ) -> None:
+        self.module = module
+        self.log = log
+        self.env = settings_env(settings, **env)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+
+    def start(self) -> ChildProcess:
+        if self.log is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module], env=self.env, cwd=REPO
+            )
+            return self
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module],
+                env=self.env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def output(self) -> str:
+        """What this run of the child has written to its log so far."""
+        if self.log is None or not self.log.exists():
+            return ""
+        with self.log.open("rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode(errors="replace")
+
+    def wait_for(self, text: str, timeout: float, count: int = 1) -> float:
+        """Seconds until `text` appeared `count` times in this run's output."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.output().count(text) >= count:
+                return time.monotonic() - started
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.module} exited: {self.output()[-3000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"no {text!r} from {self.module} in {timeout} s: {self.output()[-3000:]}"
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.proc.wait(timeout=60)
+
+    def stop(self, timeout: float = 60) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
