@@ -55,15 +55,23 @@ def kafka_bootstrap() -> Iterator[str]:
     kafkactl.stop(cfg, quiet=True)
 
 
-@pytest.fixture
-def settings(kafka_bootstrap: str) -> Iterator[KadenceSettings]:
-    """Settings for a namespace of its own, with every topic provisioned (3 partitions)."""
+def provisioned(
+    bootstrap: str, partitions: int = 3, execution_partitions: int = 3
+) -> KadenceSettings:
+    """Settings for a fresh namespace of its own, every topic created."""
     s = KadenceSettings(
-        bootstrap_servers=kafka_bootstrap,
+        bootstrap_servers=bootstrap,
         namespace=f"test-{uuid.uuid4().hex[:10]}",
-        partitions=3,
-        execution_partitions=3,
+        partitions=partitions,
+        execution_partitions=execution_partitions,
     )
     provision(s)
+    return s
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str) -> Iterator[KadenceSettings]:
+    """A provisioned namespace of its own (3 partitions), deleted afterwards."""
+    s = provisioned(kafka_bootstrap)
     yield s
     delete_namespace(s)

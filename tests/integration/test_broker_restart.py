@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from kadence.codec import Codec
 from kadence.models import OnceSchedule, ScheduleDefinition
 from kadence.models.schedule import KafkaTarget
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, provision
+from kadence.topics import Topics
+from tests.conftest import provisioned
 from tests.kafka_helpers import read_topic
 
 from .test_sdk_roundtrip import T
@@ -83,13 +83,7 @@ def test_schedules_survive_a_broker_restart(own_broker: kafkactl.BrokerConfig, h
     assert kafkactl.start(cfg, quiet=True) == bootstrap  # second start finds it running
     assert kafkactl.running_pid(cfg) == pid
 
-    settings = KadenceSettings(
-        bootstrap_servers=bootstrap,
-        namespace=f"r-{uuid.uuid4().hex[:6]}",
-        partitions=3,
-        execution_partitions=3,
-    )
-    provision(settings)
+    settings = provisioned(bootstrap)
     with KadenceClient(settings) as client:
         client.put_many([_job(i, 1) for i in range(30)])
         client.put_many([_job(i, 2) for i in range(0, 30, 3)])  # updates

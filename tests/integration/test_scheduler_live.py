@@ -16,6 +16,7 @@ from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id
 from kadence.topics import Topics
+from tests.conftest import provisioned
 from tests.kafka_helpers import read_topic
 
 from .scheduler_harness import SchedulerProcess, counts, executions
@@ -122,17 +123,9 @@ def test_kill_9_during_a_burst_loses_and_doubles_nothing(
 def test_a_second_scheduler_takes_over_and_nothing_is_lost_or_doubled(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    import uuid  # noqa: PLC0415
+    from kadence.topics import delete_namespace  # noqa: PLC0415
 
-    from kadence.topics import delete_namespace, provision  # noqa: PLC0415
-
-    settings = KadenceSettings(
-        bootstrap_servers=kafka_bootstrap,
-        namespace=f"fo-{uuid.uuid4().hex[:8]}",
-        partitions=6,
-        execution_partitions=3,
-    )
-    provision(settings)
+    settings = provisioned(kafka_bootstrap, partitions=6)
     a = SchedulerProcess(settings, "a", tmp_path / "a").start()
     b = SchedulerProcess(settings, "b", tmp_path / "b").start()
     try:
