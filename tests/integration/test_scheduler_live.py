@@ -149,3 +149,34 @@ def test_a_second_scheduler_takes_over_and_nothing_is_lost_or_doubled(
     assert all(e.dispatched_at >= e.due_at for e in got)
     worst = max((e.dispatched_at - e.due_at).total_seconds() for e in got)
     assert worst < 6 + 15, "takeover should take about the session timeout plus restore"
+
+
+@pytest.mark.slow
+def test_a_paused_zombie_is_fenced_and_nothing_is_doubled(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """SIGSTOP one scheduler past its session timeout, let the other take over, SIGCONT it."""
+    from kadence.topics import delete_namespace  # noqa: PLC0415
+
+    settings = provisioned(kafka_bootstrap, partitions=6)
+    a = SchedulerProcess(settings, "a", tmp_path / "a").start()
+    b = SchedulerProcess(settings, "b", tmp_path / "b").start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
+        jobs = [per_second(f"job-{i}", start, 40, tenant=f"t{i}") for i in range(12)]
+        with KadenceClient(settings) as client:
+            client.put_many(jobs)
+        time.sleep((start - datetime.now(UTC)).total_seconds() + 6)
+        a.kill(signal.SIGSTOP)
+        time.sleep(15)  # session timeout (6 s) passes: b owns everything
+        a.kill(signal.SIGCONT)  # the zombie wakes with a transaction it can no longer commit
+        got = executions(settings, expect=12 * 40, timeout_s=90)
+        time.sleep(3)
+        got = executions(settings, expect=12 * 40 + 1, timeout_s=4)
+    finally:
+        a.stop()
+        b.stop()
+        delete_namespace(settings)
+    by_id = counts(got)
+    assert set(by_id) == set().union(*(expected_ids(j) for j in jobs))
+    assert max(by_id.values()) == 1
