@@ -83,7 +83,7 @@ def _drain(consumer: Consumer, store: Store, tp: TopicPartition, high: int) -> i
     last_position = -1
     while True:
         batch = Batch()
-        for msg in consumer.consume(num_messages=BATCH, timeout=1.0):
+        for msg in consumer.consume(num_messages=BATCH, timeout=0.1):
             if msg.error() is not None:
                 continue  # partition EOF and transient errors: the position check decides
             key = msg.key()

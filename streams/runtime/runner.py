@@ -195,6 +195,9 @@ class Runner:
         )
         self.producer.init_transactions(30)
         self._in_txn = False
+        self._committed: dict[tuple[str, int], int] = {}
+        """Input offsets as last committed: every transaction re-sends them with the group
+        metadata, timer-only ones included, so a zombie that lost its partitions is fenced."""
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -207,6 +210,8 @@ class Runner:
         return RocksStore(path)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in consumer.committed(partitions, timeout=30):
+            self._committed[(tp.topic, tp.partition)] = max(tp.offset, 0)
         for p in sorted({tp.partition for tp in partitions}):
             if p in self.tasks:
                 continue
@@ -229,6 +234,8 @@ class Runner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._in_txn:  # not expected: callbacks run inside consume(), between transactions
             self._abort()
+        for tp in partitions:
+            self._committed.pop((tp.topic, tp.partition), None)
         for p in sorted({tp.partition for tp in partitions}):
             task = self.tasks.pop(p, None)
             if task is not None:
@@ -316,11 +323,13 @@ class Runner:
                 self.producer.poll(0.05)
 
     def _commit(self, consumed: dict[tuple[str, int], int]) -> None:
+        offsets = {**self._committed, **consumed}
         try:
-            if consumed:
-                offsets = [TopicPartition(t, p, o) for (t, p), o in consumed.items()]
+            if offsets:  # always, so the coordinator checks our group generation (fencing)
                 self.producer.send_offsets_to_transaction(
-                    offsets, self.consumer.consumer_group_metadata(), 30
+                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    self.consumer.consumer_group_metadata(),
+                    30,
                 )
             self.producer.commit_transaction(60)
         except KafkaException as exc:
@@ -332,6 +341,7 @@ class Runner:
                 return
             raise
         self._in_txn = False
+        self._committed.update(consumed)
         for p, task in self.tasks.items():
             if p in self._changelog_offsets:
                 task.batch.changelog_offset = self._changelog_offsets[p]
@@ -356,7 +366,11 @@ class Runner:
             return
         for tp in self.consumer.committed(assignment, timeout=30):
             offset = tp.offset if tp.offset >= 0 else 0
-            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            self._committed[(tp.topic, tp.partition)] = offset
+            try:
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            except KafkaException as exc:  # lost in a rebalance meanwhile: the next owner reads it
+                log.info("not rewinding %s[%d]: %s", tp.topic, tp.partition, exc)
 
     def close(self) -> None:
         try:

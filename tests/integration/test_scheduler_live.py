@@ -178,5 +178,9 @@ def test_a_paused_zombie_is_fenced_and_nothing_is_doubled(
         b.stop()
         delete_namespace(settings)
     by_id = counts(got)
-    assert set(by_id) == set().union(*(expected_ids(j) for j in jobs))
+    want = set().union(*(expected_ids(j) for j in jobs))
+    missing = sorted(want - set(by_id))
+    doubled = sorted(k for k, n in by_id.items() if n > 1)
+    assert not doubled, f"{len(doubled)} occurrences doubled, e.g. {doubled[:3]}"
+    assert not missing, f"{len(missing)} occurrences missing, e.g. {missing[:3]}"
     assert max(by_id.values()) == 1
