@@ -106,16 +106,28 @@ class MemoryStore:
         pass
 
 
+MEMTABLE_BYTES = 8 * 2**20
+"""Per column family. RocksDB's 64 MiB default, times three families times one store per
+partition, made a process's RSS follow its partition count (750 MiB at 12 partitions)."""
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.set_write_buffer_size(MEMTABLE_BYTES)
+    opts.set_max_write_buffer_number(2)
+    return opts
+
+
 class RocksStore:
     """One RocksDB per partition. Opening takes the directory's lock: one owner at a time."""
 
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        opts = Options(raw_mode=True)
+        opts = _options()
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
-        cfs = {"due": Options(raw_mode=True), "meta": Options(raw_mode=True)}
+        cfs = {"due": _options(), "meta": _options()}
         self._db: Rdict | None = Rdict(str(path), options=opts, column_families=cfs)
         self._due = self._db.get_column_family_handle("due")
         self._meta = self._db.get_column_family_handle("meta")
