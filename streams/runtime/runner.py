@@ -144,7 +144,6 @@ class RunnerConfig:
     max_fires_per_turn: int = 5_000
     max_records_per_turn: int = 2_000
     idle_poll_s: float = 0.02
-    extra_consumer: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -179,7 +178,6 @@ class Runner:
                 "heartbeat.interval.ms": max(500, cfg.session_timeout_ms // 5),
                 "max.poll.interval.ms": 600_000,
                 "queued.max.messages.kbytes": 32_768,
-                **cfg.extra_consumer,
             }
         )
         self.producer = Producer(
