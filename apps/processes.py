@@ -34,15 +34,8 @@ def stop_event() -> threading.Event:
 
 def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str]:
     """The environment that makes a child build the same settings, plus `extra` overrides."""
-    env = {
-        **os.environ,
-        "KADENCE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "KADENCE_NAMESPACE": settings.namespace,
-        "KADENCE_PARTITIONS": str(settings.partitions),
-        "KADENCE_EXECUTION_PARTITIONS": str(settings.execution_partitions),
-        "KADENCE_INSTANCE_ID": settings.instance_id,
-        "KADENCE_STATE_DIR": str(settings.state_dir),
-    }
+    env = dict(os.environ)
+    env.update({f"KADENCE_{k.upper()}": str(v) for k, v in settings.model_dump().items()})
     env.update({f"KADENCE_{k.upper()}": str(v) for k, v in extra.items()})
     return env
 

@@ -35,6 +35,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             execution_partitions=settings.execution_partitions,
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
+            dispatch_ahead_ms=settings.dispatch_ahead_ms,
         ),
         Codec(),
     )

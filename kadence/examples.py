@@ -14,6 +14,7 @@ from kadence.models import (
     ErrorInfo,
     ExecutionOutcome,
     ExecutionRequested,
+    ExecutionRevoked,
     HistoryRecord,
     HttpTarget,
     LeaseEvent,
@@ -82,6 +83,15 @@ def examples() -> dict[str, WireModel]:
         PauseJob(request_id="req-4", reason="maintenance", **common),
         ResumeJob(request_id="req-5", **common),
         ex,
+        ExecutionRevoked(
+            execution_id=_EXEC_ID,
+            tenant="acme",
+            job_id="nightly-report",
+            definition_version=3,
+            due_at=ex.due_at,
+            revoked_at=T0.replace(second=5),
+            reason="job paused before its due time",
+        ),
         LeaseEvent(
             execution_id=_EXEC_ID,
             tenant="acme",

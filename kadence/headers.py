@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from kadence.models import DeadLetter, ExecutionOutcome, ExecutionRequested, LeaseEvent, WireModel
+from kadence.models import (
+    DeadLetter,
+    ExecutionOutcome,
+    ExecutionRequested,
+    ExecutionRevoked,
+    LeaseEvent,
+    WireModel,
+)
 
 Headers = list[tuple[str, str | bytes | None]]
 
@@ -40,7 +47,9 @@ def headers_for(record: WireModel, fingerprint: bytes) -> Headers:
         out.append((EXECUTION_ID, inner.execution_id.encode()))
         out.append((ATTEMPT, str(inner.attempt).encode()))
         out.append((DELIVERY, str(inner.delivery).encode()))
-    if isinstance(inner, ExecutionRequested | ExecutionOutcome):
+    if isinstance(inner, ExecutionRevoked):
+        out.append((EXECUTION_ID, inner.execution_id.encode()))
+    if isinstance(inner, ExecutionRequested | ExecutionOutcome | ExecutionRevoked):
         out.append((DUE_AT, iso_utc(inner.due_at).encode()))
     return out
 

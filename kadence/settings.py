@@ -48,6 +48,12 @@ class KadenceSettings(BaseSettings):
     policy decides whether it still fires."""
     fires_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
     """Timer firings per transaction at most: a burst is committed in bounded steps."""
+    dispatch_ahead_ms: Annotated[int, Field(ge=0, le=50_000)] = 30_000
+    """Scheduled occurrences go onto `executions` up to this long before they are due (workers
+    wait for `due_at`), so a midnight burst is queued before midnight. A job paused, changed or
+    deleted before its due time gets an ExecutionRevoked. 0 dispatches at the due time.
+    Jobs whose firing depends on other runs (a running overlap or a concurrency key) always
+    wait for the due time."""
     clock_offset_ms: int = 0
     """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""
 

@@ -26,6 +26,7 @@ from kadence.models import (
     DeadLetter,
     ExecutionOutcome,
     ExecutionRequested,
+    ExecutionRevoked,
     HistoryRecord,
     LeaseEvent,
     Rejected,
@@ -113,8 +114,8 @@ EXECUTIONS = TopicSpec(
     "tenant",
     "delete",
     PartitionGroup.executions,
-    (ExecutionRequested,),
-    purpose="executions to run, drained by the worker group",
+    (ExecutionRequested, ExecutionRevoked),
+    purpose="executions to run (and revocations of ones dispatched ahead), drained by the workers",
 )
 LEASES = TopicSpec(
     "leases",

@@ -49,7 +49,9 @@ class ExecutionRequested(WireModel):
     nominal_at: UtcDatetime
     """The occurrence's identity: the scheduled instant before spread."""
     due_at: UtcDatetime
-    """Not before this instant (nominal + spread, or the retry time)."""
+    """Not before this instant (nominal + spread, or the retry time). The scheduler may dispatch
+    up to `KADENCE_DISPATCH_AHEAD_MS` earlier, so a burst is on the topic before it is due:
+    whoever runs it waits for `due_at`."""
     dispatched_at: UtcDatetime
     target: Target
     payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
@@ -57,6 +59,30 @@ class ExecutionRequested(WireModel):
     timeout_ms: Positive
     lease_ttl_ms: Positive
     concurrency_key: Identifier | None = None
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+
+class ExecutionRevoked(WireModel):
+    """Do not run this execution: it was dispatched ahead of its due time and, before that
+    time came, its job was paused, changed or deleted, or the run was cancelled.
+
+    Same tenant key, so it follows its ExecutionRequested on the same executions partition. It
+    names the definition version it revokes: a re-dispatch of the same occurrence under a newer
+    version (same execution id) comes after it and stands.
+    """
+
+    avro_name = "ExecutionRevoked"
+
+    execution_id: ExecutionId
+    tenant: Identifier
+    job_id: Identifier
+    definition_version: Positive
+    due_at: UtcDatetime
+    revoked_at: UtcDatetime
+    reason: Annotated[str, Field(max_length=1024)]
 
     @property
     def key(self) -> str:

@@ -23,6 +23,7 @@ from kadence.models import (
     ErrorInfo,
     ExecutionOutcome,
     ExecutionRequested,
+    ExecutionRevoked,
     HistoryRecord,
     JitterMode,
     MissedRunMode,
@@ -38,10 +39,13 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id, manual_execution_id
-from streams.scheduler.state import JobState, Pending, Running, remember
+from streams.scheduler.state import Ahead, JobState, Pending, Running, remember
 
 MISSED_LISTED = 1000
 """Missed occurrences get one history record each up to this many per catch-up; then a summary."""
+AHEAD_LIMIT = 1000
+"""At most this many occurrences of one job are dispatched ahead in one step (a per-second
+`overlap=allow` job has 30 in a 30 s look-ahead)."""
 
 
 class Sink(StrEnum):
@@ -75,6 +79,9 @@ class Context:
     decides whether it still fires."""
     group_busy: bool = False
     """Another job of this job's concurrency group is running."""
+    ahead_ms: int = 0
+    """Dispatch scheduled occurrences up to this long before they are due, when the decision
+    to fire cannot depend on what happens until then (see `_may_go_early`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,34 @@ class Result:
         )
 
 
+def _settle(result: Result, ctx: Context) -> Result:
+    """Every public step ends here: drop look-ahead entries that are now due, and decide
+    whether the job's next occurrence may go out early (that sets its wake time)."""
+    state = result.state
+    if state is not None:
+        ahead = tuple(a for a in state.ahead if a.due_ms > ctx.now_ms)
+        early = ctx.ahead_ms if _may_go_early(state, ctx) else 0
+        if ahead != state.ahead or early != state.early_ms:
+            result.state = state.evolve(ahead=ahead, early_ms=early)
+    return result
+
+
+def _may_go_early(state: JobState, ctx: Context) -> bool:
+    """Whether the next scheduled occurrence may be dispatched before it is due.
+
+    Only when nothing between now and its due time can change the decision to fire it: not
+    paused, no concurrency group, nothing buffered, and either overlap=allow or no run active.
+    (Manual triggers and retries ignore the overlap policy anyway.) Otherwise it waits for the
+    due time and the normal checks.
+    """
+    if ctx.ahead_ms <= 0 or state.paused or state.next_due_ms is None or state.buffered:
+        return False
+    d = state.definition(ctx.codec)
+    if d.concurrency_key:
+        return False
+    return d.overlap is OverlapPolicy.allow or not _busy(state, ctx)
+
+
 # --- definitions ---------------------------------------------------------------------------
 
 
@@ -122,7 +157,22 @@ def apply_definition(
     record_ts_ms: int,
     ctx: Context,
 ) -> Result:
-    """Create or update a job. A version not above the current one is refused."""
+    return _settle(_apply_definition(state, definition, raw, record_ts_ms, ctx), ctx)
+
+
+def _apply_definition(
+    state: JobState | None,
+    definition: ScheduleDefinition,
+    raw: bytes,
+    record_ts_ms: int,
+    ctx: Context,
+) -> Result:
+    """Create or update a job. A version not above the current one is refused.
+
+    Occurrences the old version dispatched ahead and that are not due yet are revoked and the
+    cursor goes back before them, so the new version decides about them.
+    """
+    result = Result(state)
     if state is not None:
         current = state.definition(ctx.codec).version
         if definition.version <= current:
@@ -130,6 +180,8 @@ def apply_definition(
                 "stale_version",
                 f"version {definition.version} of {definition.key} is not newer than {current}",
             )
+        why = f"job changed to version {definition.version} before it was due"
+        state = _revoke(state, result, ctx, why, rewind=True)
     if state is None:
         if isinstance(definition.schedule, OnceSchedule):
             cursor = int(definition.schedule.run_at.timestamp() * 1000) - 1
@@ -141,7 +193,8 @@ def apply_definition(
     state = state.evolve(
         paused=definition.paused, paused_at_ms=ctx.now_ms if definition.paused else None
     )
-    return Result(_advance_to(state, state.cursor_ms, ctx))
+    result.state = _advance_to(state, state.cursor_ms, ctx)
+    return result
 
 
 def _advance_to(state: JobState, cursor_ms: int, ctx: Context) -> JobState:
@@ -155,6 +208,10 @@ def _advance_to(state: JobState, cursor_ms: int, ctx: Context) -> JobState:
 
 
 def apply_tzdb(state: JobState, ctx: Context) -> Result:
+    return _settle(_apply_tzdb(state, ctx), ctx)
+
+
+def _apply_tzdb(state: JobState, ctx: Context) -> Result:
     """Recompute the next occurrence under the running tz database; report it if it moved."""
     new = _advance_to(state, state.cursor_ms, ctx)
     result = Result(new)
@@ -174,6 +231,7 @@ def apply_tzdb(state: JobState, ctx: Context) -> Result:
 
 def apply_delete(state: JobState, ctx: Context) -> Result:
     result = Result(None)
+    _revoke(state, result, ctx, "job deleted before it was due", rewind=False)
     result.history(state, ctx, Decision.deleted, reason="job deleted; nothing fires after this")
     return result
 
@@ -192,7 +250,7 @@ def _execution(state: JobState, ctx: Context, shot: Shot) -> ExecutionRequested:
         trigger=shot.trigger,
         nominal_at=ms_to_datetime(shot.nominal_ms),
         due_at=ms_to_datetime(shot.due_ms),
-        dispatched_at=ms_to_datetime(max(ctx.now_ms, shot.due_ms)),
+        dispatched_at=ms_to_datetime(ctx.now_ms),
         target=d.target,
         payload=d.payload if shot.payload is None else shot.payload,
         content_type=d.content_type,
@@ -206,7 +264,9 @@ def _fire(state: JobState, result: Result, ctx: Context, shot: Shot) -> JobState
     d = state.definition(ctx.codec)
     ex = _execution(state, ctx, shot)
     result.out.append(Emit(Sink.executions, ex))
-    lateness = max(0, ctx.now_ms - shot.due_ms)
+    details = {"trigger": shot.trigger.value, "lateness_ms": str(max(0, ctx.now_ms - shot.due_ms))}
+    if shot.due_ms > ctx.now_ms:
+        details["ahead_ms"] = str(shot.due_ms - ctx.now_ms)
     result.history(
         state,
         ctx,
@@ -215,7 +275,7 @@ def _fire(state: JobState, result: Result, ctx: Context, shot: Shot) -> JobState
         nominal_at=ex.nominal_at,
         due_at=ex.due_at,
         attempt=shot.attempt,
-        details={"trigger": shot.trigger.value, "lateness_ms": str(lateness)},
+        details=details,
     )
     expires = max(ctx.now_ms, shot.due_ms) + d.timeout_ms + d.lease_ttl_ms
     running = tuple(r for r in state.running if r.expires_ms > ctx.now_ms)
@@ -275,14 +335,104 @@ def _fire_or_overlap(
 
 
 def on_due(state: JobState, ctx: Context) -> Result:
-    """Fire everything of this job that is due at `ctx.now_ms`: retries, buffered, schedule."""
+    return _settle(_on_due(state, ctx), ctx)
+
+
+def _on_due(state: JobState, ctx: Context) -> Result:
+    """Fire everything of this job that is due at `ctx.now_ms`: retries, buffered, schedule;
+    then dispatch ahead what may go early."""
     result = Result(state)
     state = _fire_retries(state, result, ctx)
     state = _drain_buffer(state, result, ctx)
     if not state.paused and state.next_due_ms is not None and state.next_due_ms <= ctx.now_ms:
         state = _catch_up(state, result, ctx)
-    result.state = state
+    result.state = _dispatch_ahead(state, result, ctx)
     return result
+
+
+def _dispatch_ahead(state: JobState, result: Result, ctx: Context) -> JobState:
+    """Fire the occurrences due within the look-ahead, while the job may go early.
+
+    Each keeps its due time (workers do not start before it) and is remembered until then,
+    so a pause, change, delete or cancel before it is due can revoke it.
+    """
+    key = state.definition(ctx.codec).key
+    compiled = state.compiled(ctx.codec)
+    for _ in range(AHEAD_LIMIT):
+        next_due = state.next_due_ms
+        if next_due is None or next_due > ctx.now_ms + ctx.ahead_ms:
+            break
+        if not _may_go_early(state, ctx):
+            break
+        occ, dst_skipped = compiled.next_with_skipped(state.cursor_ms)
+        if occ is None:
+            break
+        for gone in dst_skipped:
+            state = _dst_skipped(state, result, ctx, gone)
+        before = state.cursor_ms
+        shot = Shot(
+            execution_id(key, occ.nominal_ms), occ.nominal_ms, occ.due_ms, TriggerKind.schedule
+        )
+        state = _fire(state, result, ctx, shot)
+        ahead = Ahead(shot.execution_id, occ.nominal_ms, occ.due_ms, before)
+        state = _advance_to(state.evolve(ahead=(*state.ahead, ahead)), occ.nominal_ms, ctx)
+    return state
+
+
+def _revoke(
+    state: JobState,
+    result: Result,
+    ctx: Context,
+    why: str,
+    *,
+    rewind: bool,
+    only: str | None = None,
+) -> JobState:
+    """Revoke executions dispatched ahead that are not due yet (all, or the one `only`).
+
+    With `rewind` the cursor goes back before the first revoked one, so the occurrences are
+    decided again (by a new version, or by the missed-run policy after a pause).
+    """
+    revoked = [
+        a for a in state.ahead if a.due_ms > ctx.now_ms and (only is None or a.execution_id == only)
+    ]
+    if not revoked:
+        return state
+    d = state.definition(ctx.codec)
+    for a in revoked:
+        result.out.append(
+            Emit(
+                Sink.executions,
+                ExecutionRevoked(
+                    execution_id=a.execution_id,
+                    tenant=d.tenant,
+                    job_id=d.job_id,
+                    definition_version=d.version,
+                    due_at=ms_to_datetime(a.due_ms),
+                    revoked_at=ms_to_datetime(ctx.now_ms),
+                    reason=why,
+                ),
+            )
+        )
+        result.history(
+            state,
+            ctx,
+            Decision.cancelled,
+            execution_id=a.execution_id,
+            nominal_at=ms_to_datetime(a.nominal_ms),
+            due_at=ms_to_datetime(a.due_ms),
+            reason=f"dispatched ahead, revoked before its due time: {why}",
+            details={"revoked": "true"},
+        )
+    gone = {a.execution_id for a in revoked}
+    state = state.evolve(
+        ahead=tuple(a for a in state.ahead if a.execution_id not in gone),
+        running=tuple(r for r in state.running if r.execution_id not in gone),
+        fired=state.fired - len(revoked),
+    )
+    if rewind:
+        state = _advance_to(state, min(a.cursor_before_ms for a in revoked), ctx)
+    return state
 
 
 def _fire_retries(state: JobState, result: Result, ctx: Context) -> JobState:
@@ -435,6 +585,10 @@ def _missed(
 
 
 def apply_command(state: JobState, command: Command, ctx: Context) -> Result:
+    return _settle(_apply_command(state, command, ctx), ctx)
+
+
+def _apply_command(state: JobState, command: Command, ctx: Context) -> Result:
     """Trigger, backfill, cancel, pause, resume. A repeated request id changes nothing."""
     if command.request_id in state.request_ids:
         return Result(state)
@@ -446,6 +600,7 @@ def apply_command(state: JobState, command: Command, ctx: Context) -> Result:
         shot = Shot(exec_id, ctx.now_ms, ctx.now_ms, TriggerKind.manual, 1, command.payload)
         result.state = _fire(state, result, ctx, shot)
     elif isinstance(command, PauseJob):
+        state = _revoke(state, result, ctx, "job paused before it was due", rewind=True)
         result.state = state.evolve(paused=True, paused_at_ms=ctx.now_ms)
         result.history(state, ctx, Decision.paused, reason=command.reason or "paused")
     elif isinstance(command, ResumeJob):
@@ -503,6 +658,8 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
 def _cancel(state: JobState, result: Result, cmd: CancelRun, ctx: Context) -> JobState:
     target = cmd.execution_id
     reason = cmd.reason or f"cancelled by request {cmd.request_id}"
+    if any(a.execution_id == target and a.due_ms > ctx.now_ms for a in state.ahead):
+        return _revoke(state, result, ctx, reason, rewind=False, only=target)
     kept_buffer = tuple(p for p in state.buffered if p.execution_id != target)
     kept_retries = tuple(p for p in state.retries if p.execution_id != target)
     if len(kept_buffer) != len(state.buffered) or len(kept_retries) != len(state.retries):
@@ -538,6 +695,10 @@ def backoff_ms(state: JobState, ctx: Context, exec_id: str, failed_attempt: int)
 
 
 def apply_outcome(state: JobState, outcome: ExecutionOutcome, ctx: Context) -> Result:
+    return _settle(_apply_outcome(state, outcome, ctx), ctx)
+
+
+def _apply_outcome(state: JobState, outcome: ExecutionOutcome, ctx: Context) -> Result:
     """Record how an attempt ended: free the overlap slot, retry, or dead-letter."""
     result = Result(state)
     run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)

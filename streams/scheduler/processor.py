@@ -52,6 +52,7 @@ class SchedulerConfig:
     execution_partitions: int
     tzdb: str
     misfire_grace_ms: int = 30_000
+    dispatch_ahead_ms: int = 0
     name: str = "scheduler"
 
 
@@ -208,7 +209,14 @@ class SchedulerProcessor:
             d = state.definition(self.codec)
             if d.concurrency_key:
                 busy = self._group_busy(task, d, now_ms)
-        return Context(now_ms, self.codec, self.cfg.tzdb, self.cfg.misfire_grace_ms, busy)
+        return Context(
+            now_ms,
+            self.codec,
+            self.cfg.tzdb,
+            self.cfg.misfire_grace_ms,
+            busy,
+            self.cfg.dispatch_ahead_ms,
+        )
 
     def _load(self, task: Task, key: bytes) -> JobState | None:
         cached = task.cache.get(key)

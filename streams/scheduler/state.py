@@ -45,6 +45,17 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class Ahead:
+    """An occurrence dispatched before its due time; revocable until then."""
+
+    execution_id: str
+    nominal_ms: int
+    due_ms: int
+    cursor_before_ms: int
+    """The cursor before it was dispatched: revoking it (pause, change) rewinds to here."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobState:
     definition_bytes: bytes
     cursor_ms: int
@@ -64,6 +75,11 @@ class JobState:
     request_ids: tuple[str, ...] = ()
     backfilled: tuple[int, ...] = ()
     """Recent nominal instants fired by a backfill: a second backfill leaves them out."""
+    ahead: tuple[Ahead, ...] = ()
+    """Dispatched ahead of their due time, oldest first; dropped once due."""
+    early_ms: int = 0
+    """The next scheduled occurrence may be dispatched this long before it is due (0: at the
+    due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
     fired: int = 0
     skipped: int = 0
     missed: int = 0
@@ -93,10 +109,11 @@ class JobState:
 
     @property
     def wake_ms(self) -> int | None:
-        """When the scheduler must next look at this job: the earliest schedule or retry due."""
+        """When the scheduler must next look at this job: the earliest retry due, or the next
+        occurrence's due time (less `early_ms` when it may be dispatched ahead)."""
         candidates = [r.due_ms for r in self.retries]
         if self.next_due_ms is not None and not self.paused:
-            candidates.append(self.next_due_ms)
+            candidates.append(self.next_due_ms - self.early_ms)
         return min(candidates) if candidates else None
 
 
@@ -119,6 +136,7 @@ _PLAIN = (
     "fired",
     "skipped",
     "missed",
+    "early_ms",
 )
 
 
@@ -133,6 +151,9 @@ def dump_state(state: JobState) -> bytes:
     ]
     body["buffered"] = [_pending(p) for p in state.buffered]
     body["retries"] = [_pending(p) for p in state.retries]
+    body["ahead"] = [
+        [a.execution_id, a.nominal_ms, a.due_ms, a.cursor_before_ms] for a in state.ahead
+    ]
     body["v"] = STATE_VERSION
     body["definition"] = base64.b64encode(state.definition_bytes).decode()
     return json.dumps(body, separators=(",", ":")).encode()
@@ -147,6 +168,7 @@ def load_state(data: bytes) -> JobState:
     body["running"] = tuple(Running(*r) for r in body["running"])
     body["buffered"] = tuple(Pending(*p) for p in body["buffered"])
     body["retries"] = tuple(Pending(*p) for p in body["retries"])
+    body["ahead"] = tuple(Ahead(*a) for a in body.get("ahead", ()))  # absent before dispatch-ahead
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])
     body["backfilled"] = tuple(body["backfilled"])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 
 from apps.processes import ChildProcess
 from kadence.codec import Codec
-from kadence.models import ExecutionRequested, HistoryRecord, Rejected
+from kadence.models import ExecutionRequested, ExecutionRevoked, HistoryRecord, Rejected
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics
+from kadence.topics import EXECUTIONS, Topics
 from tests.kafka_helpers import read_topic
 
 CODEC = Codec()
@@ -42,12 +43,26 @@ class SchedulerProcess(ChildProcess):
         self.signal(sig)
 
 
+def executions_and_revocations(
+    settings: KadenceSettings, expect: int, timeout_s: float = 30
+) -> tuple[list[ExecutionRequested], list[ExecutionRevoked]]:
+    """Both record kinds on `executions`, in topic order (`expect` counts both)."""
+    msgs = read_topic(settings.bootstrap_servers, Topics(settings).executions, expect, timeout_s)
+    records = [EXECUTIONS.decode(CODEC, m.value()) for m in msgs]
+    requested = [r for r in records if isinstance(r, ExecutionRequested)]
+    return requested, [r for r in records if isinstance(r, ExecutionRevoked)]
+
+
 def executions(
     settings: KadenceSettings, expect: int, timeout_s: float = 30
 ) -> list[ExecutionRequested]:
-    msgs = read_topic(settings.bootstrap_servers, Topics(settings).executions, expect, timeout_s)
-    out = [CODEC.decode_as(m.value(), ExecutionRequested) for m in msgs]
-    return out
+    return executions_and_revocations(settings, expect, timeout_s)[0]
+
+
+def not_too_early(settings: KadenceSettings, got: Iterable[ExecutionRequested]) -> bool:
+    """Dispatched no earlier than the look-ahead allows (workers then wait for due_at)."""
+    ahead = timedelta(milliseconds=settings.dispatch_ahead_ms)
+    return all(e.dispatched_at >= e.due_at - ahead for e in got)
 
 
 def history(settings: KadenceSettings, expect: int, timeout_s: float = 10) -> list[HistoryRecord]:

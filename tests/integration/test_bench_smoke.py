@@ -18,7 +18,10 @@ def test_burst_and_restore_benchmarks_smoke(kafka_bootstrap: str, tmp_path: Path
     assert burst["jobs"] == 300
     assert burst["lost"] == 0
     assert burst["doubled"] == 0
-    assert burst["visible_lateness_s"]["p50"] >= 0  # never early
+    # the look-ahead puts the burst on the topic before it is due; none is dispatched late
+    assert burst["dispatch_ahead_ms"] > 0
+    assert burst["dispatch_offset_s"]["max"] <= 0
+    assert burst["within_1s_pct"] == 100.0
     assert bench.main(["restore", "--jobs", "500", *args]) == 0
     restore = json.loads((tmp_path / "scheduler-restore.json").read_text())
     assert restore["jobs"] == 500

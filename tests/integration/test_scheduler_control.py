@@ -32,7 +32,14 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from tests.kafka_helpers import read_topic
 
-from .scheduler_harness import SchedulerProcess, counts, executions, history, rejected
+from .scheduler_harness import (
+    SchedulerProcess,
+    counts,
+    executions,
+    executions_and_revocations,
+    history,
+    rejected,
+)
 
 CODEC = Codec()
 MIN = 60_000
@@ -147,7 +154,7 @@ def test_every_command_end_to_end(settings: KadenceSettings, tmp_path: Path) -> 
             client.send(cmd(CancelRun, "cancellable", "c-1", execution_id=target))  # type: ignore[arg-type]
             time.sleep(3)
         hist = history(settings, 100_000, 3)
-        got = executions(settings, 100_000, 3)
+        got, revoked = executions_and_revocations(settings, 100_000, 3)
     finally:
         sched.stop()
 
@@ -158,8 +165,15 @@ def test_every_command_end_to_end(settings: KadenceSettings, tmp_path: Path) -> 
     pausable = [e for e in got if e.job_id == "pausable"]
     assert not [e for e in pausable if paused < e.dispatched_at < resumed]
     assert [e for e in pausable if e.dispatched_at >= resumed]  # runs again after resume
+    # what went out ahead of its due time and was due after the pause is revoked, and only that
+    ahead = {e.execution_id for e in pausable if e.dispatched_at < paused < e.due_at}
+    assert ahead, "a per-second job has the look-ahead's worth out when it is paused"
+    assert {r.execution_id for r in revoked if r.job_id == "pausable"} == ahead
     deleted = at("deletable", Decision.deleted)
     assert not [e for e in got if e.job_id == "deletable" and e.dispatched_at > deleted]
+    after_delete = {e.execution_id for e in got if e.job_id == "deletable" and e.due_at > deleted}
+    assert after_delete  # out ahead of the delete ...
+    assert {r.execution_id for r in revoked if r.job_id == "deletable"} == after_delete  # revoked
     manual = [e for e in got if e.job_id == "triggerable"]
     assert [(e.execution_id, e.trigger) for e in manual] == [
         ("acme/triggerable@manual:t-1", "manual")
