@@ -6,6 +6,7 @@ boundary) and, optionally, a log file the caller can wait on.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+
+from pydantic import SecretStr
 
 from kadence.settings import KadenceSettings
 
@@ -35,9 +38,26 @@ def stop_event() -> threading.Event:
 def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str]:
     """The environment that makes a child build the same settings, plus `extra` overrides."""
     env = dict(os.environ)
-    env.update({f"KADENCE_{k.upper()}": str(v) for k, v in settings.model_dump().items()})
+    env.update(
+        {
+            f"KADENCE_{k.upper()}": _env_value(getattr(settings, k))
+            for k in type(settings).model_fields
+        }
+    )
     env.update({f"KADENCE_{k.upper()}": str(v) for k, v in extra.items()})
     return env
+
+
+def _env_value(value: object) -> str:
+    """How pydantic-settings reads it back: JSON for lists and dicts, secrets revealed (a
+    child's environment is as private as its parent's)."""
+    if isinstance(value, dict):
+        return json.dumps(
+            {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in value.items()}
+        )
+    if isinstance(value, list):
+        return json.dumps(value)
+    return str(value)
 
 
 class ChildProcess:

@@ -20,11 +20,8 @@ from kadence.topics import ALL_TOPICS, partitions_of, provision
 if TYPE_CHECKING:
     from infra.kafka.kafkactl import BrokerConfig
 
-PENDING_PROCESSES = (
-    ("reaper", "issue #5"),
-    ("workers", "issue #5"),
-    ("HTTP API + dashboard", "issue #7"),
-)
+PROCESSES = ("apps.scheduler", "apps.reaper", "apps.worker")
+PENDING_PROCESSES = (("HTTP API + dashboard", "issue #7"),)
 
 
 def start_local_broker() -> tuple[str, BrokerConfig | None]:
@@ -68,8 +65,13 @@ def describe(settings: KadenceSettings, created: list[str]) -> None:
 
 def start_processes(settings: KadenceSettings) -> list[ChildProcess]:
     """Every Kadence process of the single-node default, each pointed at the same cluster."""
-    procs = [ChildProcess("apps.scheduler", settings).start()]
-    print(f"kadence: scheduler started (pid {procs[0].proc.pid if procs[0].proc else '?'})")
+    procs = []
+    for module in PROCESSES:
+        proc = ChildProcess(module, settings).start()
+        procs.append(proc)
+        print(
+            f"kadence: {module.split('.')[-1]} started (pid {proc.proc.pid if proc.proc else '?'})"
+        )
     return procs
 
 

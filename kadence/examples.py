@@ -22,6 +22,7 @@ from kadence.models import (
     OutcomeStatus,
     PauseJob,
     Rejected,
+    ReplayDeadLetter,
     ResumeJob,
     RetryPolicy,
     ScheduleDefinition,
@@ -82,6 +83,7 @@ def examples() -> dict[str, WireModel]:
         CancelRun(request_id="req-3", execution_id=_EXEC_ID, reason="wrong data", **common),
         PauseJob(request_id="req-4", reason="maintenance", **common),
         ResumeJob(request_id="req-5", **common),
+        ReplayDeadLetter(request_id="req-6", execution_id=_EXEC_ID, **common),
         ex,
         ExecutionRevoked(
             execution_id=_EXEC_ID,
@@ -102,6 +104,7 @@ def examples() -> dict[str, WireModel]:
             event=LeaseEventKind.acquired,
             at=T0.replace(second=18),
             expires_at=T0.replace(second=48),
+            execution=ex,
         ),
         ExecutionOutcome(
             execution_id=_EXEC_ID,

@@ -5,10 +5,11 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
+from ipaddress import ip_network
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import MAX_PAYLOAD_BYTES
@@ -54,6 +55,20 @@ class KadenceSettings(BaseSettings):
     deleted before its due time gets an ExecutionRevoked. 0 dispatches at the due time.
     Jobs whose firing depends on other runs (a running overlap or a concurrency key) always
     wait for the due time."""
+    worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 8
+    """Executions one worker process runs at the same time."""
+    redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
+    """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
+    gives up and dead-letters it: a job that kills its workers must not take the fleet down."""
+    target_allow_cidrs: list[str] = Field(default_factory=list)
+    """HTTP targets may not reach private, loopback, link-local or metadata addresses unless
+    they fall in one of these networks (JSON list, e.g. ["10.20.0.0/16"])."""
+    webhook_secrets: dict[str, SecretStr] = Field(default_factory=dict)
+    """secret_ref -> signing secret for HTTP targets (JSON object). Never logged or written."""
+    handler_modules: list[str] = Field(default_factory=list)
+    """Modules a worker imports at start; they register in-process handlers by name."""
+    metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
+    """Serve Prometheus metrics on this port (0: off)."""
     clock_offset_ms: int = 0
     """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""
 
@@ -63,6 +78,13 @@ class KadenceSettings(BaseSettings):
         if not value.strip():
             raise ValueError("must name at least one host:port")
         return value.strip()
+
+    @field_validator("target_allow_cidrs")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            ip_network(cidr, strict=False)  # ValueError names the bad entry
+        return value
 
     def kafka_common(self) -> dict[str, str | int | float | bool]:
         """librdkafka settings every client of this process shares."""

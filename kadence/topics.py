@@ -117,6 +117,16 @@ EXECUTIONS = TopicSpec(
     (ExecutionRequested, ExecutionRevoked),
     purpose="executions to run (and revocations of ones dispatched ahead), drained by the workers",
 )
+REAPER_CHANGELOG = TopicSpec(
+    "reaper-changelog",
+    "execution_id",
+    "compact",
+    PartitionGroup.jobs,
+    (),
+    retention_ms=-1,
+    min_compaction_lag_ms=0,
+    purpose="the reaper's lease table, written inside its transactions",
+)
 LEASES = TopicSpec(
     "leases",
     "execution_id",
@@ -168,6 +178,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     SCHEDULER_CHANGELOG,
     EXECUTIONS,
     LEASES,
+    REAPER_CHANGELOG,
     OUTCOMES,
     HISTORY,
     DEAD_LETTER,
@@ -192,6 +203,7 @@ class Topics:
         self.scheduler_changelog = SCHEDULER_CHANGELOG.name(ns)
         self.executions = EXECUTIONS.name(ns)
         self.leases = LEASES.name(ns)
+        self.reaper_changelog = REAPER_CHANGELOG.name(ns)
         self.outcomes = OUTCOMES.name(ns)
         self.history = HISTORY.name(ns)
         self.dead_letter = DEAD_LETTER.name(ns)

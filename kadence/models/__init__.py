@@ -14,6 +14,7 @@ from kadence.models.commands import (
     CancelRun,
     Command,
     PauseJob,
+    ReplayDeadLetter,
     ResumeJob,
     TriggerNow,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "OverlapPolicy",
     "PauseJob",
     "Rejected",
+    "ReplayDeadLetter",
     "ResumeJob",
     "RetryPolicy",
     "ScheduleDefinition",

@@ -67,6 +67,14 @@ class CancelRun(_JobCommand):
     reason: Annotated[str, Field(max_length=512)] = ""
 
 
+class ReplayDeadLetter(_JobCommand):
+    """Run dead-lettered executions of the job again (same execution id, attempt 1)."""
+
+    avro_name = "ReplayDeadLetter"
+    execution_id: ExecutionId | None = None
+    """One dead letter; None replays every dead letter the job remembers (the last 100)."""
+
+
 class PauseJob(_JobCommand):
     """Stop firing until resumed; occurrences in between follow the missed-run policy."""
 
@@ -78,5 +86,12 @@ class ResumeJob(_JobCommand):
     avro_name = "ResumeJob"
 
 
-Command = TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob
-COMMAND_TYPES: tuple[type[WireModel], ...] = (TriggerNow, Backfill, CancelRun, PauseJob, ResumeJob)
+Command = TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
+COMMAND_TYPES: tuple[type[WireModel], ...] = (
+    TriggerNow,
+    Backfill,
+    CancelRun,
+    PauseJob,
+    ResumeJob,
+    ReplayDeadLetter,
+)

@@ -27,6 +27,8 @@ class TriggerKind(StrEnum):
     catch_up = "catch_up"
     retry = "retry"
     redelivery = "redelivery"
+    replay = "replay"
+    """Run again from the dead-letter topic by a ReplayDeadLetter command."""
 
 
 class ExecutionRequested(WireModel):
@@ -63,6 +65,11 @@ class ExecutionRequested(WireModel):
     @property
     def key(self) -> str:
         return job_key(self.tenant, self.job_id)
+
+    @property
+    def routing_key(self) -> str:
+        """The job's partition key on the job-keyed topics (as ScheduleDefinition.routing_key)."""
+        return f"{self.tenant}/~{self.concurrency_key}" if self.concurrency_key else self.key
 
 
 class ExecutionRevoked(WireModel):
@@ -109,6 +116,8 @@ class LeaseEvent(WireModel):
     event: LeaseEventKind
     at: UtcDatetime
     expires_at: UtcDatetime
+    execution: ExecutionRequested | None = None
+    """On `acquired`: the execution itself, so the reaper can redeliver it if the lease expires."""
 
 
 class OutcomeStatus(StrEnum):

@@ -31,6 +31,7 @@ from kadence.models import (
     OutcomeStatus,
     OverlapPolicy,
     PauseJob,
+    ReplayDeadLetter,
     ResumeJob,
     ScheduleDefinition,
     TriggerKind,
@@ -39,7 +40,7 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id, manual_execution_id
-from streams.scheduler.state import Ahead, JobState, Pending, Running, remember
+from streams.scheduler.state import DEAD_LIMIT, Ahead, JobState, Pending, Running, remember
 
 MISSED_LISTED = 1000
 """Missed occurrences get one history record each up to this many per catch-up; then a summary."""
@@ -299,13 +300,8 @@ def _fire_or_overlap(
     nominal_at = ms_to_datetime(occ.nominal_ms)
     if policy is OverlapPolicy.cancel_other:
         for run in state.running:
-            result.history(
-                state,
-                ctx,
-                Decision.cancel_requested,
-                execution_id=run.execution_id,
-                reason=f"overlap=cancel_other: {exec_id} is due",
-            )
+            why = f"overlap=cancel_other: {exec_id} is due"
+            _stop_running(state, result, ctx, run, why)
         state = state.evolve(running=())
         return _fire(state, result, ctx, Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger))
     limit = {OverlapPolicy.buffer_one: 1, OverlapPolicy.buffer_all: None}.get(policy, 0)
@@ -615,6 +611,8 @@ def _apply_command(state: JobState, command: Command, ctx: Context) -> Result:
         result.state = _backfill(state, result, command, ctx)
     elif isinstance(command, CancelRun):
         result.state = _cancel(state, result, command, ctx)
+    elif isinstance(command, ReplayDeadLetter):
+        result.state = _replay(state, result, command, ctx)
     return result
 
 
@@ -655,6 +653,27 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
     return state
 
 
+def _stop_running(state: JobState, result: Result, ctx: Context, run: Running, why: str) -> None:
+    """Ask the worker running it to stop: an ExecutionRevoked on its executions partition (the
+    worker holding it cancels the invocation and reports `cancelled`)."""
+    d = state.definition(ctx.codec)
+    result.out.append(
+        Emit(
+            Sink.executions,
+            ExecutionRevoked(
+                execution_id=run.execution_id,
+                tenant=d.tenant,
+                job_id=d.job_id,
+                definition_version=d.version,
+                due_at=ms_to_datetime(run.nominal_ms),
+                revoked_at=ms_to_datetime(ctx.now_ms),
+                reason=why,
+            ),
+        )
+    )
+    result.history(state, ctx, Decision.cancel_requested, execution_id=run.execution_id, reason=why)
+
+
 def _cancel(state: JobState, result: Result, cmd: CancelRun, ctx: Context) -> JobState:
     target = cmd.execution_id
     reason = cmd.reason or f"cancelled by request {cmd.request_id}"
@@ -665,8 +684,9 @@ def _cancel(state: JobState, result: Result, cmd: CancelRun, ctx: Context) -> Jo
     if len(kept_buffer) != len(state.buffered) or len(kept_retries) != len(state.retries):
         result.history(state, ctx, Decision.cancelled, execution_id=target, reason=reason)
         return state.evolve(buffered=kept_buffer, retries=kept_retries)
-    if any(r.execution_id == target for r in state.running):
-        result.history(state, ctx, Decision.cancel_requested, execution_id=target, reason=reason)
+    run = next((r for r in state.running if r.execution_id == target), None)
+    if run is not None:
+        _stop_running(state, result, ctx, run, reason)
         return state
     result.history(
         state,
@@ -679,6 +699,30 @@ def _cancel(state: JobState, result: Result, cmd: CancelRun, ctx: Context) -> Jo
 
 
 # --- outcomes ------------------------------------------------------------------------------
+
+
+def _replay(state: JobState, result: Result, cmd: ReplayDeadLetter, ctx: Context) -> JobState:
+    """Run dead letters again: same execution id, attempt 1, the retry policy afresh."""
+    chosen = [p for p in state.dead if cmd.execution_id in (None, p.execution_id)]
+    if not chosen:
+        what = cmd.execution_id or "any dead letter"
+        result.history(
+            state,
+            ctx,
+            Decision.cancelled,
+            execution_id=cmd.execution_id,
+            reason=f"replay {cmd.request_id}: {what} is not among this job's recent dead letters",
+        )
+        return state
+    ids = {p.execution_id for p in chosen}
+    state = state.evolve(
+        dead=tuple(p for p in state.dead if p.execution_id not in ids),
+        finished=tuple(f for f in state.finished if f.rpartition("#")[0] not in ids),
+    )
+    for p in chosen:
+        shot = Shot(p.execution_id, p.nominal_ms, ctx.now_ms, TriggerKind.replay)
+        state = _fire(state, result, ctx, shot)
+    return state
 
 
 def backoff_ms(state: JobState, ctx: Context, exec_id: str, failed_attempt: int) -> int:
@@ -702,6 +746,7 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, ctx: Context) -> 
     """Record how an attempt ended: free the overlap slot, retry, or dead-letter."""
     result = Result(state)
     run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)
+    done = f"{outcome.execution_id}#{outcome.attempt}"
     common = {
         "execution_id": outcome.execution_id,
         "attempt": outcome.attempt,
@@ -720,10 +765,22 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, ctx: Context) -> 
         )
         return result
     if outcome.status is OutcomeStatus.lease_lost:
-        result.history(state, ctx, Decision.failed, reason="worker lost its lease", **common)
+        why = "worker lost its lease; the reaper redelivers the run (this outcome is not applied)"
+        result.history(state, ctx, Decision.failed, reason=why, details={"stale": "true"}, **common)
+        return result
+    if done in state.finished:
+        result.history(
+            state,
+            ctx,
+            Decision.succeeded if outcome.status is OutcomeStatus.succeeded else Decision.failed,
+            reason=f"another outcome of attempt {outcome.attempt} was applied first; not applied",
+            details={"stale": "true"},
+            **common,
+        )
         return result
     state = state.evolve(
-        running=tuple(r for r in state.running if r.execution_id != outcome.execution_id)
+        running=tuple(r for r in state.running if r.execution_id != outcome.execution_id),
+        finished=remember(state.finished, done),
     )
     if outcome.status is OutcomeStatus.succeeded:
         result.history(state, ctx, Decision.succeeded, **common)
@@ -758,6 +815,8 @@ def _failed(state: JobState, result: Result, outcome: ExecutionOutcome, ctx: Con
         pending = Pending(outcome.execution_id, nominal, due, outcome.attempt + 1, "retry")
         return state.evolve(retries=(*state.retries, pending))
     reason = DeadLetterReason.retries_exhausted if retryable else DeadLetterReason.not_retryable
+    if error.type == "RedeliveryCap":
+        reason = DeadLetterReason.redelivery_cap
     nominal = int(outcome.nominal_at.timestamp() * 1000)
     trigger = TriggerKind.retry if outcome.attempt > 1 else TriggerKind.schedule
     due = int(outcome.due_at.timestamp() * 1000)
@@ -784,4 +843,5 @@ def _failed(state: JobState, result: Result, outcome: ExecutionOutcome, ctx: Con
         error=error,
         reason=f"{reason.value} after attempt {outcome.attempt}: {error.message}",
     )
-    return state
+    dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
+    return state.evolve(dead=(*state.dead, dead)[-DEAD_LIMIT:])

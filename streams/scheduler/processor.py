@@ -23,6 +23,7 @@ from kadence.models import (
     HistoryRecord,
     PauseJob,
     Rejected,
+    ReplayDeadLetter,
     ResumeJob,
     ScheduleDefinition,
     TriggerNow,
@@ -141,7 +142,9 @@ class SchedulerProcessor:
     def _command(self, task: Task, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
-        assert isinstance(command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob)
+        assert isinstance(
+            command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
+        )
         if command.key.encode() != record.key:
             raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
         state = self._load(task, record.key)

@@ -20,6 +20,7 @@ from kadence.timeengine.engine import CompiledSchedule
 STATE_VERSION = 1
 RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
+DEAD_LIMIT = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,11 @@ class JobState:
     request_ids: tuple[str, ...] = ()
     backfilled: tuple[int, ...] = ()
     """Recent nominal instants fired by a backfill: a second backfill leaves them out."""
+    finished: tuple[str, ...] = ()
+    """Recent `<execution id>#<attempt>` whose outcome was applied: a duplicate outcome (a
+    redelivered run that also finished, the reaper giving up on one that did) changes nothing."""
+    dead: tuple[Pending, ...] = ()
+    """Recent dead letters (the last DEAD_LIMIT), for ReplayDeadLetter."""
     ahead: tuple[Ahead, ...] = ()
     """Dispatched ahead of their due time, oldest first; dropped once due."""
     early_ms: int = 0
@@ -137,6 +143,7 @@ _PLAIN = (
     "skipped",
     "missed",
     "early_ms",
+    "finished",
 )
 
 
@@ -151,6 +158,7 @@ def dump_state(state: JobState) -> bytes:
     ]
     body["buffered"] = [_pending(p) for p in state.buffered]
     body["retries"] = [_pending(p) for p in state.retries]
+    body["dead"] = [_pending(p) for p in state.dead]
     body["ahead"] = [
         [a.execution_id, a.nominal_ms, a.due_ms, a.cursor_before_ms] for a in state.ahead
     ]
@@ -168,6 +176,8 @@ def load_state(data: bytes) -> JobState:
     body["running"] = tuple(Running(*r) for r in body["running"])
     body["buffered"] = tuple(Pending(*p) for p in body["buffered"])
     body["retries"] = tuple(Pending(*p) for p in body["retries"])
+    body["dead"] = tuple(Pending(*p) for p in body.get("dead", ()))
+    body["finished"] = tuple(body.get("finished", ()))
     body["ahead"] = tuple(Ahead(*a) for a in body.get("ahead", ()))  # absent before dispatch-ahead
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])

@@ -48,8 +48,9 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
                 break
         output = "".join(lines)
         assert "kadence: ready" in output, output
-        assert "reaper: not built yet" in output
-        assert "scheduler started" in output
+        for process in ("scheduler", "reaper", "worker"):
+            assert f"{process} started" in output
+        assert "HTTP API + dashboard: not built yet" in output
         topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
         for spec in ALL_TOPICS:
             assert spec.name(namespace) in topics

@@ -1,0 +1,71 @@
+"""A reaper process: `python -m apps.reaper` (make run starts one).
+
+Owns lease expiry for its share of the `leases` partitions: redelivers executions whose worker
+went silent, and gives up on ones past the redelivery cap (the scheduler dead-letters them).
+Run several with distinct KADENCE_INSTANCE_IDs; they share the partitions like schedulers do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from apps.processes import stop_event
+from kadence.clock import SystemClock
+from kadence.codec import Codec
+from kadence.errors import KadenceError
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics, provision
+from streams.reaper.processor import ReaperConfig, ReaperProcessor
+from streams.runtime.runner import Runner, RunnerConfig
+
+APP = "reaper"
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+    topics = Topics(settings)
+    state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
+    processor = ReaperProcessor(
+        ReaperConfig(
+            topics=topics,
+            job_partitions=settings.partitions,
+            execution_partitions=settings.execution_partitions,
+            redelivery_cap=settings.redelivery_cap,
+        ),
+        Codec(),
+    )
+    cfg = RunnerConfig(
+        app=f"{settings.namespace}.{APP}",
+        instance_id=settings.instance_id,
+        bootstrap=settings.bootstrap_servers,
+        input_topics=[topics.leases],
+        changelog_topic=topics.reaper_changelog,
+        state_dir=None if in_memory else state_dir,
+        session_timeout_ms=settings.session_timeout_ms,
+        max_fires_per_turn=settings.fires_per_transaction,
+    )
+    return Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kadence-reaper", description=__doc__)
+    parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = stop_event()
+    try:
+        settings = KadenceSettings()
+        provision(settings)
+        runner = build(settings, in_memory=args.in_memory)
+        print(f"reaper {settings.instance_id}: running on {settings.namespace}", flush=True)
+        runner.run(stop)
+    except KadenceError as exc:
+        print(f"reaper: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print("reaper: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

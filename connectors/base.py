@@ -1,0 +1,68 @@
+"""What every target returns, and how a worker asks a running invocation to stop."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kadence.models import ErrorInfo, ExecutionRequested, OutcomeStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """How one invocation ended, in the outcome's terms."""
+
+    status: OutcomeStatus
+    retryable: bool = False
+    error: ErrorInfo | None = None
+
+    @classmethod
+    def ok(cls) -> Result:
+        return cls(OutcomeStatus.succeeded)
+
+    @classmethod
+    def failed(cls, kind: str, message: str, *, retryable: bool, code: str | None = None) -> Result:
+        error = ErrorInfo(type=kind, message=message[:4096], code=code)
+        return cls(OutcomeStatus.failed, retryable, error)
+
+
+@dataclass
+class Stop:
+    """Set by the worker to stop an invocation: cancelled, timed out or lease lost.
+
+    Targets check `is_set()` or register an `on_stop` callback that interrupts blocking I/O
+    (the HTTP target closes its socket).
+    """
+
+    reason: OutcomeStatus | None = None
+    _event: threading.Event = field(default_factory=threading.Event)
+    _callbacks: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set(self, reason: OutcomeStatus) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            cb()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._event.wait(timeout_s)
+
+    def on_stop(self, cb: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(cb)
+                return
+        cb()
+
+
+Target = Callable[[ExecutionRequested, Stop, float], Result]
+"""(execution, stop, deadline as time.monotonic()) -> result."""

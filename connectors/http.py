@@ -1,0 +1,176 @@
+"""The HTTP webhook target: POST the payload, signed, to a vetted address, no redirects.
+
+Headers (Standard Webhooks style, plus Kadence's own):
+- `webhook-id` (= the execution id, the idempotency key), `webhook-timestamp` (unix seconds),
+  `webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">` when the target
+  names a `secret_ref` the worker holds;
+- `idempotency-key`, `kadence-execution-id`, `kadence-attempt`, `kadence-delivery`,
+  `kadence-due-at`, `kadence-tenant`, `kadence-job`.
+2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
+are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import http.client
+import socket
+import ssl
+import time
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+from connectors.base import Result, Stop
+from connectors.ssrf import AddressPolicy, AddressRefused, IPAddress
+from kadence.headers import iso_utc
+from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
+
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+USER_AGENT = "Kadence-Webhook/1"
+BODY_LIMIT = 4096
+"""Bytes of the response body kept in a failure's error message."""
+
+
+def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """`v1,<signature>`; secrets with a `whsec_` prefix are base64 (Standard Webhooks)."""
+    key = (
+        base64.b64decode(secret.removeprefix("whsec_"))
+        if secret.startswith("whsec_")
+        else secret.encode()
+    )
+    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+class _Pinned(http.client.HTTPConnection):
+    """Connects to the vetted address, whatever the host name resolves to by then."""
+
+    def __init__(self, host: str, port: int, address: IPAddress, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((str(self.address), self.port), self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _PinnedTLS(_Pinned):
+    def __init__(
+        self, host: str, port: int, address: IPAddress, timeout: float, context: ssl.SSLContext
+    ) -> None:
+        super().__init__(host, port, address, timeout)
+        self.context = context
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = self.context.wrap_socket(self.sock, server_hostname=self.host)
+
+
+class HttpCaller:
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        secrets: Mapping[str, SecretStr],
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.policy = policy
+        self.secrets = secrets
+        self.tls = tls or ssl.create_default_context()
+
+    def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
+        now = int(time.time())
+        out = {
+            **target.headers,
+            "content-type": ex.content_type,
+            "user-agent": USER_AGENT,
+            "webhook-id": ex.execution_id,
+            "webhook-timestamp": str(now),
+            "idempotency-key": ex.execution_id,
+            "kadence-execution-id": ex.execution_id,
+            "kadence-attempt": str(ex.attempt),
+            "kadence-delivery": str(ex.delivery),
+            "kadence-due-at": iso_utc(ex.due_at),
+            "kadence-tenant": ex.tenant,
+            "kadence-job": ex.job_id,
+        }
+        if target.secret_ref is not None:
+            secret = self.secrets.get(target.secret_ref)
+            if secret is None:
+                raise KeyError(target.secret_ref)
+            out["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
+        return out
+
+    def __call__(  # noqa: PLR0911 - one return per way a webhook call ends
+        self, ex: ExecutionRequested, stop: Stop, deadline: float
+    ) -> Result:
+        target = ex.target
+        assert isinstance(target, HttpTarget)
+        url = urlsplit(target.url)
+        host = url.hostname or ""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        body = ex.payload
+        try:
+            headers = self.headers(ex, target, body)
+        except KeyError:
+            why = f"secret_ref {target.secret_ref!r} is not among this worker's webhook secrets"
+            return Result.failed("UnknownSecret", why, retryable=False)
+        try:
+            address = self.policy.resolve(host, port)
+        except AddressRefused as exc:
+            return Result.failed("AddressRefused", str(exc), retryable=False)
+        except OSError as exc:
+            return Result.failed("ResolveError", str(exc), retryable=True)
+        timeout = max(0.001, deadline - time.monotonic())
+        conn: _Pinned = (
+            _PinnedTLS(host, port, address, timeout, self.tls)
+            if url.scheme == "https"
+            else _Pinned(host, port, address, timeout)
+        )
+        stop.on_stop(lambda: _interrupt(conn))
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        try:
+            conn.request(target.method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            text = response.read(BODY_LIMIT).decode(errors="replace")
+        except TimeoutError:
+            return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
+        except (OSError, http.client.HTTPException) as exc:
+            if stop.is_set():
+                return Result(stop.reason or OutcomeStatus.cancelled)
+            if time.monotonic() >= deadline:
+                return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
+            return Result.failed(type(exc).__name__, f"{target.url}: {exc}", retryable=True)
+        finally:
+            conn.close()
+        if stop.is_set():
+            return Result(stop.reason or OutcomeStatus.cancelled)
+        status = response.status
+        if 200 <= status < 300:
+            return Result.ok()
+        message = f"{status} {response.reason} from {target.url}"
+        if 300 <= status < 400:
+            location = response.getheader("location", "?")
+            message += f": redirect to {location} not followed (targets must answer directly)"
+        elif text:
+            message += f": {text}"
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
+
+
+def _timeout_error(target: HttpTarget, ex: ExecutionRequested) -> ErrorInfo:
+    return ErrorInfo(
+        type="Timeout", message=f"{target.url} did not answer within {ex.timeout_ms} ms"
+    )
+
+
+def _interrupt(conn: http.client.HTTPConnection) -> None:
+    """Unblock a request in progress from another thread."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,88 @@
+"""The Kafka topic target: produce the execution to the tenant's own topic; success on ack.
+
+A job names a topic; the worker writes to `<namespace>.to.<tenant>.<topic>`, so a tenant can
+only ever reach topics under its own prefix (never Kadence's, never another tenant's). The
+record is the ExecutionRequested (Avro, Kadence headers), keyed by the job key; consumers
+should deduplicate on `execution_id` (see connectors.consumer).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from connectors.base import Result, Stop
+from kadence.codec import Codec
+from kadence.headers import headers_for
+from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+
+
+def target_topic(namespace: str, tenant: str, topic: str) -> str:
+    return f"{namespace}.to.{tenant}.{topic}"
+
+
+class KafkaTopicCaller:
+    def __init__(self, bootstrap: str, namespace: str, partitions: int, codec: Codec) -> None:
+        self.namespace = namespace
+        self.partitions = partitions
+        self.codec = codec
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2}
+        )
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _ensure(self, topic: str) -> None:
+        with self._lock:
+            if topic in self._known:
+                return
+            if topic not in self.admin.list_topics(timeout=10).topics:
+                futures = self.admin.create_topics([NewTopic(topic, self.partitions, 1)])
+                try:
+                    futures[topic].result(10)
+                except Exception as exc:
+                    if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                        raise
+            self._known.add(topic)
+
+    def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+        target = ex.target
+        assert isinstance(target, KafkaTarget)
+        topic = target_topic(self.namespace, ex.tenant, target.topic)
+        try:
+            self._ensure(topic)
+        except Exception as exc:
+            return Result.failed("TopicError", f"{topic}: {exc}", retryable=True)
+        done = threading.Event()
+        errors: list[KafkaError] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err)
+            done.set()
+
+        headers = headers_for(ex, self.codec.schema_fingerprint(ExecutionRequested))
+        self.producer.produce(
+            topic,
+            key=ex.key.encode(),
+            value=self.codec.encode(ex),
+            headers=headers,
+            on_delivery=on_delivery,
+        )
+        while not done.is_set():
+            self.producer.poll(0.05)
+            if stop.is_set():
+                return Result(stop.reason or OutcomeStatus.cancelled)
+            if time.monotonic() > deadline:
+                return Result(OutcomeStatus.timed_out, True)
+        if errors:
+            return Result.failed("KafkaError", f"{topic}: {errors[0]}", retryable=True)
+        return Result.ok()
+
+    def close(self) -> None:
+        self.producer.flush(10)

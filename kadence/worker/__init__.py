@@ -1,0 +1,1 @@
+"""The worker: claims executions with a lease, runs them against their target, reports."""

@@ -1,0 +1,57 @@
+"""Prometheus metrics of a worker (served when KADENCE_METRICS_PORT is set)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+MAX_TENANT_LABELS = 100
+"""Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
+the metric cardinality."""
+
+
+class WorkerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._tenants: set[str] = set()
+        self.started_total = Counter(
+            "kadence_worker_executions_started",
+            "Executions claimed and started",
+            ["tenant"],
+            registry=self.registry,
+        )
+        self.finished_total = Counter(
+            "kadence_worker_executions_finished",
+            "Executions finished, by outcome",
+            ["tenant", "status"],
+            registry=self.registry,
+        )
+        self.start_lateness = Histogram(
+            "kadence_worker_start_lateness_seconds",
+            "Start time minus due time",
+            ["tenant"],
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        self.renewals = Counter(
+            "kadence_worker_lease_renewals", "Lease renewals committed", registry=self.registry
+        )
+        self.lease_lost = Counter(
+            "kadence_worker_leases_lost",
+            "Runs stopped because their lease expired before a renewal committed",
+            registry=self.registry,
+        )
+
+    def tenant(self, tenant: str) -> str:
+        if tenant in self._tenants or len(self._tenants) < MAX_TENANT_LABELS:
+            self._tenants.add(tenant)
+            return tenant
+        return "other"
+
+    def started(self, tenant: str, lateness_s: float) -> None:
+        label = self.tenant(tenant)
+        self.started_total.labels(label).inc()
+        self.start_lateness.labels(label).observe(lateness_s)
+
+    def finished(self, tenant: str, status: str) -> None:
+        self.finished_total.labels(self.tenant(tenant), status).inc()

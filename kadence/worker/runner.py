@@ -1,0 +1,426 @@
+"""The worker loop: read executions, claim due ones under a lease, run them, report outcomes.
+
+One thread does all Kafka work, in short transactions of one transactional producer:
+- a claim is a LeaseEvent(acquired) plus the consumer offsets, committed with the group
+  metadata: a worker fenced by a rebalance cannot commit it, and only a committed claim runs;
+- renewals every ttl/3 (LeaseEvent(renewed)); a renewal counts once its transaction commits;
+- the outcome and the LeaseEvent(released) go in one transaction, so the reaper never
+  redelivers an execution whose outcome was written.
+Invocations run on a bounded thread pool. A run whose lease expires before a renewal commits is
+stopped (self-fencing) and reports `lease_lost`, which the scheduler records but does not apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from connectors.base import Result, Stop, Target
+from kadence.clock import Clock, ms_to_datetime
+from kadence.codec import Codec
+from kadence.errors import DecodeError
+from kadence.headers import Headers, headers_for
+from kadence.models import (
+    ErrorInfo,
+    ExecutionOutcome,
+    ExecutionRequested,
+    ExecutionRevoked,
+    LeaseEvent,
+    LeaseEventKind,
+    OutcomeStatus,
+    Rejected,
+    WireModel,
+)
+from kadence.partitioning import partition_for
+from kadence.settings import KadenceSettings
+from kadence.topics import EXECUTIONS, Topics
+from kadence.worker.inbox import Inbox, Item
+from kadence.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+OFFSET_COMMIT_INTERVAL_MS = 1_000
+
+
+@dataclass(eq=False)
+class Run:
+    item: Item
+    stop: Stop
+    started_ms: int
+    lease_expires_ms: int
+    next_renew_ms: int
+    future: Future[Result] | None = None
+    lease_lost: bool = False
+
+    @property
+    def execution(self) -> ExecutionRequested:
+        return self.item.execution
+
+
+@dataclass
+class _Txn:
+    """What one transaction carries, and what to do once it commits."""
+
+    claims: list[Run] = field(default_factory=list)
+    renewals: list[Run] = field(default_factory=list)
+    finished: list[tuple[Run, Result]] = field(default_factory=list)
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: KadenceSettings,
+        clock: Clock,
+        targets: dict[str, Target],
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.targets = targets
+        self.codec = Codec()
+        self.topics = Topics(settings)
+        self.metrics = metrics or WorkerMetrics()
+        self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
+        self.inbox = Inbox()
+        self.runs: dict[str, Run] = {}
+        self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
+        self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
+        self._last_offsets: dict[int, int] = {}
+        self._last_commit_ms = 0
+        self.consumer = Consumer(
+            {
+                **settings.kafka_common(),
+                "client.id": self.worker_id,
+                "group.id": f"{settings.namespace}.workers",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": settings.session_timeout_ms,
+                "heartbeat.interval.ms": max(500, settings.session_timeout_ms // 5),
+            }
+        )
+        self.producer = Producer(
+            {
+                **settings.kafka_common(),
+                "client.id": self.worker_id,
+                "transactional.id": self.worker_id,
+                "transaction.timeout.ms": 10_000,
+                "linger.ms": 2,
+            }
+        )
+        self.producer.init_transactions(30)
+
+    # -- assignment --------------------------------------------------------------------------
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {tp.partition for tp in partitions}
+        self.inbox.forget(gone)
+        for p in gone:
+            self._last_offsets.pop(p, None)
+        log.info("partitions revoked: %s (held executions go to their next owner)", sorted(gone))
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("partitions assigned: %s", sorted(tp.partition for tp in partitions))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.consumer.subscribe(
+            [self.topics.executions], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        print(f"worker {self.settings.instance_id}: running", flush=True)
+        try:
+            while not stop.is_set():
+                self.turn()
+            self._drain()
+        finally:
+            self.close()
+
+    def turn(self, poll_s: float = 0.05) -> None:
+        for msg in self.consumer.consume(num_messages=500, timeout=poll_s):
+            self._read(msg)
+        now = self.clock.now_ms()
+        self._police(now)
+        txn = _Txn()
+        free = self.settings.worker_concurrency - len(self.runs)
+        for item in self.inbox.due(now, max(0, free)):
+            ex = item.execution
+            stop = Stop()
+            renew_every = max(1, ex.lease_ttl_ms // 3)
+            run = Run(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
+            txn.claims.append(run)
+        for run in self.runs.values():
+            if run.future is None or run.lease_lost:
+                continue
+            if run.future.done():
+                txn.finished.append((run, run.future.result()))
+            elif now >= run.next_renew_ms:
+                txn.renewals.append(run)
+        offsets = self.inbox.offsets()
+        moved = offsets != self._last_offsets
+        periodic = moved and now - self._last_commit_ms >= OFFSET_COMMIT_INTERVAL_MS
+        lost = [r for r in self.runs.values() if r.lease_lost and r.future and r.future.done()]
+        for run in lost:
+            assert run.future is not None
+            txn.finished.append((run, run.future.result()))
+        if txn.claims or txn.renewals or txn.finished or self._rejects or periodic:
+            self._commit(txn, now, offsets)
+
+    def _read(self, msg: Message) -> None:
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer error: %s", err)
+            return
+        partition, offset = msg.partition() or 0, msg.offset() or 0
+        try:
+            record = EXECUTIONS.decode(self.codec, msg.value())
+        except DecodeError as exc:
+            self._reject(msg, exc.code, str(exc))
+            self.inbox.read(partition, offset)
+            return
+        if isinstance(record, ExecutionRevoked):
+            self.inbox.read(partition, offset)
+            if self.inbox.revoke(record):
+                log.info("revoked before its due time: %s", record.execution_id)
+            run = self.runs.get(record.execution_id)
+            if run is not None:
+                log.info("cancelling %s: %s", record.execution_id, record.reason)
+                run.stop.set(OutcomeStatus.cancelled)
+            return
+        assert isinstance(record, ExecutionRequested)
+        if record.execution_id in self.runs:  # a redelivery of what we run: lease says who
+            self.inbox.read(partition, offset)
+            return
+        self.inbox.add(partition, offset, record)
+
+    def _police(self, now: int) -> None:
+        """Self-fence runs whose lease ran out; stop runs past their timeout."""
+        for run in self.runs.values():
+            if run.future is None or run.future.done():
+                continue
+            if not run.lease_lost and now >= run.lease_expires_ms:
+                log.warning(
+                    "lease of %s expired before a renewal committed: stopping it",
+                    run.execution.execution_id,
+                )
+                run.lease_lost = True
+                run.stop.set(OutcomeStatus.lease_lost)
+                self.metrics.lease_lost.inc()
+            elif now >= run.started_ms + run.execution.timeout_ms:
+                run.stop.set(OutcomeStatus.timed_out)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _commit(self, txn: _Txn, now: int, offsets: dict[int, int]) -> None:
+        self.producer.begin_transaction()
+        try:
+            for run in txn.claims:
+                self._lease(run, LeaseEventKind.acquired, now, with_execution=True)
+            for run in txn.renewals:
+                self._lease(run, LeaseEventKind.renewed, now)
+            for run, result in txn.finished:
+                self._outcome(run, result, now)
+                self._lease(run, LeaseEventKind.released, now)
+            for reject in self._rejects:
+                self._produce(*reject)
+            if offsets:
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(self.topics.executions, p, o) for p, o in offsets.items()],
+                    self.consumer.consumer_group_metadata(),
+                    10,
+                )
+            self.producer.commit_transaction(10)
+        except KafkaException as exc:
+            self._failed(txn, exc)
+            return
+        self._rejects.clear()
+        self._last_offsets = offsets
+        self._last_commit_ms = now
+        for run in txn.renewals:
+            run.lease_expires_ms = now + run.execution.lease_ttl_ms
+            run.next_renew_ms = now + max(1, run.execution.lease_ttl_ms // 3)
+            self.metrics.renewals.inc()
+        for run, result in txn.finished:
+            self.runs.pop(run.execution.execution_id, None)
+            self.metrics.finished(run.execution.tenant, result.status.value)
+        for run in txn.claims:
+            self._start(run, now)
+
+    def _failed(self, txn: _Txn, exc: KafkaException) -> None:
+        error = exc.args[0] if exc.args else None
+        log.warning("transaction failed (%s): claims not started, renewals not counted", error)
+        try:
+            self.producer.abort_transaction(10)
+        except KafkaException as abort_exc:
+            log.error("abort failed: %s", abort_exc)
+        for run in txn.claims:
+            self.inbox.hold(run.item)
+        fatal = getattr(error, "fatal", lambda: False)()
+        if fatal:
+            raise exc
+
+    def _start(self, run: Run, now: int) -> None:
+        ex = run.execution
+        self.runs[ex.execution_id] = run
+        lateness_s = max(0, now - run.item.due_ms) / 1000
+        log.info(
+            "started %s delivery %d attempt %d (%.3f s after due)",
+            ex.execution_id,
+            ex.delivery,
+            ex.attempt,
+            lateness_s,
+        )
+        self.metrics.started(ex.tenant, lateness_s)
+        caller = self.targets.get(ex.target.kind)
+        deadline = time.monotonic() + ex.timeout_ms / 1000
+        if caller is None:
+            why = f"this worker has no {ex.target.kind!r} target"
+            result = Result.failed("UnsupportedTarget", why, retryable=True)
+            run.future = Future()
+            run.future.set_result(result)
+            return
+        run.future = self.pool.submit(_invoke, caller, ex, run.stop, deadline)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _lease(
+        self, run: Run, kind: LeaseEventKind, now: int, *, with_execution: bool = False
+    ) -> None:
+        ex = run.execution
+        expires = now + ex.lease_ttl_ms if kind is not LeaseEventKind.released else now
+        event = LeaseEvent(
+            execution_id=ex.execution_id,
+            tenant=ex.tenant,
+            job_id=ex.job_id,
+            attempt=ex.attempt,
+            delivery=ex.delivery,
+            worker_id=self.worker_id,
+            event=kind,
+            at=ms_to_datetime(now),
+            expires_at=ms_to_datetime(expires),
+            execution=ex if with_execution else None,
+        )
+        partition = partition_for(ex.execution_id, self.settings.partitions)
+        self._emit(self.topics.leases, partition, ex.execution_id.encode(), event)
+
+    def _outcome(self, run: Run, result: Result, now: int) -> None:
+        ex = run.execution
+        status, error = result.status, result.error
+        if run.lease_lost and status is not OutcomeStatus.lease_lost:
+            what = status.value + (f" ({error.message})" if error else "")
+            error = ErrorInfo(
+                type="LeaseLost",
+                message=f"the lease expired before the run ended; the target said: {what}",
+            )
+            status = OutcomeStatus.lease_lost
+        elif status is OutcomeStatus.timed_out and error is None:
+            error = ErrorInfo(type="Timeout", message=f"no result within {ex.timeout_ms} ms")
+        elif status is OutcomeStatus.cancelled and error is None:
+            error = ErrorInfo(type="Cancelled", message="cancelled while running")
+        outcome = ExecutionOutcome(
+            execution_id=ex.execution_id,
+            tenant=ex.tenant,
+            job_id=ex.job_id,
+            attempt=ex.attempt,
+            delivery=ex.delivery,
+            worker_id=self.worker_id,
+            status=status,
+            retryable=result.retryable,
+            error=error,
+            nominal_at=ex.nominal_at,
+            due_at=ex.due_at,
+            started_at=ms_to_datetime(run.started_ms),
+            finished_at=ms_to_datetime(max(now, run.started_ms)),
+        )
+        partition = partition_for(ex.routing_key, self.settings.partitions)
+        self._emit(self.topics.outcomes, partition, ex.key.encode(), outcome)
+
+    def _emit(self, topic: str, partition: int, key: bytes, record: WireModel) -> None:
+        headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
+        self._produce(topic, partition, key, self.codec.encode(record), headers)
+
+    def _produce(
+        self, topic: str, partition: int, key: bytes | None, value: bytes, headers: Headers
+    ) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    topic, key=key, value=value, partition=partition, headers=headers
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def _reject(self, msg: Message, code: str, reason: str) -> None:
+        log.warning("rejected executions[%d]@%d: %s", msg.partition(), msg.offset(), reason)
+        value = msg.value()
+        rejected = Rejected(
+            source_topic=msg.topic() or "",
+            partition=msg.partition() or 0,
+            offset=msg.offset() or 0,
+            code=code,
+            reason=reason[:8192],
+            processor="worker",
+            rejected_at=ms_to_datetime(self.clock.now_ms()),
+            original_value=value[: 512 * 1024] if value else value,
+            original_headers={},
+        )
+        headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
+        self._rejects.append(
+            (
+                self.topics.rejected,
+                msg.partition() or 0,
+                msg.key(),
+                self.codec.encode(rejected),
+                headers,
+            )
+        )
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def _drain(self, grace: timedelta = timedelta(seconds=20)) -> None:
+        """Graceful stop: claim nothing new; let running invocations finish (renewing their
+        leases) for up to `grace` and report them. What still runs after that is stopped
+        without an outcome: its lease expires and the reaper redelivers it to another worker."""
+        deadline = time.monotonic() + grace.total_seconds()
+        while self.runs and time.monotonic() < deadline:
+            now = self.clock.now_ms()
+            self._police(now)
+            txn = _Txn()
+            for run in self.runs.values():
+                if run.future is not None and run.future.done():
+                    txn.finished.append((run, run.future.result()))
+                elif now >= run.next_renew_ms and not run.lease_lost:
+                    txn.renewals.append(run)
+            if txn.finished or txn.renewals:
+                self._commit(txn, now, self.inbox.offsets())
+            time.sleep(0.05)
+        if self.runs:
+            log.warning(
+                "%d runs still going at shutdown; their leases expire and the reaper "
+                "redelivers them",
+                len(self.runs),
+            )
+            for run in self.runs.values():
+                run.stop.set(OutcomeStatus.cancelled)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            self.consumer.close()
+        finally:
+            self.producer.flush(10)
+
+
+def _invoke(caller: Target, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+    try:
+        return caller(ex, stop, deadline)
+    except Exception as exc:  # a target bug must not kill the worker
+        log.exception("target %s failed for %s", ex.target.kind, ex.execution_id)
+        return Result.failed(type(exc).__name__, str(exc), retryable=True)

@@ -1,0 +1,1 @@
+"""The reaper: owns lease expiry; redelivers executions whose worker went silent."""

@@ -1,0 +1,24 @@
+"""In-process handlers the integration tests' workers load (KADENCE_HANDLER_MODULES)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from connectors.base import Result, Stop
+from connectors.handlers import handler
+from kadence.models import ExecutionRequested
+
+
+@handler("crash")
+def crash(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
+    """The poison job: kills the worker that runs it, every time."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return None
+
+
+@handler("sleep")
+def sleep(ex: ExecutionRequested, stop: Stop) -> Result | None:
+    """Sleeps for the payload's seconds, stopping early when asked."""
+    stop.wait(float(ex.payload or b"1"))
+    return None

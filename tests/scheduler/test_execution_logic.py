@@ -1,0 +1,104 @@
+"""What the scheduler does with the execution path's outcomes: duplicates, the redelivery
+cap, dead-letter replay, and cancelling a run in flight."""
+
+from __future__ import annotations
+
+from kadence.clock import ms_to_datetime
+from kadence.models import (
+    CancelRun,
+    Decision,
+    ErrorInfo,
+    ExecutionRevoked,
+    OutcomeStatus,
+    ReplayDeadLetter,
+)
+from kadence.models.records import DeadLetter
+from streams.scheduler import logic
+from streams.scheduler.logic import Result
+from tests.scheduler.test_logic import (
+    MIN,
+    T0,
+    create,
+    ctx,
+    decisions,
+    definition,
+    due,
+    executions,
+    outcome,
+)
+
+
+def dead(result: Result) -> list[DeadLetter]:
+    return [e.record for e in result.out if isinstance(e.record, DeadLetter)]
+
+
+def common() -> dict[str, object]:
+    return {"tenant": "acme", "job_id": "job", "issued_at": ms_to_datetime(T0)}
+
+
+def test_a_second_outcome_of_the_same_attempt_is_recorded_not_applied() -> None:
+    fired = due(create(definition(retry={"max_attempts": 3})), T0 + MIN)
+    [ex] = executions(fired)
+    assert fired.state is not None
+    failed = outcome(ex, OutcomeStatus.failed, retryable=True)
+    first = logic.apply_outcome(fired.state, failed, ctx(T0 + MIN + 1_000))
+    assert first.state is not None
+    assert len(first.state.retries) == 1
+    again = logic.apply_outcome(first.state, failed, ctx(T0 + MIN + 2_000))
+    assert again.state is not None
+    assert len(again.state.retries) == 1  # not a second retry of the same failure
+    assert decisions(again) == [Decision.failed]
+    assert again.out[0].record.details == {"stale": "true"}  # type: ignore[attr-defined]
+
+
+def test_the_reapers_give_up_dead_letters_as_redelivery_cap() -> None:
+    fired = due(create(), T0 + MIN)
+    [ex] = executions(fired)
+    assert fired.state is not None
+    capped = outcome(ex, OutcomeStatus.failed).model_copy(
+        update={"error": ErrorInfo(type="RedeliveryCap", message="killed 3 workers")}
+    )
+    result = logic.apply_outcome(fired.state, capped, ctx(T0 + MIN + 1_000))
+    [letter] = dead(result)
+    assert letter.reason == "redelivery_cap"
+    assert result.state is not None
+    assert [p.execution_id for p in result.state.dead] == [ex.execution_id]
+
+
+def test_replay_runs_a_dead_letter_again_with_a_fresh_retry_budget() -> None:
+    fired = due(create(definition(retry={"max_attempts": 1})), T0 + MIN)
+    [ex] = executions(fired)
+    assert fired.state is not None
+    gone = logic.apply_outcome(fired.state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 1))
+    assert gone.state is not None
+    assert len(dead(gone)) == 1
+    replay = ReplayDeadLetter(request_id="r1", **common())
+    result = logic.apply_command(gone.state, replay, ctx(T0 + 2 * MIN - 1))
+    [again] = executions(result)
+    assert (again.execution_id, again.attempt, again.trigger) == (ex.execution_id, 1, "replay")
+    assert result.state is not None
+    assert result.state.dead == ()
+    # its outcome applies (the earlier attempt-1 outcome does not make it a duplicate)
+    ok = logic.apply_outcome(
+        result.state, outcome(again, OutcomeStatus.succeeded), ctx(T0 + 2 * MIN)
+    )
+    assert decisions(ok) == [Decision.succeeded]
+    assert ok.out[0].record.details == {}  # type: ignore[attr-defined]
+    nothing = logic.apply_command(
+        result.state,
+        ReplayDeadLetter(request_id="r2", **common()),
+        ctx(T0 + 2 * MIN),
+    )
+    assert executions(nothing) == []
+    assert "not among this job's recent dead letters" in (nothing.out[0].record.reason or "")  # type: ignore[attr-defined]
+
+
+def test_cancelling_a_running_execution_tells_its_worker() -> None:
+    fired = due(create(), T0 + MIN)
+    [ex] = executions(fired)
+    assert fired.state is not None
+    cancel = CancelRun(request_id="c", execution_id=ex.execution_id, **common())
+    result = logic.apply_command(fired.state, cancel, ctx(T0 + MIN + 500))
+    [rev] = [e.record for e in result.out if isinstance(e.record, ExecutionRevoked)]
+    assert rev.execution_id == ex.execution_id
+    assert decisions(result) == [Decision.cancel_requested]
