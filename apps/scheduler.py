@@ -20,6 +20,7 @@ from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics, provision
 from streams.runtime.runner import Runner, RunnerConfig
+from streams.scheduler.breaker import BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 
 APP = "scheduler"
@@ -36,6 +37,12 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
+            breaker=BreakerConfig(
+                failure_ratio=settings.breaker_failure_ratio,
+                min_attempts=settings.breaker_min_attempts,
+                window_ms=settings.breaker_window_ms,
+                cooldown_ms=settings.breaker_cooldown_ms,
+            ),
         ),
         Codec(),
     )

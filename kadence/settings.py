@@ -55,6 +55,13 @@ class KadenceSettings(BaseSettings):
     deleted before its due time gets an ExecutionRevoked. 0 dispatches at the due time.
     Jobs whose firing depends on other runs (a running overlap or a concurrency key) always
     wait for the due time."""
+    breaker_failure_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
+    breaker_min_attempts: Annotated[int, Field(ge=1, le=100_000)] = 10
+    breaker_window_ms: Annotated[int, Field(ge=1_000, le=86_400_000)] = 60_000
+    breaker_cooldown_ms: Annotated[int, Field(ge=100, le=86_400_000)] = 30_000
+    """A tenant's retries pause when at least `breaker_failure_ratio` of at least
+    `breaker_min_attempts` attempts in `breaker_window_ms` failed; after the cool-down one retry
+    probes, and its success resumes the rest."""
     worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 8
     """Executions one worker process runs at the same time."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3

@@ -40,6 +40,7 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id, manual_execution_id
+from streams.scheduler.breaker import ALL_THROUGH, Gate
 from streams.scheduler.state import DEAD_LIMIT, Ahead, JobState, Pending, Running, remember
 
 MISSED_LISTED = 1000
@@ -80,6 +81,8 @@ class Context:
     decides whether it still fires."""
     group_busy: bool = False
     """Another job of this job's concurrency group is running."""
+    gate: Gate = ALL_THROUGH
+    """The tenant's circuit breaker: whether retries may fire now."""
     ahead_ms: int = 0
     """Dispatch scheduled occurrences up to this long before they are due, when the decision
     to fire cannot depend on what happens until then (see `_may_go_early`)."""
@@ -103,6 +106,8 @@ class Result:
     out: list[Emit] = field(default_factory=list)
     missed_listed: int = 0
     missed_unlisted: int = 0
+    probe: str | None = None
+    """A retry fired as the tenant breaker's half-open probe."""
 
     def history(self, state: JobState, ctx: Context, decision: Decision, **kw: object) -> None:
         d = state.definition(ctx.codec)
@@ -435,7 +440,25 @@ def _fire_retries(state: JobState, result: Result, ctx: Context) -> JobState:
     due = [p for p in state.retries if p.due_ms <= ctx.now_ms]
     if not due:
         return state
-    state = state.evolve(retries=tuple(p for p in state.retries if p.due_ms > ctx.now_ms))
+    waiting = tuple(p for p in state.retries if p.due_ms > ctx.now_ms)
+    if not ctx.gate.closed:
+        probe = due[:1] if ctx.gate.probe and result.probe is None else []
+        held = tuple(replace(p, due_ms=ctx.gate.retry_at_ms) for p in due[len(probe) :])
+        for p in held:
+            result.history(
+                state,
+                ctx,
+                Decision.circuit_open,
+                execution_id=p.execution_id,
+                attempt=p.attempt,
+                nominal_at=ms_to_datetime(p.nominal_ms),
+                due_at=ms_to_datetime(p.due_ms),
+                reason=ctx.gate.reason,
+            )
+        waiting, due = waiting + held, probe
+        if probe:
+            result.probe = probe[0].execution_id
+    state = state.evolve(retries=waiting)
     for p in due:
         shot = Shot(p.execution_id, p.nominal_ms, p.due_ms, TriggerKind.retry, p.attempt)
         state = _fire(state, result, ctx, shot)

@@ -21,6 +21,7 @@ from kadence.models import (
     Decision,
     ExecutionOutcome,
     HistoryRecord,
+    OutcomeStatus,
     PauseJob,
     Rejected,
     ReplayDeadLetter,
@@ -34,11 +35,13 @@ from kadence.timeengine.compile import compile_schedule
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
 from streams.runtime.runner import InputRecord, Task
 from streams.scheduler import logic
+from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.logic import Context, Refused, Result, Sink
 from streams.scheduler.state import JobState, dump_state, load_state
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = b"~group/"
+BREAKER_PREFIX = b"~breaker/"
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
@@ -54,6 +57,7 @@ class SchedulerConfig:
     tzdb: str
     misfire_grace_ms: int = 30_000
     dispatch_ahead_ms: int = 0
+    breaker: BreakerConfig = DEFAULTS
     name: str = "scheduler"
 
 
@@ -165,6 +169,7 @@ class SchedulerProcessor:
         self._write(
             task, record.key, logic.apply_outcome(state, outcome, self._ctx(task, state, now_ms))
         )
+        self._count_outcome(task, outcome, now_ms)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -172,7 +177,13 @@ class SchedulerProcessor:
         state = self._load(task, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
-        self._write(task, key, logic.on_due(state, self._ctx(task, state, now_ms)))
+        result = logic.on_due(state, self._ctx(task, state, now_ms))
+        self._write(task, key, result)
+        if result.probe is not None:
+            tenant = state.definition(self.codec).tenant
+            breaker = self._breaker(task, tenant)
+            breaker.probe = result.probe
+            self._save_breaker(task, tenant, breaker)
 
     def maintain(self, task: Task, now_ms: int) -> bool:
         """After assignment: if the tz database changed, recompute every job (in steps)."""
@@ -212,14 +223,39 @@ class SchedulerProcessor:
             d = state.definition(self.codec)
             if d.concurrency_key:
                 busy = self._group_busy(task, d, now_ms)
+        gate = ALL_THROUGH
+        if state is not None:
+            tenant = state.definition(self.codec).tenant
+            gate = self._breaker(task, tenant).gate(now_ms, self.cfg.breaker)
         return Context(
             now_ms,
             self.codec,
             self.cfg.tzdb,
-            self.cfg.misfire_grace_ms,
-            busy,
-            self.cfg.dispatch_ahead_ms,
+            misfire_grace_ms=self.cfg.misfire_grace_ms,
+            group_busy=busy,
+            gate=gate,
+            ahead_ms=self.cfg.dispatch_ahead_ms,
         )
+
+    # -- the tenant circuit breaker ----------------------------------------------------------
+
+    def _breaker(self, task: Task, tenant: str) -> Breaker:
+        return Breaker.load(task.get(BREAKER_PREFIX + tenant.encode()))
+
+    def _save_breaker(self, task: Task, tenant: str, breaker: Breaker) -> None:
+        task.put(BREAKER_PREFIX + tenant.encode(), breaker.dump(), None)
+
+    def _count_outcome(self, task: Task, outcome: ExecutionOutcome, now_ms: int) -> None:
+        if outcome.status in (OutcomeStatus.lease_lost, OutcomeStatus.cancelled):
+            return
+        breaker = self._breaker(task, outcome.tenant)
+        failed = outcome.status is not OutcomeStatus.succeeded
+        change = breaker.record(outcome.execution_id, failed, now_ms, self.cfg.breaker)
+        if change:
+            log.warning(
+                "tenant %s: retry circuit %s (partition %d)", outcome.tenant, change, task.partition
+            )
+        self._save_breaker(task, outcome.tenant, breaker)
 
     def _load(self, task: Task, key: bytes) -> JobState | None:
         cached = task.cache.get(key)

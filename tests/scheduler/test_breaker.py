@@ -1,0 +1,145 @@
+"""The per-tenant retry circuit breaker: pure transitions, then through the processor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kadence.codec import Codec
+from kadence.models import (
+    Decision,
+    ErrorInfo,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HistoryRecord,
+    KafkaTarget,
+    OutcomeStatus,
+    ScheduleDefinition,
+)
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics
+from streams.runtime.runner import InputRecord, Task
+from streams.runtime.store import Batch, MemoryStore
+from streams.scheduler.breaker import Breaker, BreakerConfig
+from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+from tests.scheduler.test_logic import T0
+
+CFG = BreakerConfig(failure_ratio=0.5, min_attempts=4, window_ms=60_000, cooldown_ms=10_000)
+CODEC = Codec()
+
+
+def test_opens_on_the_failure_ratio_and_closes_on_a_successful_probe() -> None:
+    b = Breaker()
+    outcomes = [True, False, False, False, True]  # failed?
+    assert [b.record(f"e{i}", f, T0 + i, CFG) for i, f in enumerate(outcomes)] == [None] * 5
+    assert b.gate(T0 + 5, CFG).closed  # 2 of 5 failed: below the ratio
+    assert b.record("e5", True, T0 + 5, CFG) == "opened"  # 3 of 6: at the ratio
+    gate = b.gate(T0 + 6, CFG)
+    assert (gate.closed, gate.probe, gate.retry_at_ms) == (False, False, T0 + 5 + 10_000)
+    assert "3 of 6 attempts failed" in gate.reason
+    probe = b.gate(T0 + 5 + 10_000, CFG)
+    assert (probe.closed, probe.probe) == (False, True)
+    b.probe = "p1"
+    assert not b.gate(T0 + 20_000, CFG).probe  # one probe at a time
+    assert b.record("p1", False, T0 + 20_000, CFG) == "closed"
+    assert b.gate(T0 + 20_001, CFG).closed
+
+
+def test_a_failed_probe_opens_it_again_and_a_new_window_forgets() -> None:
+    b = Breaker(open_until_ms=T0, probe="p1", attempts=9, failures=9)
+    assert b.record("p1", True, T0 + 1, CFG) == "opened"
+    assert b.gate(T0 + 2, CFG).retry_at_ms == T0 + 1 + 10_000
+    fresh = Breaker(window_start_ms=T0, attempts=3, failures=3)
+    fresh.record("x", True, T0 + 60_000, CFG)  # the window rolled over: 1 of 1
+    assert (fresh.attempts, fresh.failures, fresh.open_until_ms) == (1, 1, None)
+    assert Breaker.load(b.dump()) == b
+
+
+class Scheduler:
+    """The scheduler processor on an in-memory task, with commits."""
+
+    def __init__(self) -> None:
+        self.topics = Topics(KadenceSettings(partitions=1))
+        cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=CFG)
+        self.proc = SchedulerProcessor(cfg, CODEC)
+        self.task = Task(0, MemoryStore(), T0, 60_000)
+        self.out: list[tuple[Any, ...]] = []
+        self.task._emit = lambda *a: self.out.append(a)
+        self.task.changelog = self.topics.scheduler_changelog
+        self.offset = 0
+
+    def feed(self, topic: str, key: str, value: bytes, now: int) -> None:
+        self.offset += 1
+        self.proc.process(
+            self.task, InputRecord(topic, 0, self.offset, key.encode(), value, [], now), now
+        )
+        self._commit()
+
+    def tick(self, now: int) -> None:
+        for key in self.task.due(now, 1000):
+            self.proc.fire(self.task, key, now)
+        self._commit()
+
+    def _commit(self) -> None:
+        self.task.store.apply(self.task.batch)
+        self.task.batch = Batch()
+
+    def take(self, kind: type[Any]) -> list[Any]:
+        got = [
+            CODEC.decode(v)
+            for (t, _p, _k, v, _h) in self.out
+            if t != self.topics.scheduler_changelog and v is not None
+        ]
+        return [r for r in got if isinstance(r, kind)]
+
+
+def test_a_failing_tenant_s_retries_pause_and_resume_after_a_probe() -> None:
+    s = Scheduler()
+    for i in range(5):
+        d = ScheduleDefinition(
+            tenant="acme",
+            job_id=f"j{i}",
+            version=1,
+            schedule={"kind": "once", "run_at": "2026-12-01T09:01:00Z"},
+            target=KafkaTarget(topic="o"),
+            retry={"max_attempts": 5, "initial_backoff_ms": 1_000, "jitter": "none"},
+        )
+        s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+    due = T0 + 60_000
+    s.tick(due)
+    fired = s.take(ExecutionRequested)
+    assert len(fired) == 5
+
+    def outcome(ex: ExecutionRequested, ok: bool, now: int) -> None:
+        o = ExecutionOutcome(
+            execution_id=ex.execution_id,
+            tenant=ex.tenant,
+            job_id=ex.job_id,
+            attempt=ex.attempt,
+            delivery=1,
+            worker_id="w",
+            status=OutcomeStatus.succeeded if ok else OutcomeStatus.failed,
+            retryable=True,
+            error=None if ok else ErrorInfo(type="E", message="down"),
+            nominal_at=ex.nominal_at,
+            due_at=ex.due_at,
+            started_at=ex.due_at,
+            finished_at=ex.due_at,
+        )
+        s.feed(s.topics.outcomes, ex.key, CODEC.encode(o), now)
+
+    for ex in fired:  # all five fail: 5 of 5 >= 50 %, the circuit opens
+        outcome(ex, False, due + 100)
+    s.out.clear()
+    s.tick(due + 1_100)  # the retries are due now, but the circuit is open
+    assert s.take(ExecutionRequested) == []
+    paused = [h for h in s.take(HistoryRecord) if h.decision is Decision.circuit_open]
+    assert len(paused) == 5
+    assert "tenant circuit open" in (paused[0].reason or "")
+    s.out.clear()
+    s.tick(due + 100 + 10_000)  # cool-down over: exactly one probe
+    [probe] = s.take(ExecutionRequested)
+    assert probe.attempt == 2
+    s.out.clear()
+    outcome(probe, True, due + 10_500)  # the probe succeeds: the circuit closes
+    s.tick(due + 100 + 2 * 10_000)
+    assert len(s.take(ExecutionRequested)) == 4  # the rest run again
