@@ -15,8 +15,10 @@ from apps.processes import stop_event
 from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
+from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, provision
+from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.runtime.runner import Runner, RunnerConfig
 
@@ -26,6 +28,8 @@ APP = "reaper"
 def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     topics = Topics(settings)
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
+    metrics = ReaperMetrics()
+    serve(settings.metrics_port, metrics.registry)
     processor = ReaperProcessor(
         ReaperConfig(
             topics=topics,
@@ -34,6 +38,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             redelivery_cap=settings.redelivery_cap,
         ),
         Codec(),
+        metrics,
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",

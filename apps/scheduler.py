@@ -12,15 +12,19 @@ import argparse
 import logging
 import sys
 
+from prometheus_client import CollectorRegistry
+
 from apps.processes import stop_event
 from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
+from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics, provision
 from streams.runtime.runner import Runner, RunnerConfig
 from streams.scheduler.breaker import BreakerConfig
+from streams.scheduler.metrics import SchedulerCollector
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 
 APP = "scheduler"
@@ -56,7 +60,11 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    return Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    registry = CollectorRegistry()
+    registry.register(SchedulerCollector(runner, processor))
+    serve(settings.metrics_port, registry)
+    return runner
 
 
 def main(argv: list[str] | None = None) -> int:

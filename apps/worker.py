@@ -11,8 +11,6 @@ import argparse
 import logging
 import sys
 
-from prometheus_client import start_http_server
-
 from apps.processes import stop_event
 from connectors import handlers
 from connectors.base import Target
@@ -22,6 +20,7 @@ from connectors.ssrf import AddressPolicy
 from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
+from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.topics import provision
 from kadence.worker.metrics import WorkerMetrics
@@ -39,8 +38,7 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
 
 def build(settings: KadenceSettings) -> Worker:
     metrics = WorkerMetrics()
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=metrics.registry)
+    serve(settings.metrics_port, metrics.registry)
     return Worker(settings, SystemClock(settings.clock_offset_ms), targets(settings), metrics)
 
 

@@ -37,6 +37,7 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.topics import LEASES, Topics
+from streams.reaper.metrics import ReaperMetrics
 from streams.runtime.runner import InputRecord, Task
 
 log = logging.getLogger(__name__)
@@ -84,9 +85,12 @@ class Lease:
 
 
 class ReaperProcessor:
-    def __init__(self, cfg: ReaperConfig, codec: Codec) -> None:
+    def __init__(
+        self, cfg: ReaperConfig, codec: Codec, metrics: ReaperMetrics | None = None
+    ) -> None:
         self.cfg = cfg
         self.codec = codec
+        self.metrics = metrics or ReaperMetrics()
 
     # -- input -------------------------------------------------------------------------------
 
@@ -105,6 +109,7 @@ class ReaperProcessor:
             or (not lease.active and event.delivery == lease.delivery)
         )
         if lease is not None and stale:
+            self.metrics.stale_events.inc()
             log.info(
                 "stale %s of %s delivery %d (current %d): ignored",
                 event.event.value,
@@ -146,10 +151,13 @@ class ReaperProcessor:
             task.put(key, None, None)
             return
         ex = self.codec.decode_as(lease.execution, ExecutionRequested)
+        self.metrics.expiries.inc()
         if lease.delivery < self.cfg.redelivery_cap:
             self._redeliver(task, ex, lease, now_ms)
+            self.metrics.redeliveries.inc()
         else:
             self._give_up(task, ex, lease, now_ms)
+            self.metrics.gave_up.inc()
         lease.active = False
         task.put(key, lease.dump(), now_ms + FORGET_AFTER_MS)
 

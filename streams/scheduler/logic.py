@@ -108,6 +108,8 @@ class Result:
     missed_unlisted: int = 0
     probe: str | None = None
     """A retry fired as the tenant breaker's half-open probe."""
+    dead_delta: int = 0
+    """Dead letters added (written) minus removed (replayed) by this step."""
 
     def history(self, state: JobState, ctx: Context, decision: Decision, **kw: object) -> None:
         d = state.definition(ctx.codec)
@@ -742,6 +744,7 @@ def _replay(state: JobState, result: Result, cmd: ReplayDeadLetter, ctx: Context
         dead=tuple(p for p in state.dead if p.execution_id not in ids),
         finished=tuple(f for f in state.finished if f.rpartition("#")[0] not in ids),
     )
+    result.dead_delta -= len(chosen)
     for p in chosen:
         shot = Shot(p.execution_id, p.nominal_ms, ctx.now_ms, TriggerKind.replay)
         state = _fire(state, result, ctx, shot)
@@ -867,4 +870,5 @@ def _failed(state: JobState, result: Result, outcome: ExecutionOutcome, ctx: Con
         reason=f"{reason.value} after attempt {outcome.attempt}: {error.message}",
     )
     dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
+    result.dead_delta += 1 - max(0, len(state.dead) + 1 - DEAD_LIMIT)  # the oldest may drop out
     return state.evolve(dead=(*state.dead, dead)[-DEAD_LIMIT:])

@@ -42,6 +42,8 @@ from streams.scheduler.state import JobState, dump_state, load_state
 log = logging.getLogger(__name__)
 GROUP_PREFIX = b"~group/"
 BREAKER_PREFIX = b"~breaker/"
+DEAD_DEPTH = b"~dead-depth"
+"""Dead letters of the partition's jobs not replayed (each job remembers its last 100)."""
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
@@ -282,6 +284,13 @@ class SchedulerProcessor:
                 self._update_group(task, d, state, result)
         for emit in result.out:
             task.emit(*self._encoded(task, emit.sink, emit.record))
+        if result.dead_delta:
+            depth = max(0, self.dead_letter_depth(task) + result.dead_delta)
+            task.put(DEAD_DEPTH, str(depth).encode(), None)
+
+    def dead_letter_depth(self, task: Task) -> int:
+        raw = task.get(DEAD_DEPTH)
+        return int(raw) if raw else 0
 
     def _encoded(
         self, task: Task, sink: Sink, record: WireModel

@@ -3,8 +3,10 @@ and a real HTTP target on loopback that records every request it gets."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -125,8 +127,10 @@ def execution_settings(settings: KadenceSettings, **kw: Any) -> KadenceSettings:
 
 
 class WorkerProcess(ChildProcess):
-    def __init__(self, settings: KadenceSettings, instance: str, log_dir: Path) -> None:
-        mine = settings.model_copy(update={"instance_id": instance})
+    def __init__(
+        self, settings: KadenceSettings, instance: str, log_dir: Path, metrics_port: int = 0
+    ) -> None:
+        mine = settings.model_copy(update={"instance_id": instance, "metrics_port": metrics_port})
         super().__init__(
             "apps.worker", mine, log=log_dir / f"worker-{instance}.log", session_timeout_ms=6000
         )
@@ -138,8 +142,10 @@ class WorkerProcess(ChildProcess):
 
 
 class ReaperProcess(ChildProcess):
-    def __init__(self, settings: KadenceSettings, state_dir: Path) -> None:
-        mine = settings.model_copy(update={"instance_id": "r", "state_dir": state_dir})
+    def __init__(self, settings: KadenceSettings, state_dir: Path, metrics_port: int = 0) -> None:
+        mine = settings.model_copy(
+            update={"instance_id": "r", "state_dir": state_dir, "metrics_port": metrics_port}
+        )
         super().__init__("apps.reaper", mine, log=state_dir / "reaper.log", session_timeout_ms=6000)
 
     def start(self) -> ReaperProcess:
@@ -155,16 +161,35 @@ class Stack:
     reaper: ReaperProcess
     workers: list[WorkerProcess]
 
+    reaper_metrics: int = 0
+    worker_metrics: int = 0
+    scheduler_metrics: int = 0
+
     @classmethod
     def start(cls, settings: KadenceSettings, tmp: Path, workers: int = 1) -> Stack:
-        sched = SchedulerProcess(settings, "s", tmp / "sched").start()
-        reaper = ReaperProcess(settings, tmp / "reaper").start()
-        ws = [WorkerProcess(settings, f"w{i}", tmp).start() for i in range(workers)]
-        return cls(settings, sched, reaper, ws)
+        """Every process serves metrics: the ports are in `*_metrics` (the first worker only)."""
+        ports = free_port(), free_port(), free_port()
+        sched = SchedulerProcess(settings, "s", tmp / "sched", metrics_port=ports[2]).start()
+        reaper = ReaperProcess(settings, tmp / "reaper", ports[0]).start()
+        ws = [
+            WorkerProcess(settings, f"w{i}", tmp, ports[1] if i == 0 else 0).start()
+            for i in range(workers)
+        ]
+        return cls(settings, sched, reaper, ws, *ports)
+
+    def metrics(self, port: int) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            return str(r.read().decode())
 
     def stop(self) -> None:
         for proc in [*self.workers, self.reaper, self.scheduler]:
             proc.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def records(

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import itertools
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from kadence.models import (
     Decision,
     HandlerTarget,
     HttpTarget,
+    KafkaTarget,
     OutcomeStatus,
     ReplayDeadLetter,
     ScheduleDefinition,
@@ -115,6 +117,7 @@ def test_happy_path_a_cron_job_runs_against_a_signed_webhook(
             lambda: applied(xsettings, "every-second", Decision.succeeded)[2:], 30, "history"
         )
         assert succeeded
+        metrics = stack.metrics(stack.worker_metrics)
     finally:
         stack.stop()
     keys = [h.headers["idempotency-key"] for h in hits]
@@ -132,6 +135,12 @@ def test_happy_path_a_cron_job_runs_against_a_signed_webhook(
         assert hit.at >= due.timestamp()  # never early, though dispatched ahead
     fired = [str(h.execution_id) for h in history(xsettings) if h.decision is Decision.fired]
     assert sorted(fired) == sorted(keys)
+    assert 'kadence_worker_executions_started_total{tenant="acme"} 3.0' in metrics
+    assert (
+        'kadence_worker_executions_finished_total{status="succeeded",tenant="acme"} 3.0' in metrics
+    )
+    assert 'kadence_worker_start_lateness_seconds_count{tenant="acme"} 3.0' in metrics
+    assert 'kadence_worker_start_lateness_seconds_bucket{le="1.0",tenant="acme"} 3.0' in metrics
 
 
 @pytest.mark.slow
@@ -199,6 +208,11 @@ def test_a_failing_target_is_retried_with_backoff_then_dead_lettered_and_replaye
         put(xsettings, once("flaky", f"{server.url}/fail", retry=retry))
         [dead] = dead_letters(xsettings, 1, timeout_s=60)
         attempts = server.seen("/fail")
+        until(
+            lambda: "kadence_dead_letter_depth 1.0" in stack.metrics(stack.scheduler_metrics),
+            10,
+            "the dead letter counted",
+        )
         with KadenceClient(xsettings) as client:
             client.send(
                 ReplayDeadLetter(
@@ -209,6 +223,8 @@ def test_a_failing_target_is_retried_with_backoff_then_dead_lettered_and_replaye
                 )
             )
         server.wait(4, "/fail", timeout_s=30)  # the replay runs it again
+        depth = stack.metrics(stack.scheduler_metrics)
+        reaper_metrics = stack.metrics(stack.reaper_metrics)
     finally:
         stack.stop()
     assert [h.headers["kadence-attempt"] for h in attempts] == ["1", "2", "3"]  # never above
@@ -220,6 +236,8 @@ def test_a_failing_target_is_retried_with_backoff_then_dead_lettered_and_replaye
     assert dead.last_error.code == "503"
     assert "target is down" in dead.last_error.message
     assert dead.execution.execution_id == attempts[0].headers["idempotency-key"]
+    assert "kadence_dead_letter_depth 0.0" in depth  # replayed: no longer dead
+    assert "kadence_reaper_lease_expiries_total 0.0" in reaper_metrics
     replayed = server.seen("/fail")[3]
     assert replayed.headers["idempotency-key"] == dead.execution.execution_id
 
@@ -323,3 +341,31 @@ def test_private_targets_are_refused_with_a_clear_error(
     assert dead.last_error.type == "AddressRefused"
     assert "127.0.0.1" in dead.last_error.message
     assert "loopback" in dead.last_error.message
+
+
+@pytest.mark.slow
+def test_the_kafka_topic_target_reaches_the_tenant_consumer(
+    xsettings: KadenceSettings, tmp_path: Path
+) -> None:
+    from connectors.consumer import TopicConsumer  # noqa: PLC0415
+    from connectors.kafka_topic import target_topic  # noqa: PLC0415
+
+    stack = Stack.start(xsettings, tmp_path)
+    got: list[str] = []
+    stop = threading.Event()
+    try:
+        job = once("to-kafka", "http://unused.example/")
+        put(xsettings, job.model_copy(update={"target": KafkaTarget(topic="orders")}))
+        until(lambda: applied(xsettings, "to-kafka", Decision.succeeded), 60, "the success")
+        topic = target_topic(xsettings.namespace, "acme", "orders")
+        consumer = TopicConsumer(xsettings.bootstrap_servers, topic, group="acme-orders")
+        thread = threading.Thread(
+            target=consumer.run, args=(lambda ex: got.append(ex.execution_id), stop)
+        )
+        thread.start()
+        until(lambda: got, 30, "the tenant consumer")
+    finally:
+        stop.set()
+        stack.stop()
+    [received] = got
+    assert received.startswith("acme/to-kafka@")

@@ -132,6 +132,10 @@ def test_an_expired_lease_is_redelivered_with_the_same_id_and_the_next_delivery(
     assert [e.delivery for e in h.records(ExecutionRequested)] == [2, 3]
 
 
+def sample(h: Harness, name: str) -> float | None:
+    return h.proc.metrics.registry.get_sample_value(name)
+
+
 def test_past_the_cap_the_reaper_gives_up_with_a_non_retryable_outcome() -> None:
     h = Harness(cap=2)
     h.event(LeaseEventKind.acquired, T_MS)
@@ -143,6 +147,9 @@ def test_past_the_cap_the_reaper_gives_up_with_a_non_retryable_outcome() -> None
     assert (outcome.status, outcome.retryable, outcome.delivery) == (OutcomeStatus.failed, False, 2)
     assert outcome.error is not None
     assert outcome.error.type == "RedeliveryCap"
+    assert sample(h, "kadence_reaper_lease_expiries_total") == 2
+    assert sample(h, "kadence_reaper_redeliveries_total") == 1
+    assert sample(h, "kadence_reaper_redelivery_cap_reached_total") == 1
 
 
 def test_garbage_on_the_leases_topic_is_rejected_and_the_reaper_goes_on() -> None:

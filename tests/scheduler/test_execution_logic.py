@@ -72,12 +72,14 @@ def test_replay_runs_a_dead_letter_again_with_a_fresh_retry_budget() -> None:
     gone = logic.apply_outcome(fired.state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 1))
     assert gone.state is not None
     assert len(dead(gone)) == 1
+    assert gone.dead_delta == 1  # the dead-letter depth metric counts it ...
     replay = ReplayDeadLetter(request_id="r1", **common())
     result = logic.apply_command(gone.state, replay, ctx(T0 + 2 * MIN - 1))
     [again] = executions(result)
     assert (again.execution_id, again.attempt, again.trigger) == (ex.execution_id, 1, "replay")
     assert result.state is not None
     assert result.state.dead == ()
+    assert result.dead_delta == -1  # ... until it is replayed
     # its outcome applies (the earlier attempt-1 outcome does not make it a duplicate)
     ok = logic.apply_outcome(
         result.state, outcome(again, OutcomeStatus.succeeded), ctx(T0 + 2 * MIN)

@@ -1,0 +1,30 @@
+"""Prometheus metrics of a reaper."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+
+class ReaperMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.expiries = Counter(
+            "kadence_reaper_lease_expiries",
+            "Leases that expired without an outcome",
+            registry=self.registry,
+        )
+        self.redeliveries = Counter(
+            "kadence_reaper_redeliveries",
+            "Executions redelivered after an expired lease",
+            registry=self.registry,
+        )
+        self.gave_up = Counter(
+            "kadence_reaper_redelivery_cap_reached",
+            "Executions given up at the redelivery cap (then dead-lettered)",
+            registry=self.registry,
+        )
+        self.stale_events = Counter(
+            "kadence_reaper_stale_lease_events",
+            "Lease events of an older delivery than the current one (ignored)",
+            registry=self.registry,
+        )
