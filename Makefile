@@ -51,9 +51,13 @@ clean: broker-stop
 bench-time: deps
 	$(BIN)/python -m bench.time_engine
 
-.PHONY: bench-burst bench-restore
+.PHONY: bench-burst bench-restore bench-execution
 bench-burst: deps broker
 	$(BIN)/python -m bench.scheduler burst --jobs 100000
 
 bench-restore: deps broker
 	$(BIN)/python -m bench.scheduler restore --jobs 1000000
+
+bench-execution: deps broker
+	$(BIN)/python -m bench.execution throughput --jobs 20000
+	$(BIN)/python -m bench.execution recovery --jobs 200

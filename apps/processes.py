@@ -6,19 +6,24 @@ boundary) and, optionally, a log file the caller can wait on.
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from pydantic import SecretStr
 
+from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
+from kadence.topics import provision
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,6 +38,31 @@ def stop_event() -> threading.Event:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     return stop
+
+
+Start = Callable[[KadenceSettings, bool], Callable[[threading.Event], None]]
+"""(settings, in_memory) -> the process's run(stop) loop."""
+
+
+def process_main(name: str, doc: str | None, argv: list[str] | None, start: Start) -> int:
+    """The shared `main` of the long-running processes: settings from the environment, topics
+    provisioned, run until SIGINT/SIGTERM; exit 2 with the reason on a Kadence error."""
+    parser = argparse.ArgumentParser(prog=f"kadence-{name}", description=doc)
+    parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = stop_event()
+    try:
+        settings = KadenceSettings()
+        provision(settings)
+        run = start(settings, args.in_memory)
+        print(f"{name} {settings.instance_id}: running on {settings.namespace}", flush=True)
+        run(stop)
+    except KadenceError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(f"{name}: stopped", flush=True)
+    return 0
 
 
 def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str]:

@@ -8,20 +8,17 @@ the changelog at every start).
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
 from prometheus_client import CollectorRegistry
 
-from apps.processes import stop_event
+from apps.processes import process_main
 from kadence.clock import SystemClock
 from kadence.codec import Codec
-from kadence.errors import KadenceError
 from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
-from kadence.topics import Topics, provision
+from kadence.topics import Topics
 from streams.runtime.runner import Runner, RunnerConfig
 from streams.scheduler.breaker import BreakerConfig
 from streams.scheduler.metrics import SchedulerCollector
@@ -68,22 +65,9 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kadence-scheduler", description=__doc__)
-    parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    stop = stop_event()
-    try:
-        settings = KadenceSettings()
-        provision(settings)
-        runner = build(settings, in_memory=args.in_memory)
-        print(f"scheduler {settings.instance_id}: running on {settings.namespace}", flush=True)
-        runner.run(stop)
-    except KadenceError as exc:
-        print(f"scheduler: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    print("scheduler: stopped", flush=True)
-    return 0
+    return process_main(
+        "scheduler", __doc__, argv, lambda settings, in_memory: build(settings, in_memory).run
+    )
 
 
 if __name__ == "__main__":

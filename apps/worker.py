@@ -7,11 +7,9 @@ modules in KADENCE_HANDLER_MODULES.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
-from apps.processes import stop_event
+from apps.processes import process_main
 from connectors import handlers
 from connectors.base import Target
 from connectors.http import HttpCaller
@@ -19,10 +17,8 @@ from connectors.kafka_topic import KafkaTopicCaller
 from connectors.ssrf import AddressPolicy
 from kadence.clock import SystemClock
 from kadence.codec import Codec
-from kadence.errors import KadenceError
 from kadence.metrics import serve
 from kadence.settings import KadenceSettings
-from kadence.topics import provision
 from kadence.worker.metrics import WorkerMetrics
 from kadence.worker.runner import Worker
 
@@ -43,18 +39,7 @@ def build(settings: KadenceSettings) -> Worker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="kadence-worker", description=__doc__).parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    stop = stop_event()
-    try:
-        settings = KadenceSettings()
-        provision(settings)
-        build(settings).run(stop)
-    except KadenceError as exc:
-        print(f"worker: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    print("worker: stopped", flush=True)
-    return 0
+    return process_main("worker", __doc__, argv, lambda settings, _in_memory: build(settings).run)
 
 
 if __name__ == "__main__":

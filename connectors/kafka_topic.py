@@ -74,8 +74,8 @@ class KafkaTopicCaller:
             headers=headers,
             on_delivery=on_delivery,
         )
-        while not done.is_set():
-            self.producer.poll(0.05)
+        while not done.wait(0.002):  # whichever caller polls serves everyone's callbacks
+            self.producer.poll(0)
             if stop.is_set():
                 return Result(stop.reason or OutcomeStatus.cancelled)
             if time.monotonic() > deadline:

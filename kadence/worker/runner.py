@@ -22,6 +22,7 @@ from datetime import timedelta
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from connectors.base import Result, Stop, Target
+from kadence import rejects
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -133,7 +134,6 @@ class Worker:
         self.consumer.subscribe(
             [self.topics.executions], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
-        print(f"worker {self.settings.instance_id}: running", flush=True)
         try:
             while not stop.is_set():
                 self.turn()
@@ -142,7 +142,10 @@ class Worker:
             self.close()
 
     def turn(self, poll_s: float = 0.05) -> None:
-        for msg in self.consumer.consume(num_messages=500, timeout=poll_s):
+        next_due = self.inbox.next_due_ms()
+        soon = next_due is not None and next_due - self.clock.now_ms() < poll_s * 1000
+        wait = min(poll_s, 0.005) if self.runs or soon else poll_s  # work at hand: spin faster
+        for msg in self.consumer.consume(num_messages=500, timeout=wait):
             self._read(msg)
         now = self.clock.now_ms()
         self._police(now)
@@ -359,17 +362,17 @@ class Worker:
 
     def _reject(self, msg: Message, code: str, reason: str) -> None:
         log.warning("rejected executions[%d]@%d: %s", msg.partition(), msg.offset(), reason)
-        value = msg.value()
-        rejected = Rejected(
-            source_topic=msg.topic() or "",
+        raw = msg.headers() or []
+        rejected = rejects.rejected(
+            topic=msg.topic() or "",
             partition=msg.partition() or 0,
             offset=msg.offset() or 0,
+            value=msg.value(),
+            headers=list(raw.items()) if isinstance(raw, dict) else list(raw),
             code=code,
-            reason=reason[:8192],
+            reason=reason,
             processor="worker",
-            rejected_at=ms_to_datetime(self.clock.now_ms()),
-            original_value=value[: 512 * 1024] if value else value,
-            original_headers={},
+            now_ms=self.clock.now_ms(),
         )
         headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
         self._rejects.append(

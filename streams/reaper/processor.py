@@ -18,6 +18,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from kadence import rejects
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -237,16 +238,16 @@ class ReaperProcessor:
 
     def _reject(self, task: Task, record: InputRecord, code: str, reason: str, now_ms: int) -> None:
         log.warning("rejected %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason)
-        rejected = Rejected(
-            source_topic=record.topic,
+        rejected = rejects.rejected(
+            topic=record.topic,
             partition=record.partition,
             offset=record.offset,
+            value=record.value,
+            headers=record.headers,
             code=code,
-            reason=reason[:8192],
+            reason=reason,
             processor=self.cfg.name,
-            rejected_at=ms_to_datetime(now_ms),
-            original_value=record.value[: 512 * 1024] if record.value else record.value,
-            original_headers={},
+            now_ms=now_ms,
         )
         headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
         task.emit(

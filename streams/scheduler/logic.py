@@ -401,22 +401,8 @@ def _revoke(
     ]
     if not revoked:
         return state
-    d = state.definition(ctx.codec)
     for a in revoked:
-        result.out.append(
-            Emit(
-                Sink.executions,
-                ExecutionRevoked(
-                    execution_id=a.execution_id,
-                    tenant=d.tenant,
-                    job_id=d.job_id,
-                    definition_version=d.version,
-                    due_at=ms_to_datetime(a.due_ms),
-                    revoked_at=ms_to_datetime(ctx.now_ms),
-                    reason=why,
-                ),
-            )
-        )
+        result.out.append(_revocation(state, ctx, a.execution_id, a.due_ms, why))
         result.history(
             state,
             ctx,
@@ -678,24 +664,24 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
     return state
 
 
+def _revocation(state: JobState, ctx: Context, execution_id: str, due_ms: int, why: str) -> Emit:
+    d = state.definition(ctx.codec)
+    revoked = ExecutionRevoked(
+        execution_id=execution_id,
+        tenant=d.tenant,
+        job_id=d.job_id,
+        definition_version=d.version,
+        due_at=ms_to_datetime(due_ms),
+        revoked_at=ms_to_datetime(ctx.now_ms),
+        reason=why,
+    )
+    return Emit(Sink.executions, revoked)
+
+
 def _stop_running(state: JobState, result: Result, ctx: Context, run: Running, why: str) -> None:
     """Ask the worker running it to stop: an ExecutionRevoked on its executions partition (the
     worker holding it cancels the invocation and reports `cancelled`)."""
-    d = state.definition(ctx.codec)
-    result.out.append(
-        Emit(
-            Sink.executions,
-            ExecutionRevoked(
-                execution_id=run.execution_id,
-                tenant=d.tenant,
-                job_id=d.job_id,
-                definition_version=d.version,
-                due_at=ms_to_datetime(run.nominal_ms),
-                revoked_at=ms_to_datetime(ctx.now_ms),
-                reason=why,
-            ),
-        )
-    )
+    result.out.append(_revocation(state, ctx, run.execution_id, run.nominal_ms, why))
     result.history(state, ctx, Decision.cancel_requested, execution_id=run.execution_id, reason=why)
 
 

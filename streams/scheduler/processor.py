@@ -11,6 +11,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from kadence import rejects
 from kadence.clock import ms_to_datetime
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError, InvalidScheduleError
@@ -47,8 +48,6 @@ DEAD_DEPTH = b"~dead-depth"
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
-KEEP_BYTES = 512 * 1024
-"""A rejected record keeps at most this much of the original value (the broker caps at 1 MiB)."""
 
 
 @dataclass(frozen=True)
@@ -341,20 +340,16 @@ class SchedulerProcessor:
             code,
             reason,
         )
-        rejected = Rejected(
-            source_topic=record.topic,
+        rejected = rejects.rejected(
+            topic=record.topic,
             partition=record.partition,
             offset=record.offset,
+            value=record.value,
+            headers=record.headers,
             code=code,
-            reason=reason[:8192],
+            reason=reason,
             processor=self.cfg.name,
-            rejected_at=ms_to_datetime(now_ms),
-            original_value=record.value[:KEEP_BYTES] if record.value else record.value,
-            original_headers={
-                k: (v.decode(errors="replace") if isinstance(v, bytes) else str(v))
-                for k, v in record.headers
-                if v is not None
-            },
+            now_ms=now_ms,
         )
         value = self.codec.encode(rejected)
         headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))

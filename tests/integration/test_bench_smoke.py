@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import execution as bench_execution
 from bench import scheduler as bench
 
 
@@ -27,3 +28,13 @@ def test_burst_and_restore_benchmarks_smoke(kafka_bootstrap: str, tmp_path: Path
     assert restore["jobs"] == 500
     assert restore["cold_restore_s"] > 0
     assert restore["warm_restore_s"] > 0
+
+
+@pytest.mark.slow
+def test_execution_throughput_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    assert bench_execution.main(["throughput", "--jobs", "300", "--lead", "20", *args]) == 0
+    result = json.loads((tmp_path / "execution-throughput.json").read_text())
+    assert result["lost"] == 0
+    assert result["executions_per_s"] > 0
+    assert result["start_lateness_s"]["p50"] >= 0  # workers never start early

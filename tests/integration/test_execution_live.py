@@ -369,3 +369,23 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
         stack.stop()
     [received] = got
     assert received.startswith("acme/to-kafka@")
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_finishes_its_run_first(
+    xsettings: KadenceSettings, server: TargetServer, tmp_path: Path
+) -> None:
+    stack = Stack.start(xsettings, tmp_path)
+    try:
+        put(xsettings, once("graceful", f"{server.url}/slow?s=3", timeout_ms=60_000))
+        server.wait(1, "/slow", timeout_s=60)
+        worker = stack.workers[0]
+        worker.signal(signal.SIGTERM)  # waits for the process to exit
+        assert "worker: stopped" in worker.output()
+        [done] = until(
+            lambda: [o for o in outcomes(xsettings) if o.job_id == "graceful"], 10, "outcome"
+        )
+    finally:
+        stack.stop()
+    assert (done.status, done.delivery) == (OutcomeStatus.succeeded, 1)
+    assert not [h for h in history(xsettings) if h.decision is Decision.redelivered]

@@ -1,0 +1,207 @@
+"""Execution-path benchmarks against the local broker: real scheduler, reaper and workers.
+
+    make bench-execution     # throughput and recovery, figures in bench/results/execution-*.json
+
+throughput: N one-off jobs with the Kafka topic target, due at the same second T (loaded
+            beforehand); measures end to end, dispatch -> worker -> outcome recorded: the
+            executions per second from T until the last outcome, start lateness (outcome
+            started_at - due) p50/p99/max, and the lost/duplicated counts.
+recovery:   M jobs with a 5 s in-process handler spread over two workers; one worker is killed
+            with SIGKILL 1 s into the runs. Measures the time from the kill until every
+            execution has succeeded (lease expiry + reaper grace + redelivery + the 5 s run),
+            and how many were redelivered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from apps.processes import ChildProcess
+from bench.scheduler import RESULTS, load, percentiles, wait_ingested
+from kadence.codec import Codec
+from kadence.models import (
+    ExecutionOutcome,
+    HandlerTarget,
+    KafkaTarget,
+    OnceSchedule,
+    OutcomeStatus,
+    ScheduleDefinition,
+)
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics, delete_namespace, provision
+from tests.kafka_helpers import read_topic
+
+HANDLERS = "bench.handlers"
+
+
+class Stack:
+    def __init__(self, settings: KadenceSettings, root: Path, workers: int) -> None:
+        def child(module: str, name: str, **kw: Any) -> ChildProcess:
+            mine = settings.model_copy(update={"instance_id": name, "state_dir": root / name})
+            return ChildProcess(module, mine, log=root / f"{name}.log", **kw)
+
+        self.scheduler = child("apps.scheduler", "s")
+        self.reaper = child("apps.reaper", "r")
+        self.workers = [
+            child("apps.worker", f"w{i}", session_timeout_ms=6000) for i in range(workers)
+        ]
+
+    def start(self) -> Stack:
+        for proc in (self.scheduler, self.reaper, *self.workers):
+            proc.start()
+        self.scheduler.wait_for(" restored: ", timeout=120)
+        for w in self.workers:
+            w.wait_for("partitions assigned", timeout=120)
+        return self
+
+    def stop(self) -> None:
+        for proc in (*self.workers, self.reaper, self.scheduler):
+            proc.stop()
+
+
+def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
+    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions."""
+    codec = Codec()
+    deadline = time.monotonic() + timeout_s
+    out: list[ExecutionOutcome] = []
+    while time.monotonic() < deadline:
+        msgs = read_topic(settings.bootstrap_servers, Topics(settings).outcomes, expect, 5)
+        decoded = [codec.decode_as(m.value(), ExecutionOutcome) for m in msgs]
+        out = [o for o in decoded if o.status is OutcomeStatus.succeeded]
+        print(f"\r  {len({o.execution_id for o in out})} of {expect} succeeded", end="", flush=True)
+        if len({o.execution_id for o in out}) >= expect:
+            break
+        time.sleep(1)
+    print()
+    return out
+
+
+def jobs(
+    n: int, due: datetime, target: Callable[[int], Any], **kw: Any
+) -> list[ScheduleDefinition]:
+    return [
+        ScheduleDefinition(
+            tenant=f"tenant-{i % 50}",
+            job_id=f"job-{i}",
+            version=1,
+            schedule=OnceSchedule(run_at=due),
+            target=target(i),
+            **kw,
+        )
+        for i in range(n)
+    ]
+
+
+def throughput(
+    settings: KadenceSettings, root: Path, n: int, workers: int, lead_s: int
+) -> dict[str, Any]:
+    stack = Stack(settings, root, workers).start()
+    try:
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
+        print(f"throughput: {n} jobs with the Kafka topic target due at {due.isoformat()}")
+        rate = load(settings, iter(jobs(n, due, lambda _i: KafkaTarget(topic="out"))))
+        wait_ingested(settings, timeout_s=300)
+        got = succeeded(
+            settings, n, timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + n / 200)
+        )
+    finally:
+        stack.stop()
+    ids = [o.execution_id for o in got]
+    first: dict[str, ExecutionOutcome] = {}
+    for o in got:
+        first.setdefault(o.execution_id, o)
+    ends = [o.finished_at for o in first.values()]
+    span = (max(ends) - due).total_seconds() if ends else float("nan")
+    lateness = [(o.started_at - o.due_at).total_seconds() for o in first.values()]
+    return {
+        "jobs": n,
+        "workers": workers,
+        "worker_concurrency": settings.worker_concurrency,
+        "load_defs_per_s": round(rate),
+        "executions_per_s": round(len(first) / span, 1) if span > 0 else None,
+        "last_outcome_after_due_s": round(span, 2),
+        "start_lateness_s": percentiles(lateness),
+        "lost": n - len(first),
+        "duplicated_outcomes": len(ids) - len(first),
+    }
+
+
+def recovery(settings: KadenceSettings, root: Path, m: int) -> dict[str, Any]:
+    stack = Stack(settings, root, workers=2).start()
+    try:
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=20)
+        defs = jobs(
+            m, due, lambda _i: HandlerTarget(name="sleep"), payload=b"5", lease_ttl_ms=6_000
+        )
+        print(f"recovery: {m} jobs of 5 s due at {due.isoformat()}; SIGKILL a worker 1 s in")
+        load(settings, iter(defs))
+        time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 1)
+        killed_at = datetime.now(UTC)
+        stack.workers[0].signal(signal.SIGKILL)
+        got = succeeded(settings, m, timeout_s=180)
+    finally:
+        stack.stop()
+    first: dict[str, ExecutionOutcome] = {}
+    for o in got:
+        first.setdefault(o.execution_id, o)
+    redelivered = [o for o in first.values() if o.delivery > 1]
+    done = max(o.finished_at for o in first.values())
+    return {
+        "jobs": m,
+        "lease_ttl_s": 6,
+        "run_s": 5,
+        "redelivered": len(redelivered),
+        "kill_to_all_succeeded_s": round((done - killed_at).total_seconds(), 2),
+        "kill_to_first_redelivered_start_s": round(
+            min((o.started_at - killed_at).total_seconds() for o in redelivered), 2
+        )
+        if redelivered
+        else None,
+        "lost": m - len(first),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("mode", choices=["throughput", "recovery"])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--lead", type=int, default=60, help="throughput: seconds from start to T")
+    parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    settings = KadenceSettings(
+        bootstrap_servers=args.bootstrap,
+        namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        worker_concurrency=args.concurrency,
+        handler_modules=[HANDLERS],
+    )
+    provision(settings)
+    root = Path(tempfile.mkdtemp(prefix="kadence-bench-exec-"))
+    try:
+        if args.mode == "throughput":
+            result = throughput(settings, root, args.jobs, args.workers, args.lead)
+        else:
+            result = recovery(settings, root, args.jobs)
+    finally:
+        delete_namespace(settings)
+        shutil.rmtree(root, ignore_errors=True)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / f"execution-{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

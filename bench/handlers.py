@@ -1,0 +1,14 @@
+"""In-process handlers the execution benchmark's workers load."""
+
+from __future__ import annotations
+
+from connectors.base import Result, Stop
+from connectors.handlers import handler
+from kadence.models import ExecutionRequested
+
+
+@handler("sleep")
+def sleep(ex: ExecutionRequested, stop: Stop) -> Result | None:
+    """Runs for the payload's seconds (stops early when asked)."""
+    stop.wait(float(ex.payload or b"1"))
+    return None
