@@ -18,7 +18,6 @@ import json
 import logging
 from dataclasses import dataclass
 
-from kadence import rejects
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -32,13 +31,13 @@ from kadence.models import (
     LeaseEvent,
     LeaseEventKind,
     OutcomeStatus,
-    Rejected,
     TriggerKind,
     WireModel,
 )
 from kadence.partitioning import partition_for
 from kadence.topics import LEASES, Topics
 from streams.reaper.metrics import ReaperMetrics
+from streams.runtime.reject import reject
 from streams.runtime.runner import InputRecord, Task
 
 log = logging.getLogger(__name__)
@@ -237,23 +236,13 @@ class ReaperProcessor:
         return True
 
     def _reject(self, task: Task, record: InputRecord, code: str, reason: str, now_ms: int) -> None:
-        log.warning("rejected %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason)
-        rejected = rejects.rejected(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            value=record.value,
-            headers=record.headers,
+        reject(
+            task,
+            self.codec,
+            to_topic=self.cfg.topics.rejected,
+            processor=self.cfg.name,
+            record=record,
             code=code,
             reason=reason,
-            processor=self.cfg.name,
             now_ms=now_ms,
-        )
-        headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
-        task.emit(
-            self.cfg.topics.rejected,
-            task.partition,
-            record.key,
-            self.codec.encode(rejected),
-            headers,
         )

@@ -11,7 +11,6 @@ import json
 import logging
 from dataclasses import dataclass
 
-from kadence import rejects
 from kadence.clock import ms_to_datetime
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError, InvalidScheduleError
@@ -24,7 +23,6 @@ from kadence.models import (
     HistoryRecord,
     OutcomeStatus,
     PauseJob,
-    Rejected,
     ReplayDeadLetter,
     ResumeJob,
     ScheduleDefinition,
@@ -34,6 +32,7 @@ from kadence.models import (
 from kadence.partitioning import partition_for
 from kadence.timeengine.compile import compile_schedule
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
+from streams.runtime.reject import reject
 from streams.runtime.runner import InputRecord, Task
 from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
@@ -332,25 +331,13 @@ class SchedulerProcessor:
     # -- bad input ---------------------------------------------------------------------------
 
     def _reject(self, task: Task, record: InputRecord, code: str, reason: str, now_ms: int) -> None:
-        log.warning(
-            "rejected %s[%d]@%d: %s: %s",
-            record.topic,
-            record.partition,
-            record.offset,
-            code,
-            reason,
-        )
-        rejected = rejects.rejected(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            value=record.value,
-            headers=record.headers,
+        reject(
+            task,
+            self.codec,
+            to_topic=self.cfg.topics.rejected,
+            processor=self.cfg.name,
+            record=record,
             code=code,
             reason=reason,
-            processor=self.cfg.name,
             now_ms=now_ms,
         )
-        value = self.codec.encode(rejected)
-        headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
-        task.emit(self.cfg.topics.rejected, task.partition, record.key, value, headers)
