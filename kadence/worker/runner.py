@@ -91,7 +91,7 @@ class Worker:
         self.runs: dict[str, Run] = {}
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
-        self._last_offsets: dict[int, int] = {}
+        self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
         self.consumer = Consumer(
             {
@@ -125,7 +125,9 @@ class Worker:
             self._last_offsets.pop(p, None)
         log.info("partitions revoked: %s (held executions go to their next owner)", sorted(gone))
 
-    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in consumer.committed(partitions, timeout=30):
+            self.inbox.resume(tp.partition, max(tp.offset, 0), tp.metadata)
         log.info("partitions assigned: %s", sorted(tp.partition for tp in partitions))
 
     # -- the loop ----------------------------------------------------------------------------
@@ -181,6 +183,9 @@ class Worker:
                 log.warning("consumer error: %s", err)
             return
         partition, offset = msg.partition() or 0, msg.offset() or 0
+        if not self.inbox.wanted(partition, offset):
+            self.inbox.read(partition, offset)  # claimed by the previous owner: its lease covers it
+            return
         try:
             record = EXECUTIONS.decode(self.codec, msg.value())
         except DecodeError as exc:
@@ -203,24 +208,27 @@ class Worker:
         self.inbox.add(partition, offset, record)
 
     def _police(self, now: int) -> None:
-        """Self-fence runs whose lease ran out; stop runs past their timeout."""
+        """Self-fence runs whose lease ran out (finished ones too: an outcome not committed
+        before the lease expired is stale, the reaper has handed the run on); stop runs past
+        their timeout."""
         for run in self.runs.values():
-            if run.future is None or run.future.done():
+            if run.future is None:
                 continue
             if not run.lease_lost and now >= run.lease_expires_ms:
                 log.warning(
-                    "lease of %s expired before a renewal committed: stopping it",
+                    "lease of %s expired before a renewal or the outcome committed: %s",
                     run.execution.execution_id,
+                    "reporting lease_lost" if run.future.done() else "stopping it",
                 )
                 run.lease_lost = True
                 run.stop.set(OutcomeStatus.lease_lost)
                 self.metrics.lease_lost.inc()
-            elif now >= run.started_ms + run.execution.timeout_ms:
+            elif not run.future.done() and now >= run.started_ms + run.execution.timeout_ms:
                 run.stop.set(OutcomeStatus.timed_out)
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _commit(self, txn: _Txn, now: int, offsets: dict[int, int]) -> None:
+    def _commit(self, txn: _Txn, now: int, offsets: dict[int, tuple[int, str]]) -> None:
         self.producer.begin_transaction()
         try:
             for run in txn.claims:
@@ -234,7 +242,10 @@ class Worker:
                 self._produce(*reject)
             if offsets:
                 self.producer.send_offsets_to_transaction(
-                    [TopicPartition(self.topics.executions, p, o) for p, o in offsets.items()],
+                    [
+                        TopicPartition(self.topics.executions, p, o, metadata=meta)
+                        for p, (o, meta) in offsets.items()
+                    ],
                     self.consumer.consumer_group_metadata(),
                     10,
                 )
