@@ -61,3 +61,11 @@ bench-restore: deps broker
 bench-execution: deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 20000
 	$(BIN)/python -m bench.execution recovery --jobs 200
+
+.PHONY: chaos soak
+SEED ?= 1
+chaos: deps broker
+	$(BIN)/python -m tests.chaos --seed $(SEED) $(if $(SCENARIO),--scenario $(SCENARIO))
+
+soak: deps broker
+	$(BIN)/python -m tests.chaos --soak --seed $(SEED)

@@ -37,7 +37,8 @@ class Hit:
 
 @dataclass
 class TargetServer:
-    """POST /ok -> 200; /fail -> 503; /slow?s=N -> 200 after N s; /hang -> never answers
+    """POST /ok -> 200; /fail -> 503; /flaky -> 503 on attempt 1, then 200; /slow?s=N -> 200
+    after N s; /hang -> never answers
     (until the server stops); /redirect?to=URL -> 302."""
 
     hits: list[Hit] = field(default_factory=list)
@@ -65,7 +66,8 @@ class TargetServer:
                     outer.stopping.wait(float(query["s"][0]))
                 elif url.path == "/hang":
                     outer.stopping.wait(600)
-                if url.path == "/fail":
+                first_try = self.headers.get("kadence-attempt") == "1"
+                if url.path == "/fail" or (url.path == "/flaky" and first_try):
                     self._answer(503, b"target is down")
                 elif url.path == "/redirect":
                     self.send_response(302)

@@ -1,0 +1,43 @@
+"""`python -m tests.chaos --seed N [--scenario NAME ...]` (`make chaos SEED=n`).
+
+Runs the short chaos scenarios against the local broker and prints each checker report; exits
+1 if any finds a lost, early, phantom or differently-keyed duplicate execution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from kadence.settings import KadenceSettings
+from tests.chaos.harness import Run
+from tests.chaos.scenarios import SHORT, soak
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chaos", description=__doc__)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scenario", action="append", choices=sorted(SHORT))
+    parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
+    parser.add_argument("--soak", action="store_true", help="the 10-minute soak instead")
+    args = parser.parse_args(argv)
+    failed = []
+    chosen = {"soak": soak} if args.soak else {n: SHORT[n] for n in args.scenario or SHORT}
+    for name, scenario in chosen.items():
+        root = Path(tempfile.mkdtemp(prefix=f"kadence-chaos-{name}-"))
+        run = Run(name, args.seed, args.bootstrap, root).start()
+        try:
+            report = scenario(run)
+        finally:
+            run.stop()
+        print(f"== {name} (seed {args.seed})\n{report.render()}\n", flush=True)
+        run.cleanup()
+        if not report.ok:
+            failed.append(name)
+    print(f"chaos: {len(failed)} of {len(chosen)} scenarios failed {failed or ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

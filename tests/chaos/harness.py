@@ -1,0 +1,305 @@
+"""A chaos run: a real stack (schedulers, reaper, workers, a loopback HTTP target), a job mix,
+faults from a seeded RNG, then healing, quiescence, the recorded history and the checker.
+
+Everything a run does is derived from its seed, and every fault is printed as it is injected,
+so a failing run can be replayed (`make chaos SEED=n SCENARIO=name`).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kadence.client import KadenceClient
+from kadence.clock import datetime_to_ms
+from kadence.codec import Codec
+from kadence.models import (
+    DeadLetter,
+    ExecutionOutcome,
+    ExecutionRequested,
+    ExecutionRevoked,
+    HttpTarget,
+    PauseJob,
+    ResumeJob,
+    ScheduleDefinition,
+)
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics, delete_namespace, provision
+from streams.runtime.store import payload_of
+from streams.scheduler.state import load_state
+from tests.chaos import history_io
+from tests.chaos.checker import Event, Report, check
+from tests.integration.execution_harness import (
+    ReaperProcess,
+    TargetServer,
+    WorkerProcess,
+    execution_settings,
+)
+from tests.integration.scheduler_harness import SchedulerProcess
+from tests.kafka_helpers import read_topic
+
+CODEC = Codec()
+RESULTS = Path(__file__).resolve().parents[2] / ".run" / "chaos"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Run:
+    name: str
+    seed: int
+    bootstrap: str
+    root: Path
+    n_workers: int = 2
+    n_schedulers: int = 1
+    rng: random.Random = field(init=False)
+    schedulers: list[SchedulerProcess] = field(init=False)
+    worker_procs: list[WorkerProcess] = field(init=False)
+    events: list[Event] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"{self.name}/{self.seed}")
+        base = KadenceSettings(
+            bootstrap_servers=self.bootstrap,
+            namespace=f"chaos-{self.name}-{uuid.uuid4().hex[:6]}",
+            partitions=3,
+            execution_partitions=3,
+        )
+        self.settings = execution_settings(base)
+        provision(self.settings)
+        self.server = TargetServer().start()
+        self.schedulers = [
+            SchedulerProcess(self.settings, f"s{i}", self.root / f"s{i}")
+            for i in range(self.n_schedulers)
+        ]
+        self.reaper = ReaperProcess(self.settings, self.root / "reaper")
+        self.worker_procs = [
+            WorkerProcess(self.settings, f"w{i}", self.root) for i in range(self.n_workers)
+        ]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Run:
+        for s in self.schedulers:
+            s.start()
+        self.reaper.start()
+        for w in self.worker_procs:
+            w.start()
+        return self
+
+    def stop(self) -> None:
+        for proc in [*self.worker_procs, self.reaper, *self.schedulers]:
+            if proc.proc is not None and proc.proc.poll() is None:
+                proc.signal(signal.SIGCONT)  # a paused one must hear the SIGTERM
+            proc.stop()
+        self.server.stop()
+
+    def cleanup(self) -> None:
+        delete_namespace(self.settings)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def say(self, what: str) -> None:
+        line = f"[{self.name} seed={self.seed} t={time.strftime('%H:%M:%S')}] {what}"
+        self.log.append(line)
+        print(line, flush=True)
+
+    # -- the workload ------------------------------------------------------------------------
+
+    def jobs(
+        self,
+        n: int,
+        seconds: int,
+        lead_s: int = 5,
+        expression: Callable[[int], str] = lambda _i: "* * * * * *",
+        paths: tuple[str, ...] = ("/ok", "/ok", "/slow?s=2", "/flaky"),
+    ) -> tuple[list[ScheduleDefinition], int]:
+        """n jobs (every second unless `expression` says otherwise) for `seconds` s from `lead_s`
+        s ahead; by default a quarter of them slow (a run overlaps the next ones) and a quarter
+        flaky (fail their first attempt, then succeed)."""
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
+        end = start + timedelta(seconds=seconds - 1)
+        defs = []
+        for i in range(n):
+            path = self.rng.choice(paths)
+            defs.append(
+                ScheduleDefinition.model_validate(
+                    {
+                        "tenant": f"t{i % 3}",
+                        "job_id": f"job-{i}",
+                        "version": 1,
+                        "schedule": {
+                            "kind": "cron",
+                            "expression": expression(i),
+                            "start_at": start,
+                            "end_at": end,
+                        },
+                        "target": HttpTarget(url=f"{self.server.url}{path}"),
+                        "overlap": "allow",
+                        "lease_ttl_ms": 3_000,
+                        "timeout_ms": 20_000,
+                        "missed": {"mode": "none"},
+                        "retry": {"max_attempts": 4, "initial_backoff_ms": 500, "jitter": "none"},
+                    }
+                )
+            )
+        with KadenceClient(self.settings) as client:
+            for chunk in range(0, len(defs), 5_000):
+                client.put_many(defs[chunk : chunk + 5_000])
+        acked = now_ms()
+        self.events += [
+            {"kind": "created", "job": d.model_dump(mode="json"), "at_ms": acked} for d in defs
+        ]
+        self.events.append(
+            {
+                "kind": "window",
+                "start_ms": datetime_to_ms(start),
+                "end_ms": datetime_to_ms(end),
+                "grace_ms": 0,
+            }
+        )
+        return defs, datetime_to_ms(end)
+
+    def pause(self, d: ScheduleDefinition, resume: bool = False) -> None:
+        kind = ResumeJob if resume else PauseJob
+        cmd = kind(
+            tenant=d.tenant,
+            job_id=d.job_id,
+            request_id=uuid.uuid4().hex,
+            issued_at=datetime.now(UTC),
+        )
+        with KadenceClient(self.settings) as client:
+            client.send(cmd)
+        self.events.append(
+            {"kind": "resumed" if resume else "paused", "key": d.key, "at_ms": now_ms()}
+        )
+        self.say(f"{'resumed' if resume else 'paused'} {d.key}")
+
+    def delete(self, d: ScheduleDefinition) -> None:
+        with KadenceClient(self.settings) as client:
+            client.delete(d.tenant, d.job_id)
+        self.events.append({"kind": "deleted", "key": d.key, "at_ms": now_ms()})
+        self.say(f"deleted {d.key}")
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def sleep_until(self, t_ms: int) -> None:
+        time.sleep(max(0.0, (t_ms - now_ms()) / 1000))
+
+    def quiesce(self, end_ms: int, timeout_s: float = 90) -> None:
+        """Past the end, wait until outcomes stop arriving (5 s without a new one)."""
+        self.sleep_until(end_ms + 3_000)
+        deadline = time.monotonic() + timeout_s
+        last, stable_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            n = len(self._records(Topics(self.settings).outcomes, 2))
+            if n != last:
+                last, stable_since = n, time.monotonic()
+            elif time.monotonic() - stable_since >= 5:
+                return
+            time.sleep(1)
+        self.say(f"not quiet after {timeout_s} s; checking anyway")
+
+    # -- the history -------------------------------------------------------------------------
+
+    def _records(self, topic: str, timeout_s: float) -> list[Any]:
+        return [
+            CODEC.decode(m.value())
+            for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, timeout_s)
+        ]
+
+    def collect(self) -> list[Event]:
+        topics = Topics(self.settings)
+        events = list(self.events)
+        for r in self._records(topics.executions, 5):
+            if isinstance(r, ExecutionRequested):
+                events.append(
+                    {
+                        "kind": "dispatched",
+                        "execution_id": r.execution_id,
+                        "key": r.key,
+                        "trigger": r.trigger.value,
+                        "nominal_ms": datetime_to_ms(r.nominal_at),
+                        "due_ms": datetime_to_ms(r.due_at),
+                        "at_ms": datetime_to_ms(r.dispatched_at),
+                    }
+                )
+            elif isinstance(r, ExecutionRevoked):
+                events.append(
+                    {"kind": "revoked", "execution_id": r.execution_id, "key": r.key, "at_ms": 0}
+                )
+        for r in self._records(topics.outcomes, 3):
+            if isinstance(r, ExecutionOutcome):
+                events.append(
+                    {
+                        "kind": "outcome",
+                        "execution_id": r.execution_id,
+                        "key": r.key,
+                        "attempt": r.attempt,
+                        "delivery": r.delivery,
+                        "status": r.status.value,
+                        "started_ms": datetime_to_ms(r.started_at),
+                        "finished_ms": datetime_to_ms(r.finished_at),
+                    }
+                )
+        for r in self._records(topics.dead_letter, 2):
+            if isinstance(r, DeadLetter):
+                ex = r.execution
+                events.append(
+                    {
+                        "kind": "dead_letter",
+                        "execution_id": ex.execution_id,
+                        "key": ex.key,
+                        "reason": r.reason.value,
+                    }
+                )
+        for hit in self.server.seen():
+            h = hit.headers
+            due = datetime.fromisoformat(h["kadence-due-at"].replace("Z", "+00:00"))
+            events.append(
+                {
+                    "kind": "hit",
+                    "execution_id": h["idempotency-key"],
+                    "key": f"{h['kadence-tenant']}/{h['kadence-job']}",
+                    "attempt": int(h["kadence-attempt"]),
+                    "delivery": int(h["kadence-delivery"]),
+                    "due_ms": datetime_to_ms(due),
+                    "at_ms": int(hit.at * 1000),
+                }
+            )
+        cursors: dict[str, int | None] = {}
+        changelog = Topics(self.settings).scheduler_changelog
+        for m in read_topic(self.settings.bootstrap_servers, changelog, 10**7, 5):
+            key = (m.key() or b"").decode()
+            if key.startswith("~"):
+                continue
+            value = m.value()
+            cursors[key] = load_state(payload_of(value)).cursor_ms if value else None
+        events += [
+            {"kind": "cursor", "key": k, "cursor_ms": c}
+            for k, c in cursors.items()
+            if c is not None
+        ]
+        return events
+
+    def finish(self, end_ms: int) -> Report:
+        self.quiesce(end_ms)
+        events = self.collect()
+        path = RESULTS / f"{self.name}-{self.seed}.jsonl"
+        history_io.write(path, events)
+        report = check(events)
+        self.say(f"history: {path} ({len(events)} events)")
+        return report
+
+
+Scenario = Callable[[Run], Report]

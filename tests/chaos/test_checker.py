@@ -1,0 +1,205 @@
+"""The checker itself: a clean history passes; each planted fault is found, with an example."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kadence.clock import datetime_to_ms
+from kadence.models import KafkaTarget, ScheduleDefinition
+from tests.chaos.checker import Event, check
+from tests.chaos.history_io import iso
+
+T0 = 1_796_115_600_000  # 2026-12-01T09:00:00Z, a whole minute
+KEY = "acme/tick"
+
+
+def job(**kw: Any) -> ScheduleDefinition:
+    return ScheduleDefinition.model_validate(
+        {
+            "tenant": "acme",
+            "job_id": "tick",
+            "version": 1,
+            "schedule": {"kind": "cron", "expression": "* * * * * *"},
+            "target": KafkaTarget(topic="t"),
+            "overlap": "allow",
+            "retry": {"max_attempts": 3, "initial_backoff_ms": 1_000, "jitter": "none"},
+            **kw,
+        }
+    )
+
+
+def eid(t: int) -> str:
+    return f"{KEY}@{iso(t)}"
+
+
+def clean(seconds: int = 10) -> list[Event]:
+    """A job every second for `seconds` s: each occurrence dispatched, run once, succeeded."""
+    events: list[Event] = [
+        {"kind": "window", "start_ms": T0, "end_ms": T0 + seconds * 1_000, "grace_ms": 0},
+        {"kind": "created", "job": job().model_dump(mode="json"), "at_ms": T0},
+    ]
+    for s in range(1, seconds + 1):
+        t = T0 + s * 1_000
+        events += [
+            {
+                "kind": "dispatched",
+                "execution_id": eid(t),
+                "key": KEY,
+                "trigger": "schedule",
+                "nominal_ms": t,
+                "due_ms": t,
+                "at_ms": t - 500,
+            },
+            {
+                "kind": "hit",
+                "execution_id": eid(t),
+                "key": KEY,
+                "attempt": 1,
+                "delivery": 1,
+                "due_ms": t,
+                "at_ms": t + 5,
+            },
+            {
+                "kind": "outcome",
+                "execution_id": eid(t),
+                "key": KEY,
+                "attempt": 1,
+                "delivery": 1,
+                "status": "succeeded",
+                "started_ms": t + 5,
+                "finished_ms": t + 9,
+            },
+        ]
+    events.append({"kind": "cursor", "key": KEY, "cursor_ms": T0 + seconds * 1_000})
+    return events
+
+
+def test_a_clean_history_passes() -> None:
+    report = check(clean())
+    assert report.ok, report.render()
+    assert (report.expected, report.succeeded) == (10, 10)
+    assert "PASS" in report.render()
+
+
+def test_a_planted_loss_is_found() -> None:
+    lost = eid(T0 + 4_000)
+    events = [e for e in clean() if not (e["kind"] == "outcome" and e["execution_id"] == lost)]
+    report = check(events)
+    assert report.lost == [lost]
+    assert not report.ok
+    assert "lost" in report.render() and "FAIL" in report.render()
+
+
+def test_a_dead_letter_is_not_a_loss() -> None:
+    gone = eid(T0 + 4_000)
+    events = [e for e in clean() if not (e["kind"] == "outcome" and e["execution_id"] == gone)]
+    events.append({"kind": "dead_letter", "execution_id": gone, "key": KEY, "reason": "x"})
+    report = check(events)
+    assert report.ok
+    assert report.dead_lettered == 1
+
+
+def test_a_planted_early_start_is_found() -> None:
+    events = clean()
+    t = T0 + 3_000
+    events.append(
+        {
+            "kind": "hit",
+            "execution_id": eid(t),
+            "key": KEY,
+            "attempt": 1,
+            "delivery": 2,
+            "due_ms": t,
+            "at_ms": t - 40,
+        }
+    )
+    report = check(events)
+    assert report.early == [f"{eid(t)} started 40 ms early"]
+
+
+def test_a_duplicate_with_a_different_key_is_found_and_one_with_the_same_key_is_counted() -> None:
+    events = clean()
+    t = T0 + 2_000
+    events.append(
+        {
+            "kind": "hit",
+            "execution_id": eid(t),
+            "key": KEY,
+            "attempt": 1,
+            "delivery": 1,
+            "due_ms": t,
+            "at_ms": t + 50,
+        }
+    )  # same key: fine
+    events.append(
+        {
+            "kind": "hit",
+            "execution_id": f"{KEY}@other",
+            "key": KEY,
+            "attempt": 1,
+            "delivery": 1,
+            "due_ms": t,
+            "at_ms": t + 60,
+        }
+    )  # same occurrence, new key
+    report = check(events)
+    assert report.same_key_duplicates == 1
+    assert len(report.different_key_duplicates) == 1
+    assert f"{KEY}@other" in report.different_key_duplicates[0]
+
+
+def test_a_phantom_execution_and_a_run_after_a_pause_are_found() -> None:
+    events = clean()
+    odd = T0 + 2_500  # not a whole second: no occurrence of the job
+    events.append(
+        {
+            "kind": "dispatched",
+            "execution_id": eid(odd),
+            "key": KEY,
+            "trigger": "schedule",
+            "nominal_ms": odd,
+            "due_ms": odd,
+            "at_ms": odd,
+        }
+    )
+    events.append({"kind": "paused", "key": KEY, "at_ms": T0 + 5_200})
+    report = check(events)
+    assert any(eid(odd) in p and "not an occurrence" in p for p in report.phantom)
+    # 6 s .. 10 s ran after an acknowledged pause at 5.2 s (6 s is within the 1 s slack)
+    after = [p for p in report.phantom if "paused or deleted" in p]
+    assert [p.split(": ran")[0] for p in after] == [eid(T0 + s * 1_000) for s in (7, 8, 9, 10)]
+
+
+def test_retry_violations_are_found() -> None:
+    events = clean()
+    t = T0 + 1_000
+    for attempt, at in ((2, t + 300), (3, t + 5_000), (4, t + 9_000)):
+        events.append(
+            {
+                "kind": "hit",
+                "execution_id": eid(t),
+                "key": KEY,
+                "attempt": attempt,
+                "delivery": 1,
+                "due_ms": t,
+                "at_ms": at,
+            }
+        )
+    report = check(events)
+    assert f"{eid(t)}: attempt 4 > max_attempts 3" in report.retries
+    assert any("attempt 2 295 ms after 1 (< 1000)" in r for r in report.retries)
+
+
+def test_a_cursor_behind_the_committed_outputs_is_found() -> None:
+    events = [e for e in clean() if e["kind"] != "cursor"]
+    events.append({"kind": "cursor", "key": KEY, "cursor_ms": T0 + 3_000})
+    report = check(events)
+    assert report.state and "behind" in report.state[0]
+
+
+def test_iso_matches_the_execution_id_format() -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    assert (
+        iso(datetime_to_ms(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))) == "2026-12-01T09:00:00.000Z"
+    )

@@ -1,0 +1,26 @@
+"""The CI tier of the chaos suite: three scenarios with fixed seeds against the real broker.
+`make chaos SEED=n` runs all of them with any seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import Run
+from tests.chaos.scenarios import CI_TIER, SHORT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CI_TIER)
+def test_chaos_scenario_finds_nothing(name: str, kafka_bootstrap: str, tmp_path: Path) -> None:
+    run = Run(name, 7, kafka_bootstrap, tmp_path).start()
+    try:
+        report = SHORT[name](run)
+    finally:
+        run.stop()
+    print(report.render())
+    assert report.ok, report.render()
+    assert report.expected > 100  # the scenario really ran its jobs
+    assert report.succeeded + report.dead_lettered == report.expected
+    run.cleanup()
