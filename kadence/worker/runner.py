@@ -43,9 +43,18 @@ from kadence.settings import KadenceSettings
 from kadence.topics import EXECUTIONS, Topics
 from kadence.worker.inbox import Inbox, Item
 from kadence.worker.metrics import WorkerMetrics
+from streams.runtime.txn import (
+    ProducerStuckError,
+    error_of,
+    fatal,
+    until_done,
+    within,
+)
 
 log = logging.getLogger(__name__)
 OFFSET_COMMIT_INTERVAL_MS = 1_000
+STUCK_AFTER_S = 30.0
+"""A transactional call that has not returned after this long is stuck: replace the producer."""
 
 
 @dataclass(eq=False)
@@ -105,16 +114,21 @@ class Worker:
                 "heartbeat.interval.ms": max(500, settings.session_timeout_ms // 5),
             }
         )
-        self.producer = Producer(
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        """The worker's transactional producer; a new one fences every older one."""
+        producer = Producer(
             {
-                **settings.kafka_common(),
+                **self.settings.kafka_common(),
                 "client.id": self.worker_id,
                 "transactional.id": self.worker_id,
                 "transaction.timeout.ms": 10_000,
                 "linger.ms": 2,
             }
         )
-        self.producer.init_transactions(30)
+        until_done(lambda: producer.init_transactions(30), "initialising transactions")
+        return producer
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -237,20 +251,30 @@ class Worker:
                 self._lease(run, LeaseEventKind.renewed, now)
             for run, result in txn.finished:
                 self._outcome(run, result, now)
-                self._lease(run, LeaseEventKind.released, now)
+                if not run.lease_lost:  # a lost lease is not released: the reaper redelivers
+                    self._lease(run, LeaseEventKind.released, now)
             for reject in self._rejects:
                 self._produce(*reject)
+            police = lambda: self._police(self.clock.now_ms())  # noqa: E731 - while retrying
             if offsets:
-                self.producer.send_offsets_to_transaction(
-                    [
-                        TopicPartition(self.topics.executions, p, o, metadata=meta)
-                        for p, (o, meta) in offsets.items()
-                    ],
-                    self.consumer.consumer_group_metadata(),
-                    10,
+                tps = [
+                    TopicPartition(self.topics.executions, p, o, metadata=meta)
+                    for p, (o, meta) in offsets.items()
+                ]
+                group = self.consumer.consumer_group_metadata()
+                producer = self.producer
+                within(
+                    lambda: until_done(
+                        lambda: producer.send_offsets_to_transaction(tps, group, 10),
+                        "sending offsets",
+                        between=police,
+                        give_up_after_s=STUCK_AFTER_S,
+                    ),
+                    STUCK_AFTER_S + 15,
+                    "sending offsets",
                 )
-            self.producer.commit_transaction(10)
-        except KafkaException as exc:
+            until_done(lambda: self.producer.commit_transaction(10), "committing", between=police)
+        except (KafkaException, ProducerStuckError) as exc:
             self._failed(txn, exc)
             return
         self._rejects.clear()
@@ -266,18 +290,29 @@ class Worker:
         for run in txn.claims:
             self._start(run, now)
 
-    def _failed(self, txn: _Txn, exc: KafkaException) -> None:
-        error = exc.args[0] if exc.args else None
+    def _failed(self, txn: _Txn, exc: KafkaException | ProducerStuckError) -> None:
+        """Abort (retrying through a broker outage, self-fencing runs whose lease runs out
+        meanwhile), or replace a stuck or fenced producer; claims go back to the inbox,
+        renewals do not count."""
+        error = error_of(exc) if isinstance(exc, KafkaException) else exc
         log.warning("transaction failed (%s): claims not started, renewals not counted", error)
-        try:
-            self.producer.abort_transaction(10)
-        except KafkaException as abort_exc:
-            log.error("abort failed: %s", abort_exc)
         for run in txn.claims:
             self.inbox.hold(run.item)
-        fatal = getattr(error, "fatal", lambda: False)()
-        if fatal:
-            raise exc
+        if isinstance(exc, ProducerStuckError) or fatal(exc):
+            log.error("replacing the transactional producer (%s)", error)
+            self.producer = self._new_producer()
+            return
+        try:
+            until_done(
+                lambda: self.producer.abort_transaction(10),
+                "aborting",
+                between=lambda: self._police(self.clock.now_ms()),
+            )
+        except KafkaException as abort_exc:
+            if not fatal(abort_exc):
+                raise
+            log.error("fatal error while aborting (%s): a new producer", error_of(abort_exc))
+            self.producer = self._new_producer()
 
     def _start(self, run: Run, now: int) -> None:
         ex = run.execution

@@ -25,9 +25,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from kadence.clock import Clock
 from streams.runtime.restore import restore
 from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
+from streams.runtime.txn import (
+    ProducerStuckError,
+    error_of,
+    fatal,
+    requires_abort,
+    until_done,
+    within,
+)
 from streams.runtime.wheel import TimerWheel
 
 log = logging.getLogger(__name__)
+STUCK_AFTER_S = 30.0
+"""A transactional call that has not returned after this long is stuck: replace the producer."""
 
 Headers = list[tuple[str, str | bytes | None]]
 
@@ -180,22 +190,39 @@ class Runner:
                 "queued.max.messages.kbytes": 32_768,
             }
         )
-        self.producer = Producer(
+        self.producer = self._new_producer()
+        self._in_txn = False
+        self._committed: dict[tuple[str, int], int] = {}
+        """Input offsets as last committed: every transaction re-sends them with the group
+        metadata, timer-only ones included, so a zombie that lost its partitions is fenced."""
+
+    def _new_producer(self) -> Producer:
+        """The process's transactional producer; a new one fences every older one."""
+        producer = Producer(
             {
-                "bootstrap.servers": cfg.bootstrap,
-                "client.id": f"{cfg.app}.{cfg.instance_id}",
-                "transactional.id": f"{cfg.app}.{cfg.instance_id}",
+                "bootstrap.servers": self.cfg.bootstrap,
+                "client.id": f"{self.cfg.app}.{self.cfg.instance_id}",
+                "transactional.id": f"{self.cfg.app}.{self.cfg.instance_id}",
                 "transaction.timeout.ms": 10_000,
                 "linger.ms": 5,
                 "batch.num.messages": 10_000,
                 "queue.buffering.max.messages": 1_000_000,
             }
         )
-        self.producer.init_transactions(30)
+        until_done(lambda: producer.init_transactions(30), "initialising transactions")
+        return producer
+
+    def _replace_producer(self, why: str) -> None:
+        """Abandon a stuck producer: a new one (same transactional id) fences it and aborts
+        its open transaction; the turn's inputs are read again."""
+        log.error("%s: replacing the transactional producer", why)
+        self.stats.aborts += 1
+        self.producer = self._new_producer()
         self._in_txn = False
-        self._committed: dict[tuple[str, int], int] = {}
-        """Input offsets as last committed: every transaction re-sends them with the group
-        metadata, timer-only ones included, so a zombie that lost its partitions is fenced."""
+        now = self.clock.now_ms()
+        for task in self.tasks.values():
+            task.reset_after_abort(now)
+        self._rewind()
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -322,20 +349,32 @@ class Runner:
 
     def _commit(self, consumed: dict[tuple[str, int], int]) -> None:
         offsets = {**self._committed, **consumed}
+        metadata = self.consumer.consumer_group_metadata()
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        producer = self.producer
         try:
             if offsets:  # always, so the coordinator checks our group generation (fencing)
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                    self.consumer.consumer_group_metadata(),
-                    30,
+                within(
+                    lambda: until_done(
+                        lambda: producer.send_offsets_to_transaction(tps, metadata, 10),
+                        "sending offsets",
+                        give_up_after_s=STUCK_AFTER_S,
+                    ),
+                    STUCK_AFTER_S + 15,
+                    "sending offsets",
                 )
-            self.producer.commit_transaction(60)
+            until_done(lambda: producer.commit_transaction(60), "committing")
+        except ProducerStuckError as exc:
+            self._replace_producer(str(exc))
+            return
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            log.error("transaction failed: %s", error)
-            if error is not None and getattr(error, "txn_requires_abort", lambda: False)():
+            log.error("transaction failed: %s", error_of(exc))
+            if requires_abort(exc):
                 self._abort()
                 self._rewind()
+                return
+            if fatal(exc):
+                self._replace_producer(f"fatal producer error {error_of(exc)}")
                 return
             raise
         self._in_txn = False
@@ -350,7 +389,12 @@ class Runner:
     def _abort(self) -> None:
         self.stats.aborts += 1
         try:
-            self.producer.abort_transaction(30)
+            until_done(lambda: self.producer.abort_transaction(30), "aborting")
+        except KafkaException as exc:
+            if not fatal(exc):
+                raise
+            log.error("fatal producer error %s while aborting: a new producer", error_of(exc))
+            self.producer = self._new_producer()
         finally:
             self._in_txn = False
             now = self.clock.now_ms()

@@ -32,9 +32,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.stop()
         print(f"== {name} (seed {args.seed})\n{report.render()}\n", flush=True)
-        run.cleanup()
-        if not report.ok:
+        if report.ok:
+            run.cleanup()
+        else:
             failed.append(name)
+            print(
+                f"kept for inspection: process logs in {root}, topics in {run.settings.namespace}"
+            )
     print(f"chaos: {len(failed)} of {len(chosen)} scenarios failed {failed or ''}")
     return 1 if failed else 0
 

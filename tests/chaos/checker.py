@@ -84,7 +84,10 @@ def check(events: list[Event]) -> Report:
     report.succeeded = len(oracle & succeeded)
     report.dead_lettered = len(oracle & dead - succeeded)
     report.lost = sorted(oracle - succeeded - dead)
-    _hits(by_kind["hit"], report)
+    triggers: dict[str, str] = {}
+    for e in by_kind["dispatched"]:
+        triggers.setdefault(e["execution_id"], e["trigger"])  # the first: retries keep the id
+    _hits(by_kind["hit"], triggers, report)
     _phantoms(by_kind, jobs, stops, report)
     _retries(by_kind["hit"], jobs, report)
     _cursors(by_kind, report)
@@ -136,13 +139,15 @@ def _oracle(
     return out
 
 
-def _hits(hits: list[Event], report: Report) -> None:
+def _hits(hits: list[Event], triggers: dict[str, str], report: Report) -> None:
     keys_per_occurrence: dict[tuple[str, int], set[str]] = defaultdict(set)
     seen: set[tuple[str, int]] = set()
     for h in hits:
         if h["at_ms"] < h["due_ms"]:
             report.early.append(f"{h['execution_id']} started {h['due_ms'] - h['at_ms']} ms early")
-        keys_per_occurrence[(h["key"], h["due_ms"])].add(h["execution_id"])
+        if h["attempt"] == 1 and triggers.get(h["execution_id"], "schedule") == "schedule":
+            # a first attempt's due time is its occurrence's (a retry's is when it was retried)
+            keys_per_occurrence[(h["key"], h["due_ms"])].add(h["execution_id"])
         attempt = (h["execution_id"], h["attempt"])  # a redelivery is a duplicate, a retry not
         if attempt in seen:
             report.same_key_duplicates += 1

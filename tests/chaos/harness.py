@@ -21,6 +21,7 @@ from typing import Any
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
+from kadence.errors import DecodeError
 from kadence.models import (
     DeadLetter,
     ExecutionOutcome,
@@ -196,27 +197,37 @@ class Run:
     def sleep_until(self, t_ms: int) -> None:
         time.sleep(max(0.0, (t_ms - now_ms()) / 1000))
 
-    def quiesce(self, end_ms: int, timeout_s: float = 90) -> None:
-        """Past the end, wait until outcomes stop arriving (5 s without a new one)."""
+    def quiesce(self, end_ms: int, timeout_s: float = 180, patience_s: float = 45) -> list[Event]:
+        """Past the end, wait until every occurrence that must run has succeeded or is dead,
+        or nothing has changed for `patience_s` (longer than a breaker cool-down and a lease
+        expiry): then the history is final and whatever is missing is a finding."""
         self.sleep_until(end_ms + 3_000)
         deadline = time.monotonic() + timeout_s
-        last, stable_since = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            n = len(self._records(Topics(self.settings).outcomes, 2))
-            if n != last:
-                last, stable_since = n, time.monotonic()
-            elif time.monotonic() - stable_since >= 5:
-                return
-            time.sleep(1)
-        self.say(f"not quiet after {timeout_s} s; checking anyway")
+        last, changed = -1, time.monotonic()
+        while True:
+            events = self.collect()
+            report = check(events)
+            done = report.succeeded + report.dead_lettered
+            if not report.lost:
+                return events
+            if done != last:
+                last, changed = done, time.monotonic()
+            elif time.monotonic() - changed >= patience_s or time.monotonic() > deadline:
+                self.say(f"{len(report.lost)} occurrences still missing; checking now")
+                return events
+            time.sleep(3)
 
     # -- the history -------------------------------------------------------------------------
 
     def _records(self, topic: str, timeout_s: float) -> list[Any]:
-        return [
-            CODEC.decode(m.value())
-            for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, timeout_s)
-        ]
+        """Every decodable record (the poison scenario writes garbage on purpose)."""
+        out = []
+        for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, timeout_s):
+            try:
+                out.append(CODEC.decode(m.value()))
+            except DecodeError:
+                continue
+        return out
 
     def collect(self) -> list[Event]:
         topics = Topics(self.settings)
@@ -293,8 +304,7 @@ class Run:
         return events
 
     def finish(self, end_ms: int) -> Report:
-        self.quiesce(end_ms)
-        events = self.collect()
+        events = self.quiesce(end_ms)
         path = RESULTS / f"{self.name}-{self.seed}.jsonl"
         history_io.write(path, events)
         report = check(events)

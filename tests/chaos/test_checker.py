@@ -203,3 +203,35 @@ def test_iso_matches_the_execution_id_format() -> None:
     assert (
         iso(datetime_to_ms(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))) == "2026-12-01T09:00:00.000Z"
     )
+
+
+def test_retries_of_different_occurrences_due_together_are_not_duplicates() -> None:
+    events = clean()
+    retry_at = T0 + 20_000  # a restarted scheduler retried two failures in the same turn
+    for s in (1, 2):
+        t = T0 + s * 1_000
+        events.append(
+            {
+                "kind": "dispatched",
+                "execution_id": eid(t),
+                "key": KEY,
+                "trigger": "retry",
+                "nominal_ms": t,
+                "due_ms": retry_at,
+                "at_ms": retry_at,
+            }
+        )
+        events.append(
+            {
+                "kind": "hit",
+                "execution_id": eid(t),
+                "key": KEY,
+                "attempt": 2,
+                "delivery": 1,
+                "due_ms": retry_at,
+                "at_ms": retry_at + 3,
+            }
+        )
+    report = check(events)
+    assert report.different_key_duplicates == []
+    assert report.ok, report.render()

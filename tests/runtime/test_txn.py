@@ -1,0 +1,68 @@
+"""Transactional calls through an outage: retriable errors resume, a stuck call is abandoned."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from streams.runtime import txn
+
+
+def failing(times: int, **flags: bool) -> tuple[list[int], Callable[[], None]]:
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        if len(calls) <= times:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "broker away", **flags))
+
+    return calls, call
+
+
+def test_a_retriable_error_is_retried_until_the_call_succeeds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    calls, call = failing(3, retriable=True)
+    between: list[int] = []
+    txn.until_done(call, "committing", between=lambda: between.append(1))
+    assert (len(calls), len(between)) == (4, 3)
+
+
+def test_other_errors_are_raised_and_classified(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    _calls, abortable = failing(1, txn_requires_abort=True)
+    with pytest.raises(KafkaException) as info:
+        txn.until_done(abortable, "committing")
+    assert txn.requires_abort(info.value) and not txn.fatal(info.value)
+    _calls, fenced = failing(1, fatal=True, retriable=True)
+    with pytest.raises(KafkaException) as info:
+        txn.until_done(fenced, "committing")
+    assert txn.fatal(info.value)
+
+
+def test_retrying_gives_up_after_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0.01)
+    _calls, call = failing(10**9, retriable=True)
+    with pytest.raises(KafkaException):
+        txn.until_done(call, "sending offsets", give_up_after_s=0.05)
+
+
+def test_a_call_that_never_returns_is_abandoned() -> None:
+    release = threading.Event()
+
+    def hang() -> None:
+        release.wait(30)
+
+    started = time.monotonic()
+    with pytest.raises(txn.ProducerStuckError, match="did not return within"):
+        txn.within(hang, 0.2, "sending offsets")
+    assert time.monotonic() - started < 5
+    release.set()
+    with pytest.raises(ValueError, match="boom"):
+        txn.within(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "x")
+    txn.within(lambda: None, 5, "x")
