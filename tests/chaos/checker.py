@@ -25,6 +25,7 @@ revoked   execution_id, key, at_ms
 outcome   execution_id, key, attempt, delivery, status, started_ms, finished_ms
 dead_letter   execution_id, key, reason
 hit       execution_id, key, attempt, delivery, due_ms, at_ms (the target's own log)
+explained execution_id, key, decision (a history record saying why it did not run)
 cursor    key, cursor_ms (the job's last committed scheduler state)
 window    start_ms, end_ms, grace_ms
 """
@@ -35,6 +36,9 @@ class Report:
     expected: int = 0
     succeeded: int = 0
     dead_lettered: int = 0
+    explained: int = 0
+    """Did not run, with a history record saying why (missed by the job's policy, coalesced,
+    skipped): accounted for, not lost."""
     same_key_duplicates: int = 0
     """Extra target calls for an attempt already called (redeliveries; allowed: at least once)."""
     lost: list[str] = field(default_factory=list)
@@ -53,7 +57,8 @@ class Report:
     def render(self, examples: int = 3) -> str:
         lines = [
             f"expected {self.expected} occurrences: {self.succeeded} succeeded, "
-            f"{self.dead_lettered} dead-lettered, {self.same_key_duplicates} same-key duplicates",
+            f"{self.dead_lettered} dead-lettered, {self.explained} not run with a reason, "
+            f"{self.same_key_duplicates} same-key duplicates",
         ]
         for name in self.FINDINGS:
             found: list[str] = getattr(self, name)
@@ -83,7 +88,9 @@ def check(events: list[Event]) -> Report:
     dead = {e["execution_id"] for e in by_kind["dead_letter"]}
     report.succeeded = len(oracle & succeeded)
     report.dead_lettered = len(oracle & dead - succeeded)
-    report.lost = sorted(oracle - succeeded - dead)
+    explained = {e["execution_id"] for e in by_kind["explained"]} - succeeded - dead
+    report.explained = len(oracle & explained)
+    report.lost = sorted(oracle - succeeded - dead - explained)
     triggers: dict[str, str] = {}
     for e in by_kind["dispatched"]:
         triggers.setdefault(e["execution_id"], e["trigger"])  # the first: retries keep the id

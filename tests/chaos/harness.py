@@ -24,9 +24,11 @@ from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.models import (
     DeadLetter,
+    Decision,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
+    HistoryRecord,
     HttpTarget,
     PauseJob,
     ResumeJob,
@@ -49,6 +51,16 @@ from tests.kafka_helpers import read_topic
 
 CODEC = Codec()
 RESULTS = Path(__file__).resolve().parents[2] / ".run" / "chaos"
+EXPLAINED = frozenset(
+    {
+        Decision.missed,
+        Decision.coalesced,
+        Decision.skipped_overlap,
+        Decision.skipped_dst,
+        Decision.skipped_paused,
+    }
+)
+"""History decisions that account for an occurrence not running."""
 
 
 def now_ms() -> int:
@@ -149,7 +161,7 @@ class Run:
                         "overlap": "allow",
                         "lease_ttl_ms": 3_000,
                         "timeout_ms": 20_000,
-                        "missed": {"mode": "none"},
+                        "missed": {"mode": "all"},
                         "retry": {"max_attempts": 4, "initial_backoff_ms": 500, "jitter": "none"},
                     }
                 )
@@ -261,6 +273,16 @@ class Run:
                         "status": r.status.value,
                         "started_ms": datetime_to_ms(r.started_at),
                         "finished_ms": datetime_to_ms(r.finished_at),
+                    }
+                )
+        for r in self._records(topics.history, 3):
+            if isinstance(r, HistoryRecord) and r.execution_id and r.decision in EXPLAINED:
+                events.append(
+                    {
+                        "kind": "explained",
+                        "execution_id": r.execution_id,
+                        "key": r.key,
+                        "decision": r.decision.value,
                     }
                 )
         for r in self._records(topics.dead_letter, 2):

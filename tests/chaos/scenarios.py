@@ -27,13 +27,41 @@ def _kill_restart(run: Run, proc: object, what: str) -> None:
 
 
 def worker_kill(run: Run) -> Report:
-    """kill -9 a random worker every few seconds (mid-run, slow jobs in flight), restart it."""
+    """kill -9 a random worker every few seconds (mid-run, slow jobs in flight), restart it;
+    once, the reaper too."""
     _defs, end = run.jobs(12, SECONDS)
     run.sleep_until(end - SECONDS * 1000 + 4_000)
+    reaper_at = now_ms() + run.rng.uniform(5_000, 15_000)
     while now_ms() < end - 3_000:
         i = run.rng.randrange(len(run.worker_procs))
         _kill_restart(run, run.worker_procs[i], f"worker w{i}")
+        if reaper_at and now_ms() >= reaper_at:
+            _kill_restart(run, run.reaper, "reaper")
+            reaper_at = 0
         time.sleep(run.rng.uniform(3, 6))
+    return run.finish(end)
+
+
+def rebalance_during_restore(run: Run) -> Report:
+    """The scheduler loses its RocksDB and is killed; while it restores from the changelog a
+    second scheduler joins (partitions move mid-restore), then that one is killed too."""
+    from tests.integration.scheduler_harness import SchedulerProcess  # noqa: PLC0415
+
+    _defs, end = run.jobs(12, SECONDS)
+    run.sleep_until(end - SECONDS * 1000 + 6_000)
+    s0 = run.schedulers[0]
+    run.say("kill -9 scheduler s0 and wipe its state")
+    s0.signal(signal.SIGKILL)
+    shutil.rmtree(run.root / "s0" / run.settings.namespace, ignore_errors=True)
+    s0.start()
+    s1 = SchedulerProcess(run.settings, "s1", run.root / "s1")
+    run.schedulers.append(s1)
+    time.sleep(run.rng.uniform(0.2, 1.5))
+    run.say("scheduler s1 joins while s0 restores")
+    s1.start(wait_assigned=False)
+    time.sleep(run.rng.uniform(8, 12))
+    run.say("kill -9 scheduler s1")
+    s1.signal(signal.SIGKILL)
     return run.finish(end)
 
 
@@ -157,7 +185,8 @@ def soak(run: Run, minutes: int = 10, jobs: int = 10_000, every_s: float = 20) -
     run.say(f"soak: {jobs} jobs until {end}, a fault every {every_s} s")
     while now_ms() < end - 30_000:
         time.sleep(every_s)
-        fault = run.rng.choice(["worker-kill", "worker-stop", "scheduler-kill", "broker-bounce"])
+        kinds = ["worker-kill", "worker-stop", "scheduler-kill", "reaper-kill", "broker-bounce"]
+        fault = run.rng.choice(kinds)
         if fault == "worker-kill":
             i = run.rng.randrange(len(run.worker_procs))
             _kill_restart(run, run.worker_procs[i], f"worker w{i}")
@@ -169,6 +198,8 @@ def soak(run: Run, minutes: int = 10, jobs: int = 10_000, every_s: float = 20) -
             run.worker_procs[i].signal(signal.SIGCONT)
         elif fault == "scheduler-kill":
             _kill_restart(run, run.schedulers[0], "scheduler s0")
+        elif fault == "reaper-kill":
+            _kill_restart(run, run.reaper, "reaper")
         else:
             run.say("broker kill -9 / start")
             kafkactl.kill(cfg)
@@ -182,6 +213,7 @@ SHORT: dict[str, Scenario] = {
     "zombie-pause": zombie_pause,
     "scheduler-kill-kept": scheduler_kill_kept,
     "scheduler-kill-wiped": scheduler_kill_wiped,
+    "rebalance-during-restore": rebalance_during_restore,
     "broker-bounce": broker_bounce,
     "clock-jump": clock_jump,
     "poison": poison,

@@ -235,3 +235,13 @@ def test_retries_of_different_occurrences_due_together_are_not_duplicates() -> N
     report = check(events)
     assert report.different_key_duplicates == []
     assert report.ok, report.render()
+
+
+def test_an_occurrence_missed_by_policy_with_a_history_record_is_not_lost() -> None:
+    gone = eid(T0 + 4_000)
+    events = [e for e in clean() if e.get("execution_id") != gone]
+    assert check(events).lost == [gone]
+    events.append({"kind": "explained", "execution_id": gone, "key": KEY, "decision": "missed"})
+    report = check(events)
+    assert report.ok
+    assert report.explained == 1
