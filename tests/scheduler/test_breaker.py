@@ -7,8 +7,6 @@ from typing import Any
 from kadence.codec import Codec
 from kadence.models import (
     Decision,
-    ErrorInfo,
-    ExecutionOutcome,
     ExecutionRequested,
     HistoryRecord,
     KafkaTarget,
@@ -22,6 +20,7 @@ from streams.runtime.store import Batch, MemoryStore
 from streams.scheduler.breaker import Breaker, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from tests.scheduler.test_logic import T0
+from tests.scheduler.test_logic import outcome as make_outcome
 
 CFG = BreakerConfig(failure_ratio=0.5, min_attempts=4, window_ms=60_000, cooldown_ms=10_000)
 CODEC = Codec()
@@ -110,21 +109,8 @@ def test_a_failing_tenant_s_retries_pause_and_resume_after_a_probe() -> None:
     assert len(fired) == 5
 
     def outcome(ex: ExecutionRequested, ok: bool, now: int) -> None:
-        o = ExecutionOutcome(
-            execution_id=ex.execution_id,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=1,
-            worker_id="w",
-            status=OutcomeStatus.succeeded if ok else OutcomeStatus.failed,
-            retryable=True,
-            error=None if ok else ErrorInfo(type="E", message="down"),
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            started_at=ex.due_at,
-            finished_at=ex.due_at,
-        )
+        status = OutcomeStatus.succeeded if ok else OutcomeStatus.failed
+        o = make_outcome(ex, status, retryable=True)
         s.feed(s.topics.outcomes, ex.key, CODEC.encode(o), now)
 
     for ex in fired:  # all five fail: 5 of 5 >= 50 %, the circuit opens

@@ -14,8 +14,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kadence.clock import ms_to_datetime
 from kadence.models import (
-    ErrorInfo,
-    ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
     OutcomeStatus,
@@ -27,6 +25,7 @@ from streams.scheduler import logic
 from streams.scheduler.logic import Result
 from streams.scheduler.state import JobState, dump_state, load_state
 from tests.scheduler.test_logic import CODEC, T0, ctx, definition
+from tests.scheduler.test_logic import outcome as make_outcome
 
 AHEAD = 30_000
 PERIOD = 10_000  # "*/10 * * * * *"
@@ -123,21 +122,8 @@ class SchedulerModel(RuleBasedStateMachine):
     def finish(self, data: st.DataObject, ok: bool) -> None:
         eid = data.draw(st.sampled_from(sorted(self.running)))
         ex = self.running.pop(eid)
-        outcome = ExecutionOutcome(
-            execution_id=eid,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=1,
-            worker_id="w",
-            status=OutcomeStatus.succeeded if ok else OutcomeStatus.failed,
-            retryable=True,
-            error=None if ok else ErrorInfo(type="E", message="no"),
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            started_at=ex.due_at,
-            finished_at=ex.due_at,
-        )
+        status = OutcomeStatus.succeeded if ok else OutcomeStatus.failed
+        outcome = make_outcome(ex, status, retryable=True)
         self.apply(logic.apply_outcome(self.state, outcome, self.ctx()))
 
     @rule()
