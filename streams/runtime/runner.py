@@ -30,6 +30,7 @@ from streams.runtime.txn import (
     error_of,
     fatal,
     requires_abort,
+    retriable,
     until_done,
     within,
 )
@@ -373,8 +374,8 @@ class Runner:
                 self._abort()
                 self._rewind()
                 return
-            if fatal(exc):
-                self._replace_producer(f"fatal producer error {error_of(exc)}")
+            if fatal(exc) or retriable(exc):  # unusable, or still failing after STUCK_AFTER_S
+                self._replace_producer(f"producer error {error_of(exc)}")
                 return
             raise
         self._in_txn = False
