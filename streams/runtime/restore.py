@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.runtime.store import Batch, Store
 
@@ -49,7 +49,7 @@ def restore(
     )
     try:
         tp = TopicPartition(topic, partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        low, high = _watermarks(consumer, tp)
         stored = store.changelog_offset()
         from_scratch = stored is None or stored + 1 < low or stored >= high
         if from_scratch and stored is not None:
@@ -105,3 +105,18 @@ def _drain(consumer: Consumer, store: Store, tp: TopicPartition, high: int) -> i
                 marker = Batch(changelog_offset=high - 1)
                 store.apply(marker)
             return records
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """The changelog partition's offsets, waiting out a leader election (a fresh topic, a
+    restarted broker): NOT_LEADER_FOR_PARTITION and timeouts are retriable."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if time.monotonic() > deadline or not getattr(err, "retriable", lambda: False)():
+                raise
+            time.sleep(0.5)
