@@ -44,11 +44,12 @@ from kadence.topics import EXECUTIONS, Topics
 from kadence.worker.inbox import Inbox, Item
 from kadence.worker.metrics import WorkerMetrics
 from streams.runtime.txn import (
+    HUNG_AFTER_S,
+    OFFSETS_CALL_TIMEOUT_S,
     ProducerStuckError,
     error_of,
     fatal,
     until_done,
-    within,
 )
 
 log = logging.getLogger(__name__)
@@ -263,15 +264,14 @@ class Worker:
                 ]
                 group = self.consumer.consumer_group_metadata()
                 producer = self.producer
-                within(
-                    lambda: until_done(
-                        lambda: producer.send_offsets_to_transaction(tps, group, 10),
-                        "sending offsets",
-                        between=police,
-                        give_up_after_s=STUCK_AFTER_S,
+                until_done(
+                    lambda: producer.send_offsets_to_transaction(
+                        tps, group, OFFSETS_CALL_TIMEOUT_S
                     ),
-                    STUCK_AFTER_S + 15,
                     "sending offsets",
+                    between=police,
+                    give_up_after_s=STUCK_AFTER_S,
+                    attempt_timeout_s=HUNG_AFTER_S,
                 )
             until_done(lambda: self.producer.commit_transaction(10), "committing", between=police)
         except (KafkaException, ProducerStuckError) as exc:

@@ -26,13 +26,14 @@ from kadence.clock import Clock
 from streams.runtime.restore import restore
 from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
 from streams.runtime.txn import (
+    HUNG_AFTER_S,
+    OFFSETS_CALL_TIMEOUT_S,
     ProducerStuckError,
     error_of,
     fatal,
     requires_abort,
     retriable,
     until_done,
-    within,
 )
 from streams.runtime.wheel import TimerWheel
 
@@ -355,14 +356,13 @@ class Runner:
         producer = self.producer
         try:
             if offsets:  # always, so the coordinator checks our group generation (fencing)
-                within(
-                    lambda: until_done(
-                        lambda: producer.send_offsets_to_transaction(tps, metadata, 10),
-                        "sending offsets",
-                        give_up_after_s=STUCK_AFTER_S,
+                until_done(
+                    lambda: producer.send_offsets_to_transaction(
+                        tps, metadata, OFFSETS_CALL_TIMEOUT_S
                     ),
-                    STUCK_AFTER_S + 15,
                     "sending offsets",
+                    give_up_after_s=STUCK_AFTER_S,
+                    attempt_timeout_s=HUNG_AFTER_S,
                 )
             until_done(lambda: producer.commit_transaction(60), "committing")
         except ProducerStuckError as exc:

@@ -18,6 +18,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 log = logging.getLogger(__name__)
 RETRY_PAUSE_S = 0.5
+OFFSETS_CALL_TIMEOUT_S = 5.0
+"""The timeout given to send_offsets_to_transaction (a retriable timeout is simply retried)."""
+HUNG_AFTER_S = 15.0
+"""A transactional call given `OFFSETS_CALL_TIMEOUT_S` that has not returned after this long
+ignores its timeout (the librdkafka hang below): its producer is replaced. The chaos suite's
+network cuts hit it; a per-attempt limit finds it in 15 s instead of after every retry."""
 
 
 def error_of(exc: KafkaException) -> KafkaError | None:
@@ -48,13 +54,18 @@ def until_done(
     *,
     between: Callable[[], None] = lambda: None,
     give_up_after_s: float | None = None,
+    attempt_timeout_s: float | None = None,
 ) -> None:
     """`call()` again while it fails retriably (`between()` runs in the pauses); raises the
-    first non-retriable error, or the last one after `give_up_after_s`."""
+    first non-retriable error, or the last one after `give_up_after_s`. With
+    `attempt_timeout_s`, each attempt runs under `within` (ProducerStuckError if one hangs)."""
     started = time.monotonic()
     while True:
         try:
-            call()
+            if attempt_timeout_s is None:
+                call()
+            else:
+                within(call, attempt_timeout_s, what)
             return
         except KafkaException as exc:
             late = give_up_after_s is not None and time.monotonic() - started > give_up_after_s

@@ -66,3 +66,25 @@ def test_a_call_that_never_returns_is_abandoned() -> None:
     with pytest.raises(ValueError, match="boom"):
         txn.within(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "x")
     txn.within(lambda: None, 5, "x")
+
+
+def test_an_attempt_that_hangs_after_retriable_failures_is_abandoned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The network-fault shape: a call times out retriably, and its retry never returns."""
+    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    release = threading.Event()
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "cut", retriable=True))
+        release.wait(30)
+
+    started = time.monotonic()
+    with pytest.raises(txn.ProducerStuckError):
+        txn.until_done(call, "sending offsets", give_up_after_s=60, attempt_timeout_s=0.2)
+    assert len(calls) == 2
+    assert time.monotonic() - started < 5  # the attempt limit, not give_up_after_s
+    release.set()
