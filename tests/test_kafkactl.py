@@ -77,7 +77,13 @@ def test_server_properties_are_a_single_kraft_node(tmp_path: Path) -> None:
     )
     assert props["process.roles"] == "broker,controller"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:29093"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093"
+    assert props["listeners"] == (
+        "PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093,PROXIED://127.0.0.1:29094"
+    )
+    # the second listener advertises the chaos suite's proxy port, so proxied clients stay proxied
+    assert props["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:29092,PROXIED://127.0.0.1:29095"
+    )
     assert props["log.dirs"] == str(cfg.data_dir)
     assert props["transaction.state.log.replication.factor"] == "1"
     assert props["log.cleaner.dedupe.buffer.size"] == str(16 * 1024 * 1024)

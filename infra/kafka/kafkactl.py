@@ -12,6 +12,9 @@ Environment (all optional):
     KADENCE_CACHE_DIR          where fetched jars live (default ~/.cache/kadence).
     KADENCE_KAFKA_DIR          broker home: config, data, log, pid (default <repo>/.run/kafka).
     KADENCE_KAFKA_PORT         client port (default 19092); the controller uses port + 1.
+                               port + 2 is a second client listener that advertises port + 3,
+                               where the chaos suite's network-fault proxy listens
+                               (tests/chaos/netproxy.py); nothing else uses either.
 
 Usage: python -m infra.kafka.kafkactl {fetch,start,stop,kill,status,bootstrap} [--home DIR]
 """
@@ -76,6 +79,16 @@ class BrokerConfig:
     @property
     def controller_port(self) -> int:
         return self.port + 1
+
+    @property
+    def proxied_port(self) -> int:
+        """A second client listener. It advertises `proxy_port`, so a client that bootstraps
+        through a TCP proxy there keeps every later connection going through that proxy."""
+        return self.port + 2
+
+    @property
+    def proxy_port(self) -> int:
+        return self.port + 3
 
     @property
     def bootstrap(self) -> str:
@@ -224,11 +237,15 @@ def server_properties(cfg: BrokerConfig) -> str:
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.voters=1@127.0.0.1:{cfg.controller_port}",
-            f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},CONTROLLER://127.0.0.1:{cfg.controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+            f"CONTROLLER://127.0.0.1:{cfg.controller_port},"
+            f"PROXIED://127.0.0.1:{cfg.proxied_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+            f"PROXIED://127.0.0.1:{cfg.proxy_port}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "PROXIED:PLAINTEXT",
             f"log.dirs={cfg.data_dir}",
             "num.partitions=1",
             "offsets.topic.replication.factor=1",

@@ -11,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kadence.settings import KadenceSettings
-from tests.chaos.harness import Run
-from tests.chaos.scenarios import SHORT, soak
+from tests.chaos.scenarios import SHORT, new_run, soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {"soak": soak} if args.soak else {n: SHORT[n] for n in args.scenario or SHORT}
     for name, scenario in chosen.items():
         root = Path(tempfile.mkdtemp(prefix=f"kadence-chaos-{name}-"))
-        run = Run(name, args.seed, args.bootstrap, root).start()
+        run = new_run(name, args.seed, args.bootstrap, root).start()
         try:
             report = scenario(run)
         finally:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from infra.kafka.kafkactl import BrokerConfig
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
@@ -40,6 +41,7 @@ from streams.runtime.store import payload_of
 from streams.scheduler.state import load_state
 from tests.chaos import history_io
 from tests.chaos.checker import Event, Report, check
+from tests.chaos.netproxy import NetProxy
 from tests.integration.execution_harness import (
     ReaperProcess,
     TargetServer,
@@ -67,6 +69,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _proxy_for(bootstrap: str) -> NetProxy:
+    """The proxy in front of the local broker's second listener (see kafkactl's ports)."""
+    cfg = BrokerConfig(home=Path("/unused"), port=int(bootstrap.rsplit(":", 1)[1]))
+    return NetProxy(cfg.proxy_port, cfg.proxied_port)
+
+
 @dataclass
 class Run:
     name: str
@@ -75,6 +83,9 @@ class Run:
     root: Path
     n_workers: int = 2
     n_schedulers: int = 1
+    via_proxy: bool = False
+    """Schedulers and workers reach the broker through a NetProxy (the reaper and the harness
+    itself directly), so a scenario can cut, stall or slow their network."""
     rng: random.Random = field(init=False)
     schedulers: list[SchedulerProcess] = field(init=False)
     worker_procs: list[WorkerProcess] = field(init=False)
@@ -92,13 +103,20 @@ class Run:
         self.settings = execution_settings(base)
         provision(self.settings)
         self.server = TargetServer().start()
+        self.proxy: NetProxy | None = None
+        self.proc_settings = self.settings
+        if self.via_proxy:
+            self.proxy = _proxy_for(self.bootstrap).start()
+            self.proc_settings = self.settings.model_copy(
+                update={"bootstrap_servers": self.proxy.address}
+            )
         self.schedulers = [
-            SchedulerProcess(self.settings, f"s{i}", self.root / f"s{i}")
+            SchedulerProcess(self.proc_settings, f"s{i}", self.root / f"s{i}")
             for i in range(self.n_schedulers)
         ]
         self.reaper = ReaperProcess(self.settings, self.root / "reaper")
         self.worker_procs = [
-            WorkerProcess(self.settings, f"w{i}", self.root) for i in range(self.n_workers)
+            WorkerProcess(self.proc_settings, f"w{i}", self.root) for i in range(self.n_workers)
         ]
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -117,6 +135,8 @@ class Run:
                 proc.signal(signal.SIGCONT)  # a paused one must hear the SIGTERM
             proc.stop()
         self.server.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
 
     def cleanup(self) -> None:
         delete_namespace(self.settings)
@@ -318,11 +338,7 @@ class Run:
                 continue
             value = m.value()
             cursors[key] = load_state(payload_of(value)).cursor_ms if value else None
-        events += [
-            {"kind": "cursor", "key": k, "cursor_ms": c}
-            for k, c in cursors.items()
-            if c is not None
-        ]
+        events += [{"kind": "cursor", "key": k, "cursor_ms": c} for k, c in cursors.items()]
         return events
 
     def finish(self, end_ms: int) -> Report:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import signal
 import time
+from pathlib import Path
 
 from kadence.topics import Topics
 from tests.chaos.checker import Report
@@ -54,7 +55,7 @@ def rebalance_during_restore(run: Run) -> Report:
     s0.signal(signal.SIGKILL)
     shutil.rmtree(run.root / "s0" / run.settings.namespace, ignore_errors=True)
     s0.start()
-    s1 = SchedulerProcess(run.settings, "s1", run.root / "s1")
+    s1 = SchedulerProcess(run.proc_settings, "s1", run.root / "s1")
     run.schedulers.append(s1)
     time.sleep(run.rng.uniform(0.2, 1.5))
     run.say("scheduler s1 joins while s0 restores")
@@ -126,6 +127,38 @@ def broker_bounce(run: Run) -> Report:
         run.say("broker start")
         kafkactl.start(cfg)
         time.sleep(run.rng.uniform(6, 9))
+    return run.finish(end)
+
+
+def net_fault(run: Run) -> Report:
+    """Schedulers and workers reach the broker through the TCP proxy (the reaper directly).
+    In a seeded order, the link is cut, stalled then healed, stalled then cut, and slowed."""
+    assert run.proxy is not None, "net-fault needs Run(via_proxy=True)"
+    proxy = run.proxy
+    _defs, end = run.jobs(12, SECONDS)
+    run.sleep_until(end - SECONDS * 1000 + 4_000)
+    faults = ["cut", "stall", "stall-then-cut", "delay"]
+    run.rng.shuffle(faults)
+    for fault in faults:
+        hold = run.rng.uniform(3, 6)
+        if fault == "cut":
+            run.say(f"network: cut every connection, refuse new ones for {hold:.1f} s")
+            proxy.cut()
+        elif fault == "delay":
+            latency = run.rng.uniform(0.2, 0.6)
+            run.say(f"network: {latency * 1000:.0f} ms latency each way for {hold:.1f} s")
+            proxy.delay(latency)
+        else:
+            run.say(f"network: stall every connection for {hold:.1f} s")
+            proxy.stall()
+        time.sleep(hold)
+        if fault == "stall-then-cut":
+            run.say("network: the stalled connections die")
+            proxy.cut()
+            time.sleep(1)
+        run.say("network: healed")
+        proxy.heal()
+        time.sleep(run.rng.uniform(1, 3))
     return run.finish(end)
 
 
@@ -215,7 +248,14 @@ SHORT: dict[str, Scenario] = {
     "scheduler-kill-wiped": scheduler_kill_wiped,
     "rebalance-during-restore": rebalance_during_restore,
     "broker-bounce": broker_bounce,
+    "net-fault": net_fault,
     "clock-jump": clock_jump,
     "poison": poison,
 }
 CI_TIER = ("worker-kill", "scheduler-kill-wiped", "poison")
+VIA_PROXY = frozenset({"net-fault"})
+"""Scenarios whose processes reach the broker through the network-fault proxy."""
+
+
+def new_run(name: str, seed: int, bootstrap: str, root: Path) -> Run:
+    return Run(name, seed, bootstrap, root, via_proxy=name in VIA_PROXY)

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import Run
-from tests.chaos.scenarios import CI_TIER, SHORT
+from tests.chaos.scenarios import CI_TIER, SHORT, new_run
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CI_TIER)
 def test_chaos_scenario_finds_nothing(name: str, kafka_bootstrap: str, tmp_path: Path) -> None:
-    run = Run(name, 7, kafka_bootstrap, tmp_path).start()
+    run = new_run(name, 7, kafka_bootstrap, tmp_path).start()
     try:
         report = SHORT[name](run)
     finally:
