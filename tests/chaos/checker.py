@@ -26,7 +26,7 @@ outcome   execution_id, key, attempt, delivery, status, started_ms, finished_ms
 dead_letter   execution_id, key, reason
 hit       execution_id, key, attempt, delivery, due_ms, at_ms (the target's own log)
 explained execution_id, key, decision (a history record saying why it did not run)
-cursor    key, cursor_ms (the job's last committed scheduler state)
+cursor    key, cursor_ms (the job's last committed scheduler state; None: deleted)
 window    start_ms, end_ms, grace_ms
 """
 
@@ -98,6 +98,7 @@ def check(events: list[Event]) -> Report:
     _phantoms(by_kind, jobs, stops, report)
     _retries(by_kind["hit"], jobs, report)
     _cursors(by_kind, report)
+    _final_state(by_kind, jobs, stops, window["end_ms"], report)
     return report
 
 
@@ -233,8 +234,48 @@ def _cursors(by_kind: dict[str, list[Event]], report: Report) -> None:
             last_fired[e["key"]] = max(last_fired.get(e["key"], 0), e["nominal_ms"])
     for e in by_kind["cursor"]:
         fired = last_fired.get(e["key"])
-        if fired is not None and e["cursor_ms"] < fired:
+        if fired is not None and e["cursor_ms"] is not None and e["cursor_ms"] < fired:
             report.state.append(
                 f"{e['key']}: cursor {e['cursor_ms']} is behind its last dispatched "
                 f"occurrence {fired}"
             )
+
+
+def _final_state(
+    by_kind: dict[str, list[Event]],
+    jobs: dict[str, tuple[ScheduleDefinition, int]],
+    stops: dict[str, list[tuple[int, int]]],
+    end_ms: int,
+    report: Report,
+) -> None:
+    """Recompute each job's final scheduler state from the committed inputs (its definition
+    and the acknowledged commands) and compare: a deleted job has no state; a live one whose
+    schedule ended inside the window has decided every occurrence, so its cursor is the last
+    one; a job still paused at the end may be behind that, never ahead."""
+    final = {e["key"]: e["cursor_ms"] for e in by_kind["cursor"]}
+    deleted = {e["key"] for e in by_kind["deleted"]}
+    for key, (d, created) in sorted(jobs.items()):
+        cursor = final.get(key)
+        if key in deleted:
+            if cursor is not None:
+                report.state.append(f"{key}: deleted, but its state survives (cursor {cursor})")
+            continue
+        if key not in final:
+            report.state.append(f"{key}: created, but the scheduler has no state for it")
+            continue
+        last = _last_occurrence(d, key, created, end_ms)
+        if last is None or getattr(d.schedule, "end_at", None) is None:
+            continue
+        still_paused = any(b > end_ms for _a, b in stops.get(key, []))
+        if cursor is None or cursor > last or (cursor != last and not still_paused):
+            report.state.append(
+                f"{key}: cursor {cursor}, recomputed from its definition and commands {last}"
+            )
+
+
+def _last_occurrence(d: ScheduleDefinition, key: str, created: int, end_ms: int) -> int | None:
+    compiled = compile_schedule(d.schedule, key)
+    cursor, last = created, None
+    while (occ := compiled.next_after(cursor)) is not None and occ.nominal_ms <= end_ms:
+        cursor = last = occ.nominal_ms
+    return last

@@ -245,3 +245,38 @@ def test_an_occurrence_missed_by_policy_with_a_history_record_is_not_lost() -> N
     report = check(events)
     assert report.ok
     assert report.explained == 1
+
+
+def ending(seconds: int = 10) -> list[Event]:
+    """clean(), with the job's schedule ending at the window's end."""
+    end = iso(T0 + seconds * 1_000)
+    schedule = {"kind": "cron", "expression": "* * * * * *", "end_at": end}
+    d = job(schedule=schedule).model_dump(mode="json")
+    return [{**e, "job": d} if e["kind"] == "created" else e for e in clean(seconds)]
+
+
+def test_a_cursor_that_differs_from_its_recomputation_is_found() -> None:
+    assert check(ending()).ok, check(ending()).render()
+    events = [e for e in ending() if e["kind"] != "cursor"]
+    events.append({"kind": "cursor", "key": KEY, "cursor_ms": T0 + 11_000})  # past its end
+    report = check(events)
+    assert report.state == [
+        f"{KEY}: cursor {T0 + 11_000}, recomputed from its definition and commands {T0 + 10_000}"
+    ]
+
+
+def test_a_job_still_paused_may_be_behind_its_recomputation() -> None:
+    later = {eid(T0 + s * 1_000) for s in range(6, 11)}  # not run: paused before them
+    events = [e for e in ending() if e["kind"] != "cursor" and e.get("execution_id") not in later]
+    events.append({"kind": "paused", "key": KEY, "at_ms": T0 + 5_500})
+    events.append({"kind": "cursor", "key": KEY, "cursor_ms": T0 + 5_000})
+    assert check(events).state == []
+    events.append({"kind": "resumed", "key": KEY, "at_ms": T0 + 7_000})
+    assert check(events).state  # resumed: it must have caught up to its end
+
+
+def test_state_surviving_a_delete_and_a_job_without_state_are_found() -> None:
+    events = [*clean(), {"kind": "deleted", "key": KEY, "at_ms": T0 + 10_500}]
+    assert check(events).state == [f"{KEY}: deleted, but its state survives (cursor {T0 + 10_000})"]
+    events = [e for e in clean() if e["kind"] != "cursor"]
+    assert check(events).state == [f"{KEY}: created, but the scheduler has no state for it"]
