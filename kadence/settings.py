@@ -76,6 +76,19 @@ class KadenceSettings(BaseSettings):
     """Modules a worker imports at start; they register in-process handlers by name."""
     metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
     """Serve Prometheus metrics on this port (0: off)."""
+    api_host: str = "127.0.0.1"
+    api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
+    """The HTTP API and dashboard (apps/api.py)."""
+    api_tokens: dict[str, str] = Field(default_factory=dict)
+    """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
+    object). The tenant `*` is the admin role (operators: every tenant, via the
+    X-Kadence-Tenant header). `kadence token` makes a token and its hash."""
+    view_port: Annotated[int, Field(ge=0, le=65_535)] = 8766
+    """The query view process (jobs, history, dead letters) listens here on 127.0.0.1."""
+    view_url: str = "http://127.0.0.1:8766"
+    """Where the API finds the query view."""
+    history_retention_days: Annotated[int, Field(ge=1, le=3_650)] = 30
+    """History older than this is dropped from the query view (the topics keep their own)."""
     clock_offset_ms: int = 0
     """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""
 

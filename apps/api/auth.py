@@ -1,0 +1,62 @@
+"""Who is calling: a bearer token, looked up by its SHA-256 in KADENCE_API_TOKENS, names the
+tenant it acts as; `*` is the admin role. Tokens are never stored or logged in clear."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from fastapi import Header, HTTPException, Request
+
+from kadence.models.base import IDENT_RE
+
+ADMIN = "*"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh token and the hash to configure (`kadence token`)."""
+    token = "kdn_" + secrets.token_urlsafe(32)
+    return token, token_hash(token)
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str | None
+    """The tenant every request acts on; None for an admin listing across tenants."""
+    admin: bool
+
+
+def _unauthorized(why: str) -> HTTPException:
+    return HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
+
+
+def authenticate(
+    request: Request,
+    authorization: str | None = Header(default=None),
+    x_kadence_tenant: str | None = Header(default=None),
+) -> Principal:
+    tokens: dict[str, str] = request.app.state.settings.api_tokens
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
+    digest = token_hash(authorization[7:].strip())
+    tenant = next((t for h, t in tokens.items() if hmac.compare_digest(h, digest)), None)
+    if tenant is None:
+        raise _unauthorized("unknown token")
+    if tenant != ADMIN:
+        return Principal(tenant, admin=False)
+    if x_kadence_tenant is not None and not IDENT_RE.match(x_kadence_tenant):
+        raise HTTPException(422, "X-Kadence-Tenant: not a tenant identifier")
+    return Principal(x_kadence_tenant, admin=True)
+
+
+def tenant_of(p: Principal) -> str:
+    """The tenant a job-scoped request acts on (an admin names it in X-Kadence-Tenant)."""
+    if p.tenant is None:
+        raise HTTPException(422, "X-Kadence-Tenant: an admin names the tenant to act on")
+    return p.tenant

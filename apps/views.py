@@ -1,0 +1,48 @@
+"""The query view process: `python -m apps.views` (make run starts one).
+
+Materializes job definitions, per-job history (decisions, attempts, dead letters, with
+retention) and the dead-letter queue from the topics into RocksDB, and answers the API's
+queries on 127.0.0.1:KADENCE_VIEW_PORT. One per deployment: it reads every partition.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+from apps.processes import process_main
+from kadence.clock import SystemClock
+from kadence.settings import KadenceSettings
+from streams.views.materializer import Materializer
+from streams.views.server import serve
+from streams.views.store import ViewStore
+
+APP = "views"
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threading.Event], None]:
+    path = settings.state_dir / settings.namespace / APP / settings.instance_id
+    if in_memory:
+        ViewStore.wipe(path)
+    materializer = Materializer(settings, ViewStore(path), SystemClock(settings.clock_offset_ms))
+    server = serve(settings.view_port, materializer)
+
+    def run(stop: threading.Event) -> None:
+        loop = threading.Thread(target=materializer.run, name="view-input", daemon=True)
+        loop.start()
+        stop.wait()
+        materializer.stop()
+        loop.join(10)
+        server.shutdown()
+        materializer.store.close()
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    return process_main("views", __doc__, argv, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Answers over the query view: jobs with their state and next run, a job's history, its runs
+(one per occurrence: did it run, when, how late, attempts and deliveries, the last error, or
+why it did not run), and dead letters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from kadence.clock import ms_to_datetime
+from kadence.errors import KadenceError
+from kadence.models import ScheduleDefinition
+from kadence.timeengine.compile import compile_schedule
+from streams.views.store import SEP, Doc, ViewStore, dead_key, history_prefix, job_key
+
+NOT_RUN = {
+    "skipped_overlap": "skipped: a run of the job was still active (overlap policy)",
+    "skipped_paused": "skipped: the job was paused",
+    "skipped_dst": "skipped: the local time does not exist on this day (DST gap policy)",
+    "missed": "missed: noticed too late, and the missed-run policy dropped it",
+    "coalesced": "coalesced into a later run (missed.mode=latest_once)",
+    "circuit_open": "held: the tenant's retry circuit was open",
+    "cancelled": "cancelled",
+    "skipped_dispatched": "left out of a backfill: already dispatched",
+}
+
+
+def _iso(ms: int) -> str:
+    return ms_to_datetime(ms).isoformat().replace("+00:00", "Z")
+
+
+def next_runs(definition: Doc, now_ms: int, n: int) -> list[str]:
+    d = ScheduleDefinition.model_validate(definition)
+    try:
+        compiled = compile_schedule(d.schedule, d.key)
+    except KadenceError:
+        return []
+    out: list[str] = []
+    cursor = now_ms
+    while len(out) < n and (occ := compiled.next_after(cursor)) is not None:
+        out.append(_iso(occ.due_ms))
+        cursor = occ.nominal_ms
+    return out
+
+
+class ViewQueries:
+    def __init__(self, store: ViewStore) -> None:
+        self.store = store
+
+    def job(self, tenant: str, job_id: str, now_ms: int, preview: int = 1) -> Doc | None:
+        doc = self.store.get(job_key(tenant, job_id))
+        if doc is None:
+            return None
+        return self._summary(tenant, job_id, doc, now_ms, preview)
+
+    def jobs(self, tenant: str | None, now_ms: int, limit: int = 100, after: str = "") -> list[Doc]:
+        prefix = b"J" + SEP.encode() + (f"{tenant}{SEP}".encode() if tenant else b"")
+        out = []
+        for key in self.store.keys(prefix):
+            _j, t, job_id = key.decode().split(SEP)
+            if after and f"{t}/{job_id}" <= after:
+                continue
+            doc = self.store.get(key)
+            if doc is not None:
+                out.append(self._summary(t, job_id, doc, now_ms, 1))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _summary(self, tenant: str, job_id: str, doc: Doc, now_ms: int, preview: int) -> Doc:
+        definition = doc["definition"]
+        last = next((e for e in self.history(tenant, job_id, 200) if e["kind"] == "outcome"), None)
+        paused = bool(doc.get("paused"))
+        return {
+            "tenant": tenant,
+            "job_id": job_id,
+            "version": definition["version"],
+            "state": "paused" if paused else "active",
+            "paused_reason": doc.get("paused_reason", ""),
+            "schedule": definition["schedule"],
+            "next_runs": [] if paused else next_runs(definition, now_ms, preview),
+            "last_run": last,
+            "definition": definition,
+        }
+
+    def history(
+        self, tenant: str, job_id: str, limit: int = 100, before_ms: int | None = None
+    ) -> list[Doc]:
+        """Newest first."""
+        out = []
+        for e in self.store.scan(history_prefix(tenant, job_id), reverse=True):
+            if before_ms is not None and _ms(e["at"]) >= before_ms:
+                continue
+            out.append(e)
+            if len(out) >= limit:
+                break
+        return out
+
+    def runs(self, tenant: str, job_id: str, limit: int = 50) -> list[Doc]:
+        """One entry per occurrence (execution id), newest first, from the last events."""
+        runs: dict[str, Doc] = {}
+        order: list[str] = []
+        for e in reversed(self.history(tenant, job_id, limit * 20)):  # oldest first
+            eid = e.get("execution_id")
+            if not eid:
+                continue
+            if eid not in runs:
+                runs[eid] = _new_run(eid, e)
+                order.append(eid)
+            _fold(runs[eid], e)
+        return [runs[eid] for eid in reversed(order)][:limit]
+
+    def dead_letters(self, tenant: str | None, limit: int = 200) -> list[Doc]:
+        prefix = b"D" + SEP.encode() + (f"{tenant}{SEP}".encode() if tenant else b"")
+        return list(_take(self.store.scan(prefix), limit))
+
+    def dead_letter(self, tenant: str, execution_id: str) -> Doc | None:
+        return self.store.get(dead_key(tenant, execution_id))
+
+
+def _take(it: Iterator[Doc], n: int) -> Iterator[Doc]:
+    for i, doc in enumerate(it):
+        if i >= n:
+            return
+        yield doc
+
+
+def _ms(iso: str) -> int:
+    return int(
+        datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC).timestamp() * 1000
+    )
+
+
+def _new_run(eid: str, e: Doc) -> Doc:
+    return {
+        "execution_id": eid,
+        "nominal_at": e.get("nominal_at"),
+        "due_at": e.get("due_at"),
+        "status": "pending",
+        "started_at": None,
+        "finished_at": None,
+        "lateness_s": None,
+        "attempts": 0,
+        "deliveries": 0,
+        "last_error": None,
+        "reason": "",
+        "events": 0,
+    }
+
+
+def _fold(run: Doc, e: Doc) -> None:
+    run["events"] += 1
+    run["nominal_at"] = run["nominal_at"] or e.get("nominal_at")
+    if e["kind"] == "outcome":
+        run["attempts"] = max(run["attempts"], e["attempt"])
+        run["deliveries"] = max(run["deliveries"], e["delivery"])
+        if run["started_at"] is None or e["attempt"] == 1:
+            run["lateness_s"] = run["lateness_s"] if run["started_at"] else e["lateness_s"]
+            run["started_at"] = run["started_at"] or e["started_at"]
+        run["finished_at"] = e["finished_at"]
+        run["status"] = e["status"]
+        if e["error"]:
+            run["last_error"] = e["error"]
+    elif e["kind"] == "dead_letter":
+        run["status"] = "dead_lettered"
+        run["reason"] = f"dead-lettered: {e['reason']}"
+        run["last_error"] = e["error"] or run["last_error"]
+    else:
+        decision = e["decision"]
+        if decision in NOT_RUN and run["status"] in ("pending", "scheduled"):
+            run["status"] = "not_run" if decision != "cancelled" else "cancelled"
+            run["reason"] = e["reason"] or NOT_RUN[decision]
+        elif decision == "fired" and run["status"] == "pending":
+            run["status"] = "scheduled"
+            run["due_at"] = run["due_at"] or e.get("due_at")
+        elif decision == "retry_scheduled":
+            run["status"] = "retrying"
+            run["reason"] = e["reason"]
+        if e.get("error"):
+            run["last_error"] = e["error"]
+
+
+Json = dict[str, Any]

@@ -1,0 +1,102 @@
+"""The query view's internal JSON endpoint (127.0.0.1 only; the public API in apps/api.py does
+authentication and tenancy, then asks here). Every query may carry `wait=topic:partition:offset`
+(repeatable): it answers once those records are applied, so the API reads its own writes.
+
+    GET /ready
+    GET /jobs?tenant=&limit=&after=
+    GET /jobs/<tenant>/<job_id>?preview=
+    GET /jobs/<tenant>/<job_id>/history?limit=&before_ms=
+    GET /jobs/<tenant>/<job_id>/runs?limit=
+    GET /dead-letters?tenant=
+    GET /dead-letters/<tenant>/<execution_id>
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from streams.views.materializer import Materializer
+from streams.views.query import ViewQueries
+
+log = logging.getLogger(__name__)
+WAIT_S = 10.0
+
+
+class _NotFoundError(Exception):
+    pass
+
+
+def serve(port: int, materializer: Materializer, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    queries = ViewQueries(materializer.store)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug(format, *args)
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            parts = [unquote(p) for p in url.path.strip("/").split("/") if p]
+            try:
+                for spec in parse_qs(url.query).get("wait", []):
+                    topic, partition, offset = spec.rsplit(":", 2)
+                    if not materializer.wait_applied(topic, int(partition), int(offset), WAIT_S):
+                        self._send(503, {"detail": f"the view has not applied {spec} yet"})
+                        return
+                self._send(200, self._route(parts, q))
+            except _NotFoundError as exc:
+                self._send(404, {"detail": str(exc) or "not found"})
+            except (ValueError, KeyError) as exc:
+                self._send(400, {"detail": f"bad query: {exc}"})
+
+        def _route(self, parts: list[str], q: dict[str, str]) -> Any:  # noqa: PLR0911
+            now = materializer.clock.now_ms()
+            with materializer.changed:  # a consistent read between two batches
+                match parts:
+                    case ["ready"]:
+                        return {
+                            "ready": materializer.caught_up,
+                            "applied": materializer.applied,
+                            "skipped": materializer.skipped,
+                        }
+                    case ["jobs"]:
+                        limit = min(int(q.get("limit", 100)), 1000)
+                        return queries.jobs(q.get("tenant") or None, now, limit, q.get("after", ""))
+                    case ["jobs", tenant, job_id]:
+                        preview = min(int(q.get("preview", 1)), 100)
+                        job = queries.job(tenant, job_id, now, preview)
+                        if job is None:
+                            raise _NotFoundError(f"no job {tenant}/{job_id}")
+                        return job
+                    case ["jobs", tenant, job_id, "history"]:
+                        before = int(q["before_ms"]) if "before_ms" in q else None
+                        limit = min(int(q.get("limit", 100)), 1000)
+                        return queries.history(tenant, job_id, limit, before)
+                    case ["jobs", tenant, job_id, "runs"]:
+                        return queries.runs(tenant, job_id, min(int(q.get("limit", 50)), 500))
+                    case ["dead-letters"]:
+                        return queries.dead_letters(q.get("tenant") or None)
+                    case ["dead-letters", tenant, execution_id]:
+                        dead = queries.dead_letter(tenant, execution_id)
+                        if dead is None:
+                            raise _NotFoundError(f"no dead letter {execution_id}")
+                        return dead
+                raise _NotFoundError(f"no route /{'/'.join(parts)}")
+
+        def _send(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="view-http", daemon=True).start()
+    return server

@@ -1,0 +1,131 @@
+"""Commands, history, runs and dead letters through the API, against the real stack."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Api
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _runs(api: Api, job: str, h: dict[str, str]) -> list[dict[str, Any]]:
+    r = api.http.get(f"/v1/jobs/{job}/runs", headers=h)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_trigger_is_idempotent_and_a_failed_runs_error_is_visible(api: Api) -> None:
+    h = api.as_("acme")
+    assert (
+        api.http.post("/v1/jobs/failing", json=api.job(path="/fail"), headers=h).status_code == 201
+    )
+    first = api.http.post("/v1/jobs/failing/trigger", json={"request_id": "r-1"}, headers=h)
+    again = api.http.post("/v1/jobs/failing/trigger", json={"request_id": "r-1"}, headers=h)
+    assert first.status_code == again.status_code == 202
+    eid = first.json()["execution_id"]
+    assert eid == again.json()["execution_id"] == "acme/failing@manual:r-1"
+    run = api.wait(
+        lambda: next((r for r in _runs(api, "failing", h) if r["status"] == "dead_lettered"), None),
+        what="the failed run",
+    )
+    assert run["execution_id"] == eid
+    assert run["attempts"] == 1
+    assert "503" in str(run["last_error"])  # the target's answer, not just "failed"
+    assert len([x for x in api.target.seen("/fail") if x.headers["idempotency-key"] == eid]) == 1
+    events = api.http.get("/v1/jobs/failing/history", headers=h).json()
+    assert {"outcome", "dead_letter"} <= {e["kind"] for e in events}
+    # the dead-letter queue shows it; a replay runs it again under the same key
+    dead = api.http.get("/v1/dead-letters", headers=h).json()
+    assert [d["execution_id"] for d in dead if d["job_id"] == "failing"] == [eid]
+    assert api.http.get("/v1/dead-letters", headers=api.as_("globex")).json() == []
+    r = api.http.post(f"/v1/dead-letters/{eid}/replay", headers=h)
+    assert r.status_code == 202, r.text
+    api.wait(lambda: len(api.target.seen("/fail")) >= 2, what="the replayed call")
+    api.wait(
+        lambda: [
+            d
+            for d in api.http.get("/v1/dead-letters", headers=h).json()
+            if d["execution_id"] == eid and d["state"] != "dead"
+        ],
+        what="the dead letter marked replayed",
+    )
+
+
+def test_a_skipped_occurrence_says_why(api: Api) -> None:
+    h = api.as_("acme")
+    job = api.job("* * * * * *", path="/slow?s=3", overlap="skip", timeout_ms=10_000)
+    assert api.http.post("/v1/jobs/overlapping", json=job, headers=h).status_code == 201
+    skipped = api.wait(
+        lambda: [r for r in _runs(api, "overlapping", h) if r["status"] == "not_run"],
+        timeout_s=40,
+        what="a skipped occurrence",
+    )
+    assert "overlap" in skipped[0]["reason"]
+    assert api.http.post("/v1/jobs/overlapping/pause", headers=h).status_code == 202
+    api.wait(
+        lambda: api.http.get("/v1/jobs/overlapping", headers=h).json()["state"] == "paused",
+        what="the paused state",
+    )
+    assert api.http.get("/v1/jobs/overlapping", headers=h).json()["next_runs"] == []
+    succeeded = api.wait(
+        lambda: [r for r in _runs(api, "overlapping", h) if r["status"] == "succeeded"],
+        what="the run in flight to finish",
+    )
+    assert succeeded[0]["lateness_s"] is not None
+    assert succeeded[0]["started_at"] is not None
+
+
+def test_backfill_dry_run_lists_exactly_what_the_real_run_dispatches(api: Api) -> None:
+    h = api.as_("acme")
+    assert api.http.post("/v1/jobs/hourly", json=api.job("0 * * * *"), headers=h).status_code == 201
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    window = {"start": (end - timedelta(hours=5)).isoformat(), "end": end.isoformat()}
+    dry = api.http.post("/v1/jobs/hourly/backfill", json=window, headers=h)
+    assert dry.status_code == 200, dry.text
+    planned = [o["execution_id"] for o in dry.json()["occurrences"]]
+    assert len(planned) == 5
+    assert api.wait(lambda: not api.target.seen("/ok") or True)
+    real = api.http.post(
+        "/v1/jobs/hourly/backfill", json={**window, "dry_run": False, "request_id": "bf"}, headers=h
+    )
+    assert real.status_code == 200, real.text
+    api.wait(
+        lambda: (
+            len([x for x in api.target.seen("/ok") if "hourly@" in x.headers["idempotency-key"]])
+            >= 5
+        ),
+        what="the backfilled runs",
+    )
+    ran = sorted(
+        x.headers["idempotency-key"]
+        for x in api.target.seen("/ok")
+        if "hourly@" in x.headers["idempotency-key"]
+    )
+    assert ran == sorted(planned)
+    # a second dry run knows they went
+    again = api.http.post("/v1/jobs/hourly/backfill", json=window, headers=h).json()
+    assert again["occurrences"] == []
+    assert len(again["already_dispatched"]) == 5
+
+
+def test_cancel_a_run_in_flight(api: Api) -> None:
+    h = api.as_("acme")
+    job = api.job(path="/slow?s=30", timeout_ms=60_000)
+    assert api.http.post("/v1/jobs/slowpoke", json=job, headers=h).status_code == 201
+    eid = api.http.post("/v1/jobs/slowpoke/trigger", headers=h).json()["execution_id"]
+    api.wait(
+        lambda: any(x.headers["idempotency-key"] == eid for x in api.target.seen()),
+        what="the run to start",
+    )
+    r = api.http.post(f"/v1/jobs/slowpoke/runs/{eid}/cancel", json={"reason": "test"}, headers=h)
+    assert r.status_code == 202, r.text
+    run = api.wait(
+        lambda: next((x for x in _runs(api, "slowpoke", h) if x["status"] == "cancelled"), None),
+        timeout_s=30,
+        what="the cancelled outcome",
+    )
+    assert run["execution_id"] == eid
