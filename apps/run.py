@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from apps.processes import ChildProcess, stop_event
@@ -20,8 +21,8 @@ from kadence.topics import ALL_TOPICS, partitions_of, provision
 if TYPE_CHECKING:
     from infra.kafka.kafkactl import BrokerConfig
 
-PROCESSES = ("apps.scheduler", "apps.reaper", "apps.worker")
-PENDING_PROCESSES = (("HTTP API + dashboard", "issue #7"),)
+PROCESSES = ("apps.scheduler", "apps.reaper", "apps.worker", "apps.views", "apps.api")
+DEV_TOKEN_FILE = Path(".run/dev-token")
 
 
 def start_local_broker() -> tuple[str, BrokerConfig | None]:
@@ -58,9 +59,31 @@ def describe(settings: KadenceSettings, created: list[str]) -> None:
             f"  {spec.name(settings.namespace):<34} {partitions_of(spec, settings):>3} partitions"
             f"  {spec.cleanup:<8} {spec.purpose}"
         )
-    for name, where in PENDING_PROCESSES:
-        print(f"kadence: {name}: not built yet ({where}); not started")
     sys.stdout.flush()
+
+
+def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
+    """Without KADENCE_API_TOKENS, one token for the tenant `demo` (kept in .run/dev-token so
+    it survives restarts), so the dashboard and the CLI work out of the box."""
+    if settings.api_tokens:
+        return settings
+    from apps.api.auth import new_token, token_hash  # noqa: PLC0415
+
+    if DEV_TOKEN_FILE.exists():
+        token = DEV_TOKEN_FILE.read_text().strip()
+    else:
+        token, _ = new_token()
+        DEV_TOKEN_FILE.parent.mkdir(parents=True, exist_ok=True)
+        DEV_TOKEN_FILE.write_text(token + "\n")
+        DEV_TOKEN_FILE.chmod(0o600)
+    url = f"http://{settings.api_host}:{settings.api_port}"
+    print(
+        f"kadence: no KADENCE_API_TOKENS set; a development token for tenant 'demo' is in "
+        f"{DEV_TOKEN_FILE}\n"
+        f"kadence: dashboard {url}/#token=<that token>   API {url}/docs   "
+        f"CLI: export KADENCE_TOKEN=$(cat {DEV_TOKEN_FILE})"
+    )
+    return settings.model_copy(update={"api_tokens": {token_hash(token): "demo"}})
 
 
 def start_processes(settings: KadenceSettings) -> list[ChildProcess]:
@@ -88,6 +111,7 @@ def main() -> int:
             bootstrap, started = start_local_broker()
             settings = KadenceSettings(bootstrap_servers=bootstrap)
         describe(settings, provision(settings))
+        settings = dev_tokens(settings)
         procs = start_processes(settings)
         print("kadence: ready. Ctrl-C stops what this command started.", flush=True)
         while not stop.wait(1.0):

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -14,18 +16,41 @@ from confluent_kafka.admin import AdminClient
 
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS, delete_namespace
+from tests.integration.execution_harness import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _wait_status(url: str, headers: dict[str, str], timeout_s: float = 60) -> int:
+    """The HTTP status of GET url, once the server answers at all."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=headers), timeout=5
+            ) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or time.monotonic() > deadline:
+                return int(exc.code)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
     namespace = f"run-{uuid.uuid4().hex[:8]}"
+    api_port, view_port = free_port(), free_port()
     env = {
         **os.environ,
         "KADENCE_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "KADENCE_NAMESPACE": namespace,
         "KADENCE_PARTITIONS": "2",
         "KADENCE_EXECUTION_PARTITIONS": "2",
+        "KADENCE_API_PORT": str(api_port),
+        "KADENCE_VIEW_PORT": str(view_port),
+        "KADENCE_VIEW_URL": f"http://127.0.0.1:{view_port}",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "apps.run"],
@@ -48,9 +73,15 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
                 break
         output = "".join(lines)
         assert "kadence: ready" in output, output
-        for process in ("scheduler", "reaper", "worker"):
+        for process in ("scheduler", "reaper", "worker", "views", "api"):
             assert f"{process} started" in output
-        assert "HTTP API + dashboard: not built yet" in output
+        # the API answers with the development token it printed where to find
+        assert ".run/dev-token" in output
+        token = (REPO / ".run" / "dev-token").read_text().strip()
+        url = f"http://127.0.0.1:{api_port}/v1/jobs"
+        status = _wait_status(url, {"Authorization": f"Bearer {token}"})
+        assert status == 200
+        assert _wait_status(url, {}) == 401
         topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
         for spec in ALL_TOPICS:
             assert spec.name(namespace) in topics
