@@ -1,4 +1,9 @@
-"""The `kadence` command line: topics, put and delete jobs, preview schedules."""
+"""The `kadence` command line.
+
+Through the HTTP API (KADENCE_API_URL, KADENCE_TOKEN): jobs, get, create, update, rm, pause,
+resume, trigger, next, runs, history, cancel, backfill, dlq, replay (see apps/cli_api.py for
+exit codes). Straight to Kafka (operators): topics, put, delete, tail. Offline: preview, token.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from apps import cli_api, cli_tail
+from apps.api.auth import new_token
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
 from kadence.codec import describe_validation_error
@@ -85,6 +92,15 @@ def _preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token() -> int:
+    token, digest = new_token()
+    print(
+        f"token:  {token}\nhash:   {digest}\n"
+        f'configure: KADENCE_API_TOKENS=\'{{"{digest}": "<tenant>"}}\'  ("*" is the admin role)'
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kadence", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,8 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     prev.add_argument("--fold", choices=[p.value for p in DstFoldPolicy], default="auto")
     prev.add_argument("--spread", type=int, default=0, help="spread window in seconds")
     prev.add_argument("--job", default="preview/job", help="job key (for H fields and spread)")
+    sub.add_parser("token", help="make an API token and the hash to put in KADENCE_API_TOKENS")
+    cli_api.add_commands(sub)
+    cli_tail.add_command(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "api", False):
+        return cli_api.run(args)
     commands: dict[str, Callable[[], int]] = {
+        "token": _token,
+        "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "preview": lambda: _preview(args),
         "topics": lambda: _topics(KadenceSettings(), args.create),
         "put": lambda: _put(KadenceSettings(), args.file),

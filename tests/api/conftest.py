@@ -3,6 +3,7 @@ processes on a namespace of their own, and the API in-process (FastAPI's TestCli
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from apps.api.app import create_app
@@ -35,6 +37,9 @@ class Api:
     target: TargetServer
     stack: Stack
     views: ChildProcess
+
+    url: str = ""
+    """The same app served over real HTTP (for the CLI and the browser)."""
 
     def as_(self, tenant: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKENS[tenant]}"}
@@ -76,13 +81,23 @@ def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "apps.views", settings.model_copy(update={"instance_id": "v"}), log=tmp / "views.log"
     ).start()
     views.wait_for("running on", timeout=60)
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
     try:
-        with TestClient(create_app(settings)) as http:
+        with TestClient(app) as http:
             Api(settings, http, target, stack, views).wait(
                 lambda: http.get("/readyz").status_code == 200, 60, "readiness"
             )
-            yield Api(settings, http, target, stack, views)
+            yield Api(
+                settings, http, target, stack, views, f"http://127.0.0.1:{server.config.port}"
+            )
     finally:
+        server.should_exit = True
+        serving.join(10)
         views.stop()
         stack.stop()
         target.stop()

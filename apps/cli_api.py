@@ -1,0 +1,317 @@
+"""The `kadence` commands that go through the HTTP API (the same operations, the same tenancy):
+jobs, runs, history, commands, backfill, dead letters. KADENCE_API_URL and KADENCE_TOKEN say
+where and who. Tables for people, `--json` for scripts, and exit codes scripts can trust:
+
+    0 done   2 error (API unreachable, server error)   3 invalid input (422)
+    4 not found (404)   5 not authenticated (401)   6 conflict (409)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+EXIT = {401: 5, 403: 5, 404: 4, 409: 6, 413: 3, 422: 3}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT.get(self.status, 2)
+
+
+class Api:
+    def __init__(self, url: str, token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=url, headers=headers, timeout=30)
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            r = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the API at {self.http.base_url}: {exc}") from exc
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text
+            raise ApiError(r.status_code, detail)
+        return None if r.status_code == 204 else r.json()
+
+
+def add_commands(sub: Any) -> None:
+    """Register the API commands on the `kadence` parser's subparsers."""
+
+    def cmd(name: str, help_: str, *positional: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_)
+        for arg in positional:
+            p.add_argument(arg)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(api=True)
+        return p
+
+    cmd("jobs", "list your jobs with state and next run")
+    cmd("get", "one job: definition, state, next runs", "job_id")
+    for name in ("create", "update"):
+        cmd(name, f"{name} a job from a JSON file (- for stdin)", "job_id", "file")
+    cmd("rm", "delete a job", "job_id")
+    cmd("pause", "pause a job", "job_id").add_argument("--reason", default="")
+    cmd("resume", "resume a job", "job_id")
+    trig = cmd("trigger", "run a job now (idempotent by --request-id)", "job_id")
+    trig.add_argument("--request-id", default=None)
+    cmd("next", "the next due times", "job_id").add_argument("-n", type=int, default=10)
+    cmd("runs", "one line per occurrence: status, lateness, attempts, error or reason", "job_id")
+    cmd("history", "every recorded event of a job, newest first", "job_id")
+    cmd("cancel", "cancel a run", "job_id", "run_id")
+    bf = cmd("backfill", "run the occurrences in [start, end) (dry run unless --run)", "job_id")
+    bf.add_argument("--start", required=True, help="ISO instant with offset")
+    bf.add_argument("--end", required=True, help="ISO instant with offset")
+    bf.add_argument("--run", action="store_true", help="really dispatch (default: dry run)")
+    bf.add_argument("--force", action="store_true", help="also occurrences already dispatched")
+    bf.add_argument("--rate", type=float, default=100.0, help="occurrences per second")
+    cmd("dlq", "the dead-letter queue")
+    cmd("replay", "replay a dead-lettered run", "run_id")
+
+
+def run(args: argparse.Namespace, out: Console | None = None) -> int:
+    console = out or Console()
+    api = Api(
+        os.environ.get("KADENCE_API_URL", "http://127.0.0.1:8080"), os.environ.get("KADENCE_TOKEN")
+    )
+    try:
+        result = _dispatch(api, args, console)
+    except ApiError as exc:
+        detail = exc.detail
+        if isinstance(detail, list):
+            detail = "; ".join(
+                str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail
+            )
+        print(f"kadence: {exc.status or 'error'}: {detail}", file=sys.stderr)
+        return exc.exit_code
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # noqa: PLR0911, PLR0912, PLR0915
+    c = args.command
+    job = getattr(args, "job_id", None)
+    if c == "jobs":
+        jobs = api.call("GET", "/v1/jobs")
+        if not args.json:
+            _table(
+                console,
+                "jobs",
+                ["job", "state", "schedule", "next run", "last run"],
+                [
+                    [
+                        j["job_id"],
+                        j["state"],
+                        _sched(j["schedule"]),
+                        (j["next_runs"] or ["-"])[0],
+                        _last(j["last_run"]),
+                    ]
+                    for j in jobs
+                ],
+            )
+        return jobs
+    if c == "get":
+        got = api.call("GET", f"/v1/jobs/{job}")
+        if not args.json:
+            console.print_json(data=got)
+        return got
+    if c in ("create", "update"):
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        try:
+            spec = json.loads(text)
+        except ValueError as exc:
+            raise ApiError(422, f"{args.file}: not JSON: {exc}") from exc
+        got = api.call("POST" if c == "create" else "PUT", f"/v1/jobs/{job}", json=spec)
+        if not args.json:
+            console.print(f"{c}d {job} version {got['version']}; next {got['next_runs'][:1]}")
+        return got
+    if c == "rm":
+        api.call("DELETE", f"/v1/jobs/{job}")
+        if not args.json:
+            console.print(f"deleted {job}")
+        return {"deleted": job}
+    if c in ("pause", "resume", "trigger"):
+        body: dict[str, Any] = {}
+        if c == "pause" and args.reason:
+            body["reason"] = args.reason
+        if c == "trigger":
+            body["request_id"] = args.request_id or uuid.uuid4().hex
+        got = api.call("POST", f"/v1/jobs/{job}/{c}", json=body)
+        if not args.json:
+            console.print(
+                f"{c} {job}: accepted (request {got['request_id']})"
+                + (f", run {got['execution_id']}" if c == "trigger" else "")
+            )
+        return got
+    if c == "next":
+        got = api.call("GET", f"/v1/jobs/{job}/next", params={"n": args.n})
+        if not args.json:
+            for t in got:
+                console.print(t)
+        return got
+    if c == "runs":
+        runs = api.call("GET", f"/v1/jobs/{job}/runs")
+        if not args.json:
+            _table(
+                console,
+                f"runs of {job}",
+                ["run", "status", "started", "late (s)", "attempts", "error / reason"],
+                [
+                    [
+                        r["execution_id"].split("@", 1)[1],
+                        r["status"],
+                        r["started_at"] or "-",
+                        "-" if r["lateness_s"] is None else f"{r['lateness_s']:.3f}",
+                        f"{r['attempts']}/{r['deliveries']}",
+                        _why(r),
+                    ]
+                    for r in runs
+                ],
+            )
+        return runs
+    if c == "history":
+        events = api.call("GET", f"/v1/jobs/{job}/history")
+        if not args.json:
+            _table(
+                console,
+                f"history of {job}",
+                ["at", "event", "run", "detail"],
+                [
+                    [
+                        e["at"],
+                        e.get("decision") or e.get("status") or e["kind"],
+                        (e.get("execution_id") or "").split("@", 1)[-1],
+                        e.get("reason") or _err(e.get("error")),
+                    ]
+                    for e in events
+                ],
+            )
+        return events
+    if c == "cancel":
+        got = api.call("POST", f"/v1/jobs/{job}/runs/{args.run_id}/cancel", json={})
+        if not args.json:
+            console.print(f"cancel {args.run_id}: accepted")
+        return got
+    if c == "backfill":
+        return _backfill(api, args, console)
+    if c == "dlq":
+        dead = api.call("GET", "/v1/dead-letters")
+        if not args.json:
+            _table(
+                console,
+                "dead letters",
+                ["run", "reason", "state", "error"],
+                [[d["execution_id"], d["reason"], d["state"], _err(d["error"])] for d in dead],
+            )
+        return dead
+    if c == "replay":
+        got = api.call("POST", f"/v1/dead-letters/{args.run_id}/replay", json={})
+        if not args.json:
+            console.print(f"replay {args.run_id}: accepted")
+        return got
+    raise ApiError(422, f"unknown command {c}")
+
+
+def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
+    """A dry run lists the window's occurrences; --run sends them in chunks of at most 100
+    occurrences, paced at --rate, with a progress bar."""
+    start, end = _instant(args.start, "start"), _instant(args.end, "end")
+    body = {"start": start.isoformat(), "end": end.isoformat(), "force": args.force}
+    plan = api.call(
+        "POST",
+        f"/v1/jobs/{args.job_id}/backfill",
+        json={**body, "dry_run": True, "max_occurrences": 10_000},
+    )
+    todo = plan["occurrences"]
+    if not args.run:
+        if not args.json:
+            for o in todo:
+                console.print(o["nominal_at"])
+            console.print(
+                f"{len(todo)} occurrences would run; "
+                f"{len(plan['already_dispatched'])} already dispatched (--force runs them)"
+            )
+        return plan
+    sent: list[str] = []
+    chunk = 100
+    with Progress(console=console, disable=args.json) as progress:
+        bar = progress.add_task(f"backfill {args.job_id}", total=len(todo))
+        for i in range(0, len(todo), chunk):
+            part = todo[i : i + chunk]
+            t0 = datetime.fromisoformat(part[0]["nominal_at"])
+            t1 = datetime.fromisoformat(part[-1]["nominal_at"]) + timedelta(milliseconds=1)
+            api.call(
+                "POST",
+                f"/v1/jobs/{args.job_id}/backfill",
+                json={
+                    **body,
+                    "start": t0.isoformat(),
+                    "end": min(t1, end).isoformat(),
+                    "dry_run": False,
+                    "max_occurrences": chunk,
+                    "request_id": f"cli-{uuid.uuid4().hex[:12]}",
+                },
+            )
+            sent += [o["execution_id"] for o in part]
+            progress.update(bar, completed=len(sent))
+            time.sleep(len(part) / args.rate)
+    if not args.json:
+        console.print(f"backfill {args.job_id}: {len(sent)} occurrences sent")
+    return {"sent": sent}
+
+
+def _instant(text: str, name: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ApiError(422, f"--{name}: not an ISO instant: {text}") from exc
+    if t.tzinfo is None:
+        raise ApiError(422, f"--{name}: needs an offset (Z or +HH:MM)")
+    return t.astimezone(UTC)
+
+
+def _table(console: Console, title: str, head: list[str], rows: list[list[str]]) -> None:
+    table = Table(title=title)
+    for h in head:
+        table.add_column(h)
+    for row in rows:
+        table.add_row(*[str(x) for x in row])
+    console.print(table)
+
+
+def _sched(s: dict[str, Any]) -> str:
+    return f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
+
+
+def _last(run: dict[str, Any] | None) -> str:
+    return "-" if not run else f"{run['status']} {run['started_at']}"
+
+
+def _err(error: dict[str, Any] | None) -> str:
+    return "" if not error else f"{error.get('type', '')}: {error.get('message', '')}"[:120]
+
+
+def _why(run: dict[str, Any]) -> str:
+    return "; ".join(x for x in (run["reason"], _err(run["last_error"])) if x)
