@@ -17,6 +17,7 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
+from streams.runtime.metrics import RuntimeCollector
 from streams.runtime.runner import Runner, RunnerConfig
 
 APP = "reaper"
@@ -26,7 +27,6 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     topics = Topics(settings)
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
     metrics = ReaperMetrics()
-    serve(settings.metrics_port, metrics.registry)
     processor = ReaperProcessor(
         ReaperConfig(
             topics=topics,
@@ -47,7 +47,10 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    return Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    metrics.registry.register(RuntimeCollector(runner))
+    serve(settings.metrics_port, metrics.registry)
+    return runner
 
 
 def main(argv: list[str] | None = None) -> int:

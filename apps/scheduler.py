@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from prometheus_client import CollectorRegistry
-
 from apps.processes import process_main
 from kadence.clock import SystemClock
 from kadence.codec import Codec
@@ -19,9 +17,10 @@ from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics
+from streams.runtime.metrics import RuntimeCollector
 from streams.runtime.runner import Runner, RunnerConfig
 from streams.scheduler.breaker import BreakerConfig
-from streams.scheduler.metrics import SchedulerCollector
+from streams.scheduler.metrics import SchedulerCollector, SchedulerMetrics
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 
 APP = "scheduler"
@@ -46,6 +45,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             ),
         ),
         Codec(),
+        metrics := SchedulerMetrics(),
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
@@ -58,8 +58,9 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         max_fires_per_turn=settings.fires_per_transaction,
     )
     runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
-    registry = CollectorRegistry()
+    registry = metrics.registry
     registry.register(SchedulerCollector(runner, processor))
+    registry.register(RuntimeCollector(runner))
     serve(settings.metrics_port, registry)
     return runner
 

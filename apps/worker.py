@@ -17,7 +17,7 @@ from connectors.kafka_topic import KafkaTopicCaller
 from connectors.ssrf import AddressPolicy
 from kadence.clock import SystemClock
 from kadence.codec import Codec
-from kadence.metrics import serve
+from kadence.metrics import LagCollector, serve
 from kadence.settings import KadenceSettings
 from kadence.worker.metrics import WorkerMetrics
 from kadence.worker.runner import Worker
@@ -34,8 +34,10 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
 
 def build(settings: KadenceSettings) -> Worker:
     metrics = WorkerMetrics()
+    worker = Worker(settings, SystemClock(settings.clock_offset_ms), targets(settings), metrics)
+    metrics.registry.register(LagCollector(worker.lag))
     serve(settings.metrics_port, metrics.registry)
-    return Worker(settings, SystemClock(settings.clock_offset_ms), targets(settings), metrics)
+    return worker
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,80 @@
-"""Prometheus plumbing shared by the processes."""
+"""Prometheus plumbing shared by the processes: serving, bounded tenant labels, consumer lag."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
+from confluent_kafka import Consumer, KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+MAX_TENANT_LABELS = 100
+"""Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
+the metric cardinality."""
 
 
 def serve(port: int, registry: CollectorRegistry) -> None:
     """Serve `registry` on http://0.0.0.0:<port>/metrics (no-op for port 0)."""
     if port:
         start_http_server(port, registry=registry)
+
+
+class TenantLabels:
+    """The label for a tenant: itself for the first MAX_TENANT_LABELS seen, then `other`."""
+
+    def __init__(self, limit: int = MAX_TENANT_LABELS) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, tenant: str) -> str:
+        if tenant in self._seen or len(self._seen) < self.limit:
+            self._seen.add(tenant)
+            return tenant
+        return "other"
+
+
+class LagTracker:
+    """Consumer lag per topic, measured by the thread that owns the consumer (a librdkafka
+    consumer's calls wait while another thread is inside consume(), so a scrape must not
+    touch it), at most every `every_s`; collectors read the last measurement."""
+
+    def __init__(self, group: str, every_s: float = 5.0) -> None:
+        self.group = group
+        self.every_s = every_s
+        self.per_topic: dict[str, int] = {}
+        self._last = 0.0
+
+    def update(self, consumer: Consumer) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        per_topic: dict[str, int] = {}
+        try:
+            assigned = consumer.assignment()
+            for tp in consumer.position(assigned) if assigned else []:
+                _low, high = consumer.get_watermark_offsets(tp, cached=True)
+                if high >= 0 and tp.offset >= 0:
+                    per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, high - tp.offset)
+        except (KafkaException, RuntimeError):
+            return  # closed or between assignments: keep the last measurement
+        self.per_topic = per_topic
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "kadence_consumer_lag_records", "Records not yet consumed", labels=["group", "topic"]
+        )
+        for topic, n in sorted(self.per_topic.items()):
+            lag.add_metric([self.group, topic], n)
+        yield lag
+
+
+class LagCollector(Collector):
+    def __init__(self, tracker: LagTracker) -> None:
+        self.tracker = tracker
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self.tracker.collect()

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
-MAX_TENANT_LABELS = 100
-"""Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
-the metric cardinality."""
+from kadence.metrics import LATENESS_BUCKETS, TenantLabels
 
 
 class WorkerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self._tenants: set[str] = set()
+        self.tenant = TenantLabels()
         self.started_total = Counter(
             "kadence_worker_executions_started",
             "Executions claimed and started",
@@ -41,12 +38,6 @@ class WorkerMetrics:
             "Runs stopped because their lease expired before a renewal committed",
             registry=self.registry,
         )
-
-    def tenant(self, tenant: str) -> str:
-        if tenant in self._tenants or len(self._tenants) < MAX_TENANT_LABELS:
-            self._tenants.add(tenant)
-            return tenant
-        return "other"
 
     def started(self, tenant: str, lateness_s: float) -> None:
         label = self.tenant(tenant)

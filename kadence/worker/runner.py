@@ -27,6 +27,7 @@ from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
+from kadence.metrics import LagTracker
 from kadence.models import (
     ErrorInfo,
     ExecutionOutcome,
@@ -103,6 +104,7 @@ class Worker:
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
+        self.lag = LagTracker(f"{settings.namespace}.workers")
         self.consumer = Consumer(
             {
                 **settings.kafka_common(),
@@ -162,7 +164,9 @@ class Worker:
         next_due = self.inbox.next_due_ms()
         soon = next_due is not None and next_due - self.clock.now_ms() < poll_s * 1000
         wait = min(poll_s, 0.005) if self.runs or soon else poll_s  # work at hand: spin faster
-        for msg in self.consumer.consume(num_messages=500, timeout=wait):
+        msgs = self.consumer.consume(num_messages=500, timeout=wait)
+        self.lag.update(self.consumer)
+        for msg in msgs:
             self._read(msg)
         now = self.clock.now_ms()
         self._police(now)

@@ -34,8 +34,11 @@ def restore(
     bootstrap: str,
     topic: str,
     partition: int,
+    *,
+    progress: Callable[[int, int], None] = lambda _done, _total: None,
 ) -> tuple[Store, Restored]:
-    """Replay the changelog tail into `store`. `reopen(wipe)` gives a fresh store if needed."""
+    """Replay the changelog tail into `store`. `reopen(wipe)` gives a fresh store if needed;
+    `progress(done, total)` hears how far the replay is after each batch."""
     started = time.monotonic()
     consumer = Consumer(
         {
@@ -66,7 +69,9 @@ def restore(
         records = 0
         if start < high:
             consumer.assign([TopicPartition(topic, partition, start)])
-            records = _drain(consumer, store, tp, high)
+            records = _drain(
+                consumer, store, tp, high, lambda pos: progress(pos - start, high - start)
+            )
         return store, Restored(partition, records, time.monotonic() - started, from_scratch)
     finally:
         consumer.close()
@@ -77,7 +82,13 @@ STALL_S = 120.0
 broker aborts it (transaction.timeout.ms); give up only well after that."""
 
 
-def _drain(consumer: Consumer, store: Store, tp: TopicPartition, high: int) -> int:
+def _drain(
+    consumer: Consumer,
+    store: Store,
+    tp: TopicPartition,
+    high: int,
+    progress: Callable[[int], None] = lambda _position: None,
+) -> int:
     records = 0
     last_progress = time.monotonic()
     last_position = -1
@@ -95,6 +106,7 @@ def _drain(consumer: Consumer, store: Store, tp: TopicPartition, high: int) -> i
         if batch:
             store.apply(batch)
         position = consumer.position([tp])[0].offset
+        progress(position)
         if position != last_position:
             last_position, last_progress = position, time.monotonic()
         elif time.monotonic() - last_progress > STALL_S:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kadence.clock import Clock
+from kadence.metrics import LagTracker
 from streams.runtime.restore import restore
 from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
 from streams.runtime.txn import (
@@ -176,6 +177,9 @@ class Runner:
         self.clock = clock
         self.tasks: dict[int, Task] = {}
         self.stats = RunnerStats()
+        self.lag = LagTracker(cfg.app)
+        self.restoring: dict[int, tuple[int, int]] = {}
+        """Partitions being restored now: (changelog records replayed, to replay)."""
         self._changelog_offsets: dict[int, int] = {}
         self.consumer = Consumer(
             {
@@ -249,7 +253,9 @@ class Runner:
                 self.cfg.bootstrap,
                 self.cfg.changelog_topic,
                 p,
+                progress=lambda done, total, p=p: self.restoring.__setitem__(p, (done, total)),  # type: ignore[misc]
             )
+            self.restoring.pop(p, None)
             self.stats.restores.append(done)
             log.info("partition %d restored: %s", p, done)
             task = Task(p, store, self.clock.now_ms(), self.cfg.window_ms)
@@ -284,6 +290,7 @@ class Runner:
         msgs = self.consumer.consume(
             num_messages=self.cfg.max_records_per_turn, timeout=self.cfg.idle_poll_s
         )
+        self.lag.update(self.consumer)
         now = self.clock.now_ms()
         consumed: dict[tuple[str, int], int] = {}
         for msg in msgs:

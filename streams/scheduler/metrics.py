@@ -3,12 +3,69 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from streams.runtime.runner import Runner
-from streams.scheduler.processor import SchedulerProcessor
+from kadence.clock import datetime_to_ms
+from kadence.metrics import LATENESS_BUCKETS, TenantLabels
+from kadence.models import Decision, ExecutionRequested, HistoryRecord
+
+if TYPE_CHECKING:
+    from streams.runtime.runner import Runner
+    from streams.scheduler.processor import SchedulerProcessor
+
+
+NOT_RUN = frozenset(
+    {
+        Decision.missed,
+        Decision.coalesced,
+        Decision.skipped_overlap,
+        Decision.skipped_paused,
+        Decision.skipped_dst,
+        Decision.circuit_open,
+    }
+)
+
+
+class SchedulerMetrics:
+    """What the scheduler decides, observed as it writes: dispatch lateness per tenant and
+    occurrences that did not run (missed windows, skips), by decision."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.tenant = TenantLabels()
+        self.dispatch_lateness = Histogram(
+            "kadence_scheduler_dispatch_lateness_seconds",
+            "When an execution became visible on the executions topic minus its due time "
+            "(0 when it went out ahead, by the look-ahead)",
+            ["tenant"],
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        self.dispatched = Counter(
+            "kadence_scheduler_executions_dispatched",
+            "Executions written to the executions topic, by trigger",
+            ["tenant", "trigger"],
+            registry=self.registry,
+        )
+        self.not_run = Counter(
+            "kadence_scheduler_occurrences_not_run",
+            "Occurrences that did not run, by decision (missed windows, skips, open circuits)",
+            ["tenant", "decision"],
+            registry=self.registry,
+        )
+
+    def observe(self, record: object) -> None:
+        if isinstance(record, ExecutionRequested):
+            tenant = self.tenant(record.tenant)
+            late_ms = datetime_to_ms(record.dispatched_at) - datetime_to_ms(record.due_at)
+            self.dispatch_lateness.labels(tenant).observe(max(0, late_ms) / 1000)
+            self.dispatched.labels(tenant, record.trigger.value).inc()
+        elif isinstance(record, HistoryRecord) and record.decision in NOT_RUN:
+            self.not_run.labels(self.tenant(record.tenant), record.decision.value).inc()
 
 
 class SchedulerCollector(Collector):

@@ -37,6 +37,7 @@ from streams.runtime.runner import InputRecord, Task
 from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.logic import Context, Refused, Result, Sink
+from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.state import JobState, dump_state, load_state
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,12 @@ class SchedulerConfig:
 
 
 class SchedulerProcessor:
-    def __init__(self, cfg: SchedulerConfig, codec: Codec) -> None:
+    def __init__(
+        self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
+    ) -> None:
         self.cfg = cfg
         self.codec = codec
+        self.metrics = metrics or SchedulerMetrics()
         self._sink_topics = {
             Sink.executions: cfg.topics.executions,
             Sink.history: cfg.topics.history,
@@ -282,6 +286,7 @@ class SchedulerProcessor:
                 self._update_group(task, d, state, result)
         for emit in result.out:
             task.emit(*self._encoded(task, emit.sink, emit.record))
+            self.metrics.observe(emit.record)
         if result.dead_delta:
             depth = max(0, self.dead_letter_depth(task) + result.dead_delta)
             task.put(DEAD_DEPTH, str(depth).encode(), None)
