@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 PROCESSES = ("apps.scheduler", "apps.reaper", "apps.worker", "apps.views", "apps.api")
 DEV_TOKEN_FILE = Path(".run/dev-token")
+METRICS_PORTS = {"apps.scheduler": 9101, "apps.reaper": 9102, "apps.worker": 9103}
+"""Where `make run` serves each process's /metrics (infra/prometheus/prometheus.yml scrapes
+these; the API serves its own on its port). KADENCE_METRICS_PORT=0 turns them off."""
 
 
 def start_local_broker() -> tuple[str, BrokerConfig | None]:
@@ -89,8 +92,10 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
 def start_processes(settings: KadenceSettings) -> list[ChildProcess]:
     """Every Kadence process of the single-node default, each pointed at the same cluster."""
     procs = []
+    metrics_off = os.environ.get("KADENCE_METRICS_PORT") == "0"
     for module in PROCESSES:
-        proc = ChildProcess(module, settings).start()
+        port = 0 if metrics_off else METRICS_PORTS.get(module, 0)
+        proc = ChildProcess(module, settings.model_copy(update={"metrics_port": port})).start()
         procs.append(proc)
         print(
             f"kadence: {module.split('.')[-1]} started (pid {proc.proc.pid if proc.proc else '?'})"

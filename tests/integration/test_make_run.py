@@ -82,6 +82,15 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         status = _wait_status(url, {"Authorization": f"Bearer {token}"})
         assert status == 200
         assert _wait_status(url, {}) == 401
+        # every process serves /metrics where infra/prometheus/prometheus.yml scrapes it
+        for port, metric in [
+            (9101, "kadence_scheduler_dispatch_lateness_seconds"),
+            (9102, "kadence_reaper_lease_expiries"),
+            (9103, "kadence_worker_start_lateness_seconds"),
+        ]:
+            assert _wait_status(f"http://127.0.0.1:{port}/metrics", {}) == 200
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                assert metric in r.read().decode()
         topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
         for spec in ALL_TOPICS:
             assert spec.name(namespace) in topics
