@@ -1,0 +1,172 @@
+"""The query view without a broker: records applied to the store answer the questions the API
+asks (did it run, how late, attempts, the error, why not), and retention drops old history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kadence.clock import FakeClock, datetime_to_ms
+from kadence.models import (
+    DeadLetter,
+    Decision,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HistoryRecord,
+    ScheduleDefinition,
+)
+from kadence.settings import KadenceSettings
+from streams.views import apply
+from streams.views.materializer import Materializer
+from streams.views.query import ViewQueries
+from streams.views.store import ViewStore
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def definition() -> ScheduleDefinition:
+    return ScheduleDefinition.model_validate(
+        {
+            "tenant": "acme",
+            "job_id": "tick",
+            "version": 1,
+            "schedule": {"kind": "cron", "expression": "* * * * *"},
+            "target": {"kind": "http", "url": "https://example.com/hook"},
+        }
+    )
+
+
+def eid(minute: int) -> str:
+    return f"acme/tick@{(T0 + timedelta(minutes=minute)).isoformat().replace('+00:00', '.000Z')}"
+
+
+def outcome(minute: int, status: str, attempt: int = 1, late_s: float = 0.2) -> ExecutionOutcome:
+    due = T0 + timedelta(minutes=minute)
+    error = None if status == "succeeded" else {"type": "HttpStatus", "message": "503 from target"}
+    return ExecutionOutcome.model_validate(
+        {
+            "execution_id": eid(minute),
+            "tenant": "acme",
+            "job_id": "tick",
+            "attempt": attempt,
+            "delivery": 1,
+            "worker_id": "w1",
+            "status": status,
+            "error": error,
+            "nominal_at": due,
+            "due_at": due,
+            "started_at": due + timedelta(seconds=late_s),
+            "finished_at": due + timedelta(seconds=late_s + 1),
+        }
+    )
+
+
+def decision(minute: int, what: Decision, reason: str = "") -> HistoryRecord:
+    at = T0 + timedelta(minutes=minute)
+    return HistoryRecord(
+        tenant="acme",
+        job_id="tick",
+        decision=what,
+        at=at,
+        execution_id=eid(minute),
+        nominal_at=at,
+        reason=reason,
+    )
+
+
+def filled(tmp_path: Path) -> ViewStore:
+    store = ViewStore(tmp_path / "view")
+    apply.apply_definition(store, "acme/tick", definition(), "0")
+    apply.apply_history(store, decision(0, Decision.fired), "h0")
+    apply.apply_outcome(store, outcome(0, "succeeded", late_s=0.25), "o0")
+    apply.apply_history(store, decision(1, Decision.skipped_overlap, "run 0 still active"), "h1")
+    apply.apply_history(store, decision(2, Decision.fired), "h2")
+    apply.apply_outcome(store, outcome(2, "failed"), "o2")
+    dead = DeadLetter(
+        execution=ExecutionRequested.model_validate(
+            {
+                "execution_id": eid(2),
+                "tenant": "acme",
+                "job_id": "tick",
+                "definition_version": 1,
+                "attempt": 1,
+                "trigger": "schedule",
+                "nominal_at": T0 + timedelta(minutes=2),
+                "due_at": T0 + timedelta(minutes=2),
+                "dispatched_at": T0 + timedelta(minutes=2),
+                "target": {"kind": "http", "url": "https://example.com/hook"},
+                "timeout_ms": 10_000,
+                "lease_ttl_ms": 10_000,
+            }
+        ),
+        reason="retries_exhausted",
+        last_error={"type": "HttpStatus", "message": "503 from target"},
+        dead_lettered_at=T0 + timedelta(minutes=2, seconds=5),
+    )
+    apply.apply_dead_letter(store, dead, "d2")
+    store.flush()
+    return store
+
+
+def test_runs_say_what_happened_to_each_occurrence(tmp_path: Path) -> None:
+    q = ViewQueries(filled(tmp_path))
+    runs = {r["execution_id"]: r for r in q.runs("acme", "tick")}
+    ok, skipped, dead = runs[eid(0)], runs[eid(1)], runs[eid(2)]
+    assert (ok["status"], ok["lateness_s"], ok["attempts"]) == ("succeeded", 0.25, 1)
+    assert (skipped["status"], skipped["reason"]) == ("not_run", "run 0 still active")
+    assert dead["status"] == "dead_lettered"
+    assert dead["last_error"]["message"] == "503 from target"
+    assert [r["execution_id"] for r in q.runs("acme", "tick")] == [eid(2), eid(1), eid(0)]
+    assert q.dead_letters("acme")[0]["state"] == "dead"
+    assert q.runs("globex", "tick") == []  # keyed by tenant: nothing leaks across
+
+
+def test_a_dead_letter_is_marked_replayed_then_succeeded(tmp_path: Path) -> None:
+    store = filled(tmp_path)
+    apply.apply_history(store, decision(2, Decision.fired), "h2-early")  # before it died: ignored
+    store.flush()
+    assert ViewQueries(store).dead_letter("acme", eid(2))["state"] == "dead"  # type: ignore[index]
+    replay = decision(2, Decision.fired).model_copy(update={"at": T0 + timedelta(minutes=5)})
+    apply.apply_history(store, replay, "h-replay")
+    store.flush()
+    assert ViewQueries(store).dead_letter("acme", eid(2))["state"] == "replayed"  # type: ignore[index]
+    later = outcome(2, "succeeded").model_copy(update={"finished_at": T0 + timedelta(minutes=6)})
+    apply.apply_outcome(store, later, "o-replay")
+    store.flush()
+    assert ViewQueries(store).dead_letter("acme", eid(2))["state"] == "succeeded"  # type: ignore[index]
+
+
+def test_pause_and_delete_change_the_job(tmp_path: Path) -> None:
+    store = filled(tmp_path)
+    apply.apply_history(store, decision(3, Decision.paused, "maintenance"), "p")
+    store.flush()
+    job = ViewQueries(store).job("acme", "tick", datetime_to_ms(T0), 3)
+    assert job is not None
+    assert (job["state"], job["paused_reason"], job["next_runs"]) == ("paused", "maintenance", [])
+    apply.apply_history(store, decision(4, Decision.resumed), "r")
+    store.flush()
+    job = ViewQueries(store).job("acme", "tick", datetime_to_ms(T0), 3)
+    assert job is not None
+    assert job["state"] == "active"
+    assert job["next_runs"] == [
+        "2026-12-01T09:01:00Z",
+        "2026-12-01T09:02:00Z",
+        "2026-12-01T09:03:00Z",
+    ]
+    apply.apply_definition(store, "acme/tick", None, "1")
+    store.flush()
+    assert ViewQueries(store).job("acme", "tick", 0) is None
+
+
+def test_retention_drops_only_history_older_than_the_limit(tmp_path: Path) -> None:
+    store = filled(tmp_path)
+    clock = FakeClock(datetime_to_ms(T0 + timedelta(days=30, minutes=1, seconds=30)))
+    settings = KadenceSettings(history_retention_days=30)
+    m = Materializer(settings, store, clock)
+    before = len(ViewQueries(store).history("acme", "tick"))
+    dropped = m.sweep()  # events at minutes 0 and 1 are over 30 days old; minute 2's are not
+    after = ViewQueries(store).history("acme", "tick")
+    assert dropped == 3
+    assert len(after) == before - 3
+    assert all(e["at"] >= "2026-12-01T09:02" for e in after)
+    assert ViewQueries(store).job("acme", "tick", 0) is not None  # the job itself stays
