@@ -71,6 +71,9 @@ services:
     environment:
       KADENCE_BOOTSTRAP_SERVERS: "kafka:9092"
       KADENCE_NAMESPACE: "kadence"
+      KADENCE_API_HOST: "0.0.0.0"
+    ports:
+      - "8080:8080"
     command: ["python", "-m", "apps.run"]
 
 volumes:

@@ -4,7 +4,6 @@ processes on a namespace of their own, and the API in-process (FastAPI's TestCli
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.integration.execution_harness import (
     TargetServer,
     execution_settings,
     free_port,
+    until,
 )
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex", "*": "tok-admin"}
@@ -52,14 +52,8 @@ class Api:
             **kw,
         }
 
-    def wait(self, check: Any, timeout_s: float = 30, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            got = check()
-            if got:
-                return got
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what or check}")
+    def wait(self, check: Any, timeout_s: float = 30, what: str = "the condition") -> Any:
+        return until(check, timeout_s, what)
 
 
 @pytest.fixture(scope="module")
