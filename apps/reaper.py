@@ -33,6 +33,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             job_partitions=settings.partitions,
             execution_partitions=settings.execution_partitions,
             redelivery_cap=settings.redelivery_cap,
+            tenant_shards=settings.tenant_shards,
         ),
         Codec(),
         metrics,

@@ -37,6 +37,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
+            tenant_shards=settings.tenant_shards,
             breaker=BreakerConfig(
                 failure_ratio=settings.breaker_failure_ratio,
                 min_attempts=settings.breaker_min_attempts,

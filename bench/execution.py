@@ -6,6 +6,11 @@ throughput: N one-off jobs with the Kafka topic target, due at the same second T
             beforehand); measures end to end, dispatch -> worker -> outcome recorded: the
             executions per second from T until the last outcome, start lateness (outcome
             started_at - due) p50/p99/max, and the lost/duplicated counts.
+noisy:      B3, the noisy neighbour: one tenant floods with N jobs due at T while S small
+            tenants have K jobs each due at T (Kafka topic target). Measures the small tenants'
+            start lateness p50/p99/max while the flood drains, the flood's drain time, and
+            lost counts; `--fairness fifo` runs the same with due-order (no tenant fairness),
+            for the ratio.
 recovery:   M jobs with a 5 s in-process handler spread over two workers; one worker is killed
             with SIGKILL 1 s into the runs. Measures the time from the kill until every
             execution has succeeded (lease expiry + reaper grace + redelivery + the 5 s run),
@@ -21,7 +26,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -136,6 +141,73 @@ def throughput(
     }
 
 
+def noisy(
+    settings: KadenceSettings, root: Path, flood: int, *, small: int, each: int, lead_s: int
+) -> dict[str, Any]:
+    stack = Stack(settings, root, workers=2).start()
+    try:
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
+        print(
+            f"noisy: tenant 'flood' {flood} jobs + {small} tenants x {each} jobs, all due at "
+            f"{due.isoformat()} (worker fairness: {settings.worker_fairness})"
+        )
+
+        def defs() -> Iterator[ScheduleDefinition]:
+            target = KafkaTarget(topic="out")
+            for i in range(flood):  # the flood first: its records sit ahead on its partition
+                yield ScheduleDefinition(
+                    tenant="flood",
+                    job_id=f"f-{i}",
+                    version=1,
+                    schedule=OnceSchedule(run_at=due),
+                    target=target,
+                )
+            for t in range(small):
+                for i in range(each):
+                    yield ScheduleDefinition(
+                        tenant=f"small-{t:02d}",
+                        job_id=f"s-{i}",
+                        version=1,
+                        schedule=OnceSchedule(run_at=due),
+                        target=target,
+                    )
+
+        load(settings, defs())
+        wait_ingested(settings, timeout_s=300)
+        total = flood + small * each
+        got = succeeded(
+            settings,
+            total,
+            timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + total / 150),
+        )
+    finally:
+        stack.stop()
+    first: dict[str, ExecutionOutcome] = {}
+    for o in got:
+        first.setdefault(o.execution_id, o)
+    small_late = [
+        (o.started_at - o.due_at).total_seconds() for o in first.values() if o.tenant != "flood"
+    ]
+    flood_done = [o.finished_at for o in first.values() if o.tenant == "flood"]
+    small_done = [o.finished_at for o in first.values() if o.tenant != "flood"]
+    return {
+        "flood_jobs": flood,
+        "small_tenants": small,
+        "jobs_per_small_tenant": each,
+        "fairness": settings.worker_fairness,
+        "workers": 2,
+        "worker_concurrency": settings.worker_concurrency,
+        "small_start_lateness_s": percentiles(small_late),
+        "small_all_done_after_due_s": round((max(small_done) - due).total_seconds(), 2)
+        if small_done
+        else None,
+        "flood_drain_after_due_s": round((max(flood_done) - due).total_seconds(), 2)
+        if flood_done
+        else None,
+        "lost": total - len(first),
+    }
+
+
 def recovery(settings: KadenceSettings, root: Path, m: int) -> dict[str, Any]:
     stack = Stack(settings, root, workers=2).start()
     try:
@@ -173,7 +245,10 @@ def recovery(settings: KadenceSettings, root: Path, m: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=["throughput", "recovery"])
+    parser.add_argument("mode", choices=["throughput", "recovery", "noisy"])
+    parser.add_argument("--small", type=int, default=50, help="noisy: small tenants")
+    parser.add_argument("--each", type=int, default=20, help="noisy: jobs per small tenant")
+    parser.add_argument("--fairness", choices=["drr", "fifo"], default="drr")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -185,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap_servers=args.bootstrap,
         namespace=f"bench-{uuid.uuid4().hex[:8]}",
         worker_concurrency=args.concurrency,
+        worker_fairness=args.fairness,
         handler_modules=[HANDLERS],
     )
     provision(settings)
@@ -192,13 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "throughput":
             result = throughput(settings, root, args.jobs, args.workers, args.lead)
+        elif args.mode == "noisy":
+            result = noisy(
+                settings, root, args.jobs, small=args.small, each=args.each, lead_s=args.lead
+            )
         else:
             result = recovery(settings, root, args.jobs)
     finally:
         delete_namespace(settings)
         shutil.rmtree(root, ignore_errors=True)
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / f"execution-{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n")
+    name = f"execution-{args.mode}" + (f"-{args.fairness}" if args.mode == "noisy" else "")
+    (args.results / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 

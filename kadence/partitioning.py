@@ -7,6 +7,8 @@ librdkafka (`partitioner=murmur2_random`) and Kadence land the same key on the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
@@ -44,3 +46,14 @@ def partition_for(key: str | bytes, partitions: int) -> int:
         raise ValueError("partitions must be >= 1")
     data = key.encode() if isinstance(key, str) else key
     return (murmur2(data) & 0x7FFFFFFF) % partitions
+
+
+def execution_route(tenant: str, job_id: str, shards: Mapping[str, int]) -> str:
+    """The key that picks an execution's partition on the tenant-keyed executions topic: the
+    tenant, or for a tenant spread over `n` shards (`KADENCE_TENANT_SHARDS`) the tenant and a
+    shard chosen by its job id, so one job's executions (and their revocations) always share
+    a partition while a wide tenant's jobs spread over several."""
+    n = shards.get(tenant, 1)
+    if n <= 1:
+        return tenant
+    return f"{tenant}~{(murmur2(job_id.encode()) & 0x7FFFFFFF) % n}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ipaddress import ip_network
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -64,6 +64,21 @@ class KadenceSettings(BaseSettings):
     probes, and its success resumes the rest."""
     worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 8
     """Executions one worker process runs at the same time."""
+    tenant_shards: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(default_factory=dict)
+    """Wide tenants spread over several executions partitions: tenant -> shards (JSON object;
+    others 1). One job always lands on one partition. Change it only while the tenant has
+    nothing dispatched ahead, or a revocation may miss an execution sent under the old count."""
+    worker_tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000)]] = Field(
+        default_factory=dict
+    )
+    """Fairness between tenants in a worker: tenant -> executions started per round of the
+    weighted deficit round robin over due executions (JSON object; others weigh 1)."""
+    worker_fairness: Literal["drr", "fifo"] = "drr"
+    """`drr`: due executions are started tenant by tenant (weighted deficit round robin).
+    `fifo`: in due order regardless of tenant (for comparison; a flood delays everyone)."""
+    worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] = 0
+    """Executions of one tenant one worker runs at once at most (0: no cap beyond
+    `worker_concurrency`)."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""

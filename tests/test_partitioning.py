@@ -34,3 +34,17 @@ def test_partition_matches_java_to_positive_modulo() -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError, match="partitions"):
         partition_for("x", 0)
+
+
+def test_a_wide_tenant_spreads_over_shards_and_a_job_keeps_its_partition() -> None:
+    from kadence.partitioning import execution_route  # noqa: PLC0415
+
+    assert execution_route("acme", "job-1", {}) == "acme"
+    assert execution_route("acme", "job-1", {"other": 8}) == "acme"
+    routes = {execution_route("wide", f"job-{i}", {"wide": 4}) for i in range(200)}
+    assert routes == {"wide~0", "wide~1", "wide~2", "wide~3"}
+    assert execution_route("wide", "job-7", {"wide": 4}) == execution_route(
+        "wide", "job-7", {"wide": 4}
+    )
+    partitions = {partition_for(r, 12) for r in routes}
+    assert len(partitions) > 1  # more than one partition takes the tenant's work

@@ -12,12 +12,20 @@ metadata, which offsets between it and the read position are still held: the nex
 the partition reads again only those (and everything after the read position), not the ones
 already claimed. Past METADATA_LIMIT characters the list is left out, and the next owner
 re-reads everything after the committed offset (duplicates, with the same execution id).
+
+Fairness: executions that are due wait in one queue per tenant, and `due` serves the queues by
+weighted deficit round robin (each round a tenant may start `weight` more, a fraction carried
+to the next round), skipping a tenant at its running cap. A tenant that floods its partition
+with a hundred thousand executions due at midnight therefore delays another tenant's execution
+due at midnight by one round, not by its hundred thousand.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
@@ -38,8 +46,22 @@ class Item:
     held: bool = True
 
 
+@dataclass(frozen=True)
+class Fairness:
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """tenant -> executions started per round (default 1; 0.5 starts one every other round)."""
+    max_running: int = 0
+    """Executions of one tenant running at once in this worker at most (0: no cap)."""
+    by_tenant: bool = True
+    """False: one queue for everyone, in due order (no fairness; for comparison)."""
+
+    def weight(self, tenant: str) -> float:
+        return max(0.01, self.weights.get(tenant, 1.0))
+
+
 @dataclass
 class Inbox:
+    fairness: Fairness = field(default_factory=Fairness)
     _heap: list[tuple[int, int, int, Item]] = field(default_factory=list)
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
@@ -47,6 +69,11 @@ class Inbox:
     """partition -> the offset after the last record read."""
     _replay: dict[int, tuple[int, frozenset[int]]] = field(default_factory=dict)
     """partition -> (read position, held offsets) from the previous owner's last commit."""
+    _ready: dict[str, deque[Item]] = field(default_factory=dict)
+    """tenant -> its due executions, oldest first (still held until `due` hands them out)."""
+    _turns: deque[str] = field(default_factory=deque)
+    """Tenants with due executions, in round-robin order."""
+    _deficit: dict[str, float] = field(default_factory=dict)
 
     # -- taking over a partition -------------------------------------------------------------
 
@@ -93,17 +120,66 @@ class Inbox:
                     dropped = True
         return dropped
 
-    def due(self, now_ms: int, limit: int) -> list[Item]:
-        """Up to `limit` held executions due by `now_ms`, earliest first; they stop being held
-        (call `hold` to put one back if its claim fails)."""
+    def due(self, now_ms: int, limit: int, running: Mapping[str, int] | None = None) -> list[Item]:
+        """Up to `limit` held executions due by `now_ms`, tenants served by weighted deficit
+        round robin, none past its running cap (`running`: tenant -> runs in progress). They
+        stop being held (call `hold` to put one back if its claim fails)."""
+        self._release(now_ms)
         out: list[Item] = []
-        while self._heap and len(out) < limit and self._heap[0][0] <= now_ms:
+        busy = dict(running or {})
+        while len(out) < limit and self._turns:
+            progressed = False
+            for _ in range(len(self._turns)):
+                if len(out) >= limit:
+                    break
+                tenant = self._turns[0]
+                self._turns.rotate(-1)
+                progressed |= self._serve(tenant, out, limit, busy)
+            if not progressed:
+                break
+        return out
+
+    def _release(self, now_ms: int) -> None:
+        """Move what is due from the time heap to its tenant's queue."""
+        while self._heap and self._heap[0][0] <= now_ms:
             item = heapq.heappop(self._heap)[3]
             if item.held:
-                self._close(item)
-                self._open.get(item.partition, {}).pop(item.offset, None)
-                out.append(item)
-        return out
+                tenant = item.execution.tenant if self.fairness.by_tenant else ""
+                if tenant not in self._ready:
+                    self._ready[tenant] = deque()
+                    self._turns.append(tenant)
+                self._ready[tenant].append(item)
+
+    def _serve(self, tenant: str, out: list[Item], limit: int, busy: dict[str, int]) -> bool:
+        """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
+        worth of executions into `out` (counted in `busy`). False if it cannot take at all."""
+        queue = self._ready[tenant]
+        while queue and not queue[0].held:
+            queue.popleft()  # revoked, or its partition went away
+        if not queue:
+            self._retire(tenant)
+            return False
+        unlimited = limit + sum(busy.values()) + 1
+        cap = (self.fairness.max_running if self.fairness.by_tenant else 0) or unlimited
+        if busy.get(tenant, 0) >= cap:
+            return False
+        credit = self._deficit.get(tenant, 0.0) + self.fairness.weight(tenant)
+        while queue and credit >= 1 and len(out) < limit and busy.get(tenant, 0) < cap:
+            item = queue.popleft()
+            if not item.held:
+                continue
+            self._close(item)
+            self._open.get(item.partition, {}).pop(item.offset, None)
+            out.append(item)
+            busy[tenant] = busy.get(tenant, 0) + 1
+            credit -= 1
+        self._deficit[tenant] = credit if queue else 0.0
+        return True  # it took, or gained credit towards taking in a later round
+
+    def _retire(self, tenant: str) -> None:
+        self._ready.pop(tenant, None)
+        self._deficit.pop(tenant, None)
+        self._turns.remove(tenant)
 
     def hold(self, item: Item) -> None:
         """Back into the inbox (its claim did not commit)."""
@@ -141,9 +217,13 @@ class Inbox:
             self._replay.pop(p, None)
 
     def next_due_ms(self) -> int | None:
+        """The due time of the earliest held execution (one already waiting its tenant's turn
+        counts as due at its own due time)."""
         while self._heap and not self._heap[0][3].held:
             heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
+        candidates = waiting + ([self._heap[0][0]] if self._heap else [])
+        return min(candidates) if candidates else None
 
     def __len__(self) -> int:
         return sum(len(items) for items in self._open.values())

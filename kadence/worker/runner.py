@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,7 +43,7 @@ from kadence.models import (
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import EXECUTIONS, Topics
-from kadence.worker.inbox import Inbox, Item
+from kadence.worker.inbox import Fairness, Inbox, Item
 from kadence.worker.metrics import WorkerMetrics
 from streams.runtime.txn import (
     HUNG_AFTER_S,
@@ -98,7 +99,13 @@ class Worker:
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
-        self.inbox = Inbox()
+        self.inbox = Inbox(
+            Fairness(
+                settings.worker_tenant_weights,
+                settings.worker_tenant_max_running,
+                by_tenant=settings.worker_fairness == "drr",
+            )
+        )
         self.runs: dict[str, Run] = {}
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
@@ -172,7 +179,8 @@ class Worker:
         self._police(now)
         txn = _Txn()
         free = self.settings.worker_concurrency - len(self.runs)
-        for item in self.inbox.due(now, max(0, free)):
+        running = Counter(r.item.execution.tenant for r in self.runs.values())
+        for item in self.inbox.due(now, max(0, free), running):
             ex = item.execution
             stop = Stop()
             renew_every = max(1, ex.lease_ttl_ms // 3)

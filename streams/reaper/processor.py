@@ -16,7 +16,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
@@ -34,7 +35,7 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
-from kadence.partitioning import partition_for
+from kadence.partitioning import execution_route, partition_for
 from kadence.topics import LEASES, Topics
 from streams.reaper.metrics import ReaperMetrics
 from streams.runtime.reject import reject
@@ -54,6 +55,7 @@ class ReaperConfig:
     job_partitions: int
     execution_partitions: int
     redelivery_cap: int = 3
+    tenant_shards: Mapping[str, int] = field(default_factory=dict)
     name: str = "reaper"
 
 
@@ -169,7 +171,8 @@ class ReaperProcessor:
                 "dispatched_at": ms_to_datetime(now_ms),
             }
         )
-        partition = partition_for(ex.tenant, self.cfg.execution_partitions)
+        route = execution_route(ex.tenant, ex.job_id, self.cfg.tenant_shards)
+        partition = partition_for(route, self.cfg.execution_partitions)
         self._emit(task, self.cfg.topics.executions, partition, ex.tenant, again)
         why = (
             f"lease of delivery {lease.delivery} (worker {lease.worker}) expired at "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import MAGIC, Codec
@@ -29,7 +30,7 @@ from kadence.models import (
     TriggerNow,
     WireModel,
 )
-from kadence.partitioning import partition_for
+from kadence.partitioning import execution_route, partition_for
 from kadence.timeengine.compile import compile_schedule
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
 from streams.runtime.reject import reject
@@ -59,6 +60,7 @@ class SchedulerConfig:
     misfire_grace_ms: int = 30_000
     dispatch_ahead_ms: int = 0
     breaker: BreakerConfig = DEFAULTS
+    tenant_shards: Mapping[str, int] = field(default_factory=dict)
     name: str = "scheduler"
 
 
@@ -302,7 +304,8 @@ class SchedulerProcessor:
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         if sink is Sink.executions:
             tenant = getattr(record, "tenant", "")
-            partition = partition_for(tenant, self.cfg.execution_partitions)
+            route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)
+            partition = partition_for(route, self.cfg.execution_partitions)
             return self._sink_topics[sink], partition, tenant.encode(), value, headers
         key = getattr(record, "key", "")
         return self._sink_topics[sink], task.partition, str(key).encode(), value, headers

@@ -38,3 +38,17 @@ def test_execution_throughput_benchmark_smoke(kafka_bootstrap: str, tmp_path: Pa
     assert result["lost"] == 0
     assert result["executions_per_s"] > 0
     assert result["start_lateness_s"]["p50"] >= 0  # workers never start early
+
+
+@pytest.mark.slow
+def test_noisy_neighbour_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """B3, small: one tenant floods 3 000 executions due at T; ten small tenants' executions
+    due at T still start promptly (generous bound: the full tier's target is p99 < 2 s)."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    small = ["--small", "10", "--each", "5", "--lead", "30", "--concurrency", "16"]
+    assert bench_execution.main(["noisy", "--jobs", "3000", *small, *args]) == 0
+    result = json.loads((tmp_path / "execution-noisy-drr.json").read_text())
+    assert result["lost"] == 0
+    assert result["small_start_lateness_s"]["p99"] < 5
+    # the small tenants finish long before the flood drains
+    assert result["small_all_done_after_due_s"] < result["flood_drain_after_due_s"]
