@@ -62,6 +62,27 @@ bench-execution: deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 20000
 	$(BIN)/python -m bench.execution recovery --jobs 200
 
+# the midnight suite (issue #8): B1 burst at three sizes, B3 noisy neighbour with and without
+# tenant fairness, the peers on the same machine (needs Debian's redis-server), the plots
+.PHONY: bench-b1 bench-noisy bench-peers bench-plots peers-deps
+bench-b1: deps broker
+	for n in 10000 100000 250000; do $(BIN)/python -m bench.scheduler burst --jobs $$n || exit 1; done
+
+bench-noisy: deps broker
+	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 64
+	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 64 --fairness fifo
+
+peers-deps: deps
+	$(BIN)/python -m pip install -q -e '.[dev,peers]'
+	command -v redis-server >/dev/null || apt-get install -y -q redis-server
+
+bench-peers: peers-deps broker
+	$(BIN)/python -m bench.execution throughput --jobs 10000 --lead 60
+	$(BIN)/python -m bench.peers all --jobs 10000
+
+bench-plots: peers-deps
+	$(BIN)/python -m bench.plots
+
 .PHONY: chaos soak
 SEED ?= 1
 chaos: deps broker

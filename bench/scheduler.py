@@ -251,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         delete_namespace(settings)
         shutil.rmtree(state_dir, ignore_errors=True)
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / f"scheduler-{args.mode}.json").write_text(json.dumps(result, indent=2) + "\n")
+    text = json.dumps(result, indent=2) + "\n"
+    (args.results / f"scheduler-{args.mode}.json").write_text(text)
+    (args.results / f"scheduler-{args.mode}-{args.jobs}-ahead{args.ahead}.json").write_text(text)
     print(json.dumps(result, indent=2))
     return 0
 

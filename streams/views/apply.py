@@ -108,7 +108,17 @@ def apply_dead_letter(store: ViewStore, r: DeadLetter, seq: str) -> None:
         "error": None if r.last_error is None else r.last_error.model_dump(mode="json"),
     }
     store.put(history_key(ex.tenant, ex.job_id, datetime_to_ms(r.dead_lettered_at), seq), doc)
-    store.put(dead_key(ex.tenant, ex.execution_id), {**doc, "state": "dead"})
+    dk = dead_key(ex.tenant, ex.execution_id)
+    old = store.get(dk) or {}
+    store.put(
+        dk,
+        {
+            **doc,
+            "state": "dead",
+            "replays": old.get("replays", 0),
+            "deaths": old.get("deaths", 0) + 1,
+        },
+    )
 
 
 def _mark_replayed(
@@ -121,4 +131,5 @@ def _mark_replayed(
     died = datetime.fromisoformat(dead["at"].replace("Z", "+00:00"))
     if datetime_to_ms(at) <= datetime_to_ms(died):
         return  # an event from before it died
-    store.put(dk, {**dead, "state": state, "state_at": _iso(at)})
+    replays = dead.get("replays", 0) + (1 if state == "replayed" and dead["state"] == "dead" else 0)
+    store.put(dk, {**dead, "state": state, "state_at": _iso(at), "replays": replays})

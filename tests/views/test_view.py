@@ -74,16 +74,9 @@ def decision(minute: int, what: Decision, reason: str = "") -> HistoryRecord:
     )
 
 
-def filled(tmp_path: Path) -> ViewStore:
-    store = ViewStore(tmp_path / "view")
-    apply.apply_definition(store, "acme/tick", definition(), "0")
-    apply.apply_history(store, decision(0, Decision.fired), "h0")
-    apply.apply_outcome(store, outcome(0, "succeeded", late_s=0.25), "o0")
-    apply.apply_history(store, decision(1, Decision.skipped_overlap, "run 0 still active"), "h1")
-    apply.apply_history(store, decision(2, Decision.fired), "h2")
-    apply.apply_outcome(store, outcome(2, "failed"), "o2")
-    dead = DeadLetter(
-        execution=ExecutionRequested.model_validate(
+def _dead_doc() -> dict[str, object]:
+    return {
+        "execution": ExecutionRequested.model_validate(
             {
                 "execution_id": eid(2),
                 "tenant": "acme",
@@ -99,10 +92,21 @@ def filled(tmp_path: Path) -> ViewStore:
                 "lease_ttl_ms": 10_000,
             }
         ),
-        reason="retries_exhausted",
-        last_error={"type": "HttpStatus", "message": "503 from target"},
-        dead_lettered_at=T0 + timedelta(minutes=2, seconds=5),
-    )
+        "reason": "retries_exhausted",
+        "last_error": {"type": "HttpStatus", "message": "503 from target"},
+        "dead_lettered_at": T0 + timedelta(minutes=2, seconds=5),
+    }
+
+
+def filled(tmp_path: Path) -> ViewStore:
+    store = ViewStore(tmp_path / "view")
+    apply.apply_definition(store, "acme/tick", definition(), "0")
+    apply.apply_history(store, decision(0, Decision.fired), "h0")
+    apply.apply_outcome(store, outcome(0, "succeeded", late_s=0.25), "o0")
+    apply.apply_history(store, decision(1, Decision.skipped_overlap, "run 0 still active"), "h1")
+    apply.apply_history(store, decision(2, Decision.fired), "h2")
+    apply.apply_outcome(store, outcome(2, "failed"), "o2")
+    dead = DeadLetter.model_validate(_dead_doc())
     apply.apply_dead_letter(store, dead, "d2")
     store.flush()
     return store
@@ -133,7 +137,26 @@ def test_a_dead_letter_is_marked_replayed_then_succeeded(tmp_path: Path) -> None
     later = outcome(2, "succeeded").model_copy(update={"finished_at": T0 + timedelta(minutes=6)})
     apply.apply_outcome(store, later, "o-replay")
     store.flush()
-    assert ViewQueries(store).dead_letter("acme", eid(2))["state"] == "succeeded"  # type: ignore[index]
+    dead = ViewQueries(store).dead_letter("acme", eid(2))
+    assert dead is not None
+    assert (dead["state"], dead["replays"], dead["deaths"]) == ("succeeded", 1, 1)
+
+
+def test_a_replay_that_fails_again_is_dead_again_and_counted(tmp_path: Path) -> None:
+    store = filled(tmp_path)
+    replay = decision(2, Decision.fired).model_copy(update={"at": T0 + timedelta(minutes=5)})
+    apply.apply_history(store, replay, "h-replay")
+    store.flush()
+    [again] = [e for e in ViewQueries(store).dead_letters("acme")]
+    assert again["state"] == "replayed"
+    second = DeadLetter.model_validate(
+        {**_dead_doc(), "dead_lettered_at": T0 + timedelta(minutes=6)}
+    )
+    apply.apply_dead_letter(store, second, "d-again")
+    store.flush()
+    dead = ViewQueries(store).dead_letter("acme", eid(2))
+    assert dead is not None
+    assert (dead["state"], dead["replays"], dead["deaths"]) == ("dead", 1, 2)
 
 
 def test_pause_and_delete_change_the_job(tmp_path: Path) -> None:
