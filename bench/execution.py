@@ -31,6 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
+
 from apps.processes import ChildProcess
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
 from kadence.codec import Codec
@@ -44,7 +46,6 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, delete_namespace, provision
-from tests.kafka_helpers import read_topic
 
 HANDLERS = "bench.handlers"
 
@@ -75,19 +76,45 @@ class Stack:
 
 
 def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
-    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions."""
+    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions.
+    One consumer reads the outcomes as they come (re-reading the topic on every poll would
+    take the CPU the workers are being measured on)."""
     codec = Codec()
+    topic = Topics(settings).outcomes
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.bootstrap_servers,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
     deadline = time.monotonic() + timeout_s
     out: list[ExecutionOutcome] = []
-    while time.monotonic() < deadline:
-        msgs = read_topic(settings.bootstrap_servers, Topics(settings).outcomes, expect, 5)
-        decoded = [codec.decode_as(m.value(), ExecutionOutcome) for m in msgs]
-        out = [o for o in decoded if o.status is OutcomeStatus.succeeded]
-        print(f"\r  {len({o.execution_id for o in out})} of {expect} succeeded", end="", flush=True)
-        if len({o.execution_id for o in out}) >= expect:
-            break
-        time.sleep(1)
-    print()
+    ids: set[str] = set()
+    last_print = 0.0
+    try:
+        while len(ids) < expect and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=5_000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                o = codec.decode(m.value())
+                if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
+                    out.append(o)
+                    ids.add(o.execution_id)
+            if time.monotonic() - last_print > 2:
+                print(f"\r  {len(ids)} of {expect} succeeded", end="", flush=True)
+                last_print = time.monotonic()
+        time.sleep(2)  # late duplicates
+        for m in consumer.consume(num_messages=100_000, timeout=2):
+            if m.error() is None:
+                o = codec.decode(m.value())
+                if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
+                    out.append(o)
+    finally:
+        consumer.close()
+    print(f"\r  {len(ids)} of {expect} succeeded")
     return out
 
 

@@ -2,6 +2,10 @@
 
 Entries further out than the wheel's span stay in the store's due index and are loaded as time
 approaches them, so memory holds only the near future, whatever the number of jobs.
+
+Entries due in the same tick leave in turns by key group (the part of the key before the first
+`/`: the tenant of a job key): one tenant's hundred thousand jobs due at midnight do not all go
+out before another tenant's one job due at midnight.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class TimerWheel:
                 slot[:] = [e for e in slot if e[0] > now_ms]
             else:
                 ready, slot[:] = slot[:], []
+            ready = interleave(ready)
             room = limit - len(out)
             out.extend(ready[:room])
             self._overdue.extend(ready[room:])
@@ -72,3 +77,23 @@ class TimerWheel:
         self._overdue.clear()
         self._next_tick = start_ms // self.tick_ms
         self.size = 0
+
+
+def interleave(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The entries, groups (key prefix before `/`) taking turns, each group in its own order."""
+    groups: dict[bytes, list[tuple[int, bytes]]] = {}
+    for e in entries:
+        groups.setdefault(e[1].split(b"/", 1)[0], []).append(e)
+    if len(groups) < 2:
+        return entries
+    out: list[tuple[int, bytes]] = []
+    queues = [iter(g) for g in groups.values()]
+    while queues:
+        alive = []
+        for q in queues:
+            e = next(q, None)
+            if e is not None:
+                out.append(e)
+                alive.append(q)
+        queues = alive
+    return out

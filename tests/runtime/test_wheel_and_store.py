@@ -100,3 +100,19 @@ def test_a_new_task_fires_what_fell_due_while_nobody_owned_the_partition() -> No
     assert task.due(now + 4_999, limit=100) == []
     assert task.due(now + 5_000, limit=100) == [b"soon"]
     assert task.due(now + 3_600_000, limit=100) == [b"later"]
+
+
+def test_entries_due_in_the_same_tick_leave_tenant_by_tenant() -> None:
+    from streams.runtime.wheel import TimerWheel, interleave  # noqa: PLC0415
+
+    wheel = TimerWheel(start_ms=0)
+    for i in range(1000):
+        wheel.insert(500, f"flood/job-{i:04d}".encode())
+    for t in range(3):
+        wheel.insert(500, f"small{t}/job".encode())
+    first = [key for _due, key in wheel.pop_due(500, 6)]
+    assert sorted(first[:4]) == [b"flood/job-0000", b"small0/job", b"small1/job", b"small2/job"]
+    rest = [key for _due, key in wheel.pop_due(500, 10_000)]
+    assert len(rest) == 997
+    assert rest == sorted(rest)  # the flood's own order is kept
+    assert interleave([(1, b"a/1"), (1, b"a/2")]) == [(1, b"a/1"), (1, b"a/2")]
