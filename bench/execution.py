@@ -222,6 +222,7 @@ def noisy(
         "small_tenants": small,
         "jobs_per_small_tenant": each,
         "fairness": settings.worker_fairness,
+        "dispatch_order": "tenant turns",
         "workers": 2,
         "worker_concurrency": settings.worker_concurrency,
         "small_start_lateness_s": percentiles(small_late),

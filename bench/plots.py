@@ -57,7 +57,8 @@ def main() -> int:
             )
         ax.set_xticks(
             [x + 0.27 for x in range(len(noisy))],
-            [f"{r['fairness']} ({r['flood_jobs'] // 1000}k flood)" for r in noisy],
+            [f"workers: {r['fairness']}\ndispatch: {r.get('dispatch_order', '?')}" for r in noisy],
+            fontsize=8,
         )
         ax.set_yscale("log")
         ax.axhline(2, color="red", linestyle="--", linewidth=1)

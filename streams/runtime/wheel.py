@@ -82,8 +82,8 @@ class TimerWheel:
 def interleave(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     """The entries, groups (key prefix before `/`) taking turns, each group in its own order."""
     groups: dict[bytes, list[tuple[int, bytes]]] = {}
-    for e in entries:
-        groups.setdefault(e[1].split(b"/", 1)[0], []).append(e)
+    for entry in entries:
+        groups.setdefault(entry[1].split(b"/", 1)[0], []).append(entry)
     if len(groups) < 2:
         return entries
     out: list[tuple[int, bytes]] = []
@@ -91,9 +91,9 @@ def interleave(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     while queues:
         alive = []
         for q in queues:
-            e = next(q, None)
-            if e is not None:
-                out.append(e)
+            turn = next(q, None)
+            if turn is not None:
+                out.append(turn)
                 alive.append(q)
         queues = alive
     return out
