@@ -26,6 +26,7 @@ from kadence.errors import InvalidInputError, KadenceError
 from kadence.models import (
     Backfill,
     CancelRun,
+    Command,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
@@ -275,12 +276,27 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
 
     # -- commands ----------------------------------------------------------------------------
 
-    def _command(request: Request, tenant: str, job_id: str, make: Callable[[str], Any]) -> Any:
+    def _command(
+        request: Request,
+        tenant: str,
+        job_id: str,
+        kind: type[Command],
+        body: RequestIn | None,
+        **fields: Any,
+    ) -> Any:
+        """Send `kind` for the caller's job (404 if it has none): the request id from the
+        body (or a new one), the rest from `fields`."""
         _check_id(job_id)
         job = job_or_404(request, tenant, job_id)
         ck = job["definition"].get("concurrency_key")
         try:
-            cmd = make(tenant)
+            cmd = kind(
+                tenant=tenant,
+                job_id=job_id,
+                request_id=_request_id(body),
+                issued_at=_now(),
+                **fields,
+            )
         except ValidationError as exc:
             raise _invalid(exc) from exc
         written = write(lambda: client(request).send(cmd, ck))
@@ -288,44 +304,22 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
 
     @app.post("/v1/jobs/{job_id}/pause", tags=["commands"], status_code=202)
     def pause(request: Request, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
-        return _command(
-            request,
-            tenant_of(who),
-            job_id,
-            lambda t: PauseJob(
-                tenant=t,
-                job_id=job_id,
-                request_id=_request_id(body),
-                issued_at=_now(),
-                reason=body.reason if body else "",
-            ),
-        )
+        reason = body.reason if body else ""
+        return _command(request, tenant_of(who), job_id, PauseJob, body, reason=reason)
 
     @app.post("/v1/jobs/{job_id}/resume", tags=["commands"], status_code=202)
     def resume(request: Request, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
-        return _command(
-            request,
-            tenant_of(who),
-            job_id,
-            lambda t: ResumeJob(
-                tenant=t, job_id=job_id, request_id=_request_id(body), issued_at=_now()
-            ),
-        )
+        return _command(request, tenant_of(who), job_id, ResumeJob, body)
 
     @app.post("/v1/jobs/{job_id}/trigger", tags=["commands"], status_code=202)
     def trigger(request: Request, who: Auth, job_id: str, body: TriggerIn | None = None) -> Any:
         """Run once now. Idempotent by request_id: the run's execution id derives from it."""
-        rid = _request_id(body)
-        payload = body.payload.encode() if body and body.payload is not None else None
-        out = _command(
-            request,
-            tenant_of(who),
-            job_id,
-            lambda t: TriggerNow(
-                tenant=t, job_id=job_id, request_id=rid, issued_at=_now(), payload=payload
-            ),
-        )
-        return {**out, "execution_id": manual_execution_id(f"{tenant_of(who)}/{job_id}", rid)}
+        body = body or TriggerIn()
+        body.request_id = _request_id(body)  # fixed here: the execution id derives from it
+        payload = body.payload.encode() if body.payload is not None else None
+        out = _command(request, tenant_of(who), job_id, TriggerNow, body, payload=payload)
+        eid = manual_execution_id(f"{tenant_of(who)}/{job_id}", body.request_id)
+        return {**out, "execution_id": eid}
 
     @app.post("/v1/jobs/{job_id}/runs/{run_id:path}/cancel", tags=["commands"], status_code=202)
     def cancel(
@@ -335,18 +329,9 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         tenant = tenant_of(who)
         if not run_id.startswith(f"{tenant}/{job_id}@"):
             raise HTTPException(404, f"no run {run_id} of job {job_id}")
+        reason = body.reason if body else ""
         return _command(
-            request,
-            tenant,
-            job_id,
-            lambda t: CancelRun(
-                tenant=t,
-                job_id=job_id,
-                request_id=_request_id(body),
-                issued_at=_now(),
-                execution_id=run_id,
-                reason=body.reason if body else "",
-            ),
+            request, tenant, job_id, CancelRun, body, execution_id=run_id, reason=reason
         )
 
     @app.post("/v1/jobs/{job_id}/backfill", tags=["commands"])
@@ -382,16 +367,12 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
             request,
             tenant,
             job_id,
-            lambda t: Backfill(
-                tenant=t,
-                job_id=job_id,
-                request_id=_request_id(body),
-                issued_at=_now(),
-                start=body.start,
-                end=body.end,
-                force=body.force,
-                max_occurrences=body.max_occurrences,
-            ),
+            Backfill,
+            body,
+            start=body.start,
+            end=body.end,
+            force=body.force,
+            max_occurrences=body.max_occurrences,
         )
         return {**plan, **out, "dry_run": False}
 
@@ -442,18 +423,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         tenant = tenant_of(who)
         dead = view(request).get(f"/dead-letters/{tenant}/{quote(run_id, safe='')}")
         job_id = dead["job_id"]
-        return _command(
-            request,
-            tenant,
-            job_id,
-            lambda t: ReplayDeadLetter(
-                tenant=t,
-                job_id=job_id,
-                request_id=_request_id(body),
-                issued_at=_now(),
-                execution_id=run_id,
-            ),
-        )
+        return _command(request, tenant, job_id, ReplayDeadLetter, body, execution_id=run_id)
 
     # -- dashboard ---------------------------------------------------------------------------
 

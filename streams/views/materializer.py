@@ -62,11 +62,6 @@ class Materializer:
     def stop(self) -> None:
         self._stop.set()
 
-    def applied_offset(self, topic: str, partition: int) -> int:
-        """The next offset of `topic`/`partition` the view has not applied yet."""
-        with self.changed:
-            return self.store.offset(topic, partition) or 0
-
     def wait_applied(self, topic: str, partition: int, offset: int, timeout_s: float) -> bool:
         """Block until the record at `offset` is applied (read-your-writes for the API)."""
         deadline = time.monotonic() + timeout_s

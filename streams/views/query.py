@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
@@ -155,9 +154,9 @@ def _fold(run: Doc, e: Doc) -> None:
     if e["kind"] == "outcome":
         run["attempts"] = max(run["attempts"], e["attempt"])
         run["deliveries"] = max(run["deliveries"], e["delivery"])
-        if run["started_at"] is None or e["attempt"] == 1:
-            run["lateness_s"] = run["lateness_s"] if run["started_at"] else e["lateness_s"]
-            run["started_at"] = run["started_at"] or e["started_at"]
+        if run["started_at"] is None:  # the first attempt's start says how late it ran
+            run["started_at"] = e["started_at"]
+            run["lateness_s"] = e["lateness_s"]
         run["finished_at"] = e["finished_at"]
         run["status"] = e["status"]
         if e["error"]:
@@ -179,6 +178,3 @@ def _fold(run: Doc, e: Doc) -> None:
             run["reason"] = e["reason"]
         if e.get("error"):
             run["last_error"] = e["error"]
-
-
-Json = dict[str, Any]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -104,9 +105,10 @@ class NetProxy:
 
         self._call(heal)
 
-    def _call(self, fn: object) -> None:
+    def _call(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the proxy's loop (its state is only touched there) and wait for it."""
+
         async def run() -> None:
-            assert callable(fn)
             fn()
 
         asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
