@@ -88,3 +88,33 @@ def test_an_attempt_that_hangs_after_retriable_failures_is_abandoned(
     assert len(calls) == 2
     assert time.monotonic() - started < 5  # the attempt limit, not give_up_after_s
     release.set()
+
+
+def test_restore_waits_out_a_leader_election_not_flagged_retriable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fresh-clone CI saw get_watermark_offsets fail with NOT_LEADER_FOR_PARTITION, not
+    flagged retriable, right after a changelog topic was created."""
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    from streams.runtime import restore  # noqa: PLC0415
+
+    monkeypatch.setattr("streams.runtime.restore.time.sleep", lambda _s: None)
+    calls: list[int] = []
+
+    class Consumer:
+        def get_watermark_offsets(self, _tp: object, timeout: float) -> tuple[int, int]:
+            calls.append(1)
+            if len(calls) < 3:
+                raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+            return 0, 7
+
+    assert restore._watermarks(Consumer(), TopicPartition("t", 0)) == (0, 7)  # type: ignore[arg-type]
+    assert len(calls) == 3
+
+    class Broken:
+        def get_watermark_offsets(self, _tp: object, timeout: float) -> tuple[int, int]:
+            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    with pytest.raises(KafkaException):
+        restore._watermarks(Broken(), TopicPartition("t", 0))  # type: ignore[arg-type]
