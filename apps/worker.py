@@ -26,7 +26,11 @@ from kadence.worker.runner import Worker
 def targets(settings: KadenceSettings) -> dict[str, Target]:
     handlers.load(settings.handler_modules)
     kafka = KafkaTopicCaller(
-        settings.bootstrap_servers, settings.namespace, settings.execution_partitions, Codec()
+        settings.bootstrap_servers,
+        settings.namespace,
+        settings.execution_partitions,
+        Codec(),
+        settings.replication_factor,
     )
     http = HttpCaller(AddressPolicy(settings.target_allow_cidrs), settings.webhook_secrets)
     return {"http": http, "kafka": kafka, "handler": handlers.call}

@@ -216,6 +216,11 @@ def noisy(
         (o.started_at - o.due_at).total_seconds() for o in first.values() if o.tenant != "flood"
     ]
     flood_done = [o.finished_at for o in first.values() if o.tenant == "flood"]
+    timeline: dict[str, list[int]] = {"small": [0] * 20, "flood": [0] * 20}
+    for o in first.values():
+        slot = int((o.started_at - o.due_at).total_seconds() * 2)
+        if 0 <= slot < 20:
+            timeline["small" if o.tenant != "flood" else "flood"][slot] += 1
     small_done = [o.finished_at for o in first.values() if o.tenant != "flood"]
     return {
         "flood_jobs": flood,
@@ -233,6 +238,7 @@ def noisy(
         if flood_done
         else None,
         "lost": total - len(first),
+        "starts_per_half_second_after_due": timeline,
     }
 
 

@@ -26,28 +26,45 @@ def target_topic(namespace: str, tenant: str, topic: str) -> str:
 
 
 class KafkaTopicCaller:
-    def __init__(self, bootstrap: str, namespace: str, partitions: int, codec: Codec) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        namespace: str,
+        partitions: int,
+        codec: Codec,
+        replication_factor: int = 1,
+    ) -> None:
         self.namespace = namespace
         self.partitions = partitions
+        self.replication_factor = replication_factor
         self.codec = codec
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.producer = Producer(
             {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2}
         )
         self._known: set[str] = set()
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
 
     def _ensure(self, topic: str) -> None:
-        with self._lock:
+        """Create `topic` on its first use (one request; "already exists" is success). Each
+        topic has its own lock: the first runs of fifty tenants create their fifty topics at
+        once, not one after another while every other run waits."""
+        if topic in self._known:
+            return
+        with self._guard:
+            lock = self._locks.setdefault(topic, threading.Lock())
+        with lock:
             if topic in self._known:
                 return
-            if topic not in self.admin.list_topics(timeout=10).topics:
-                futures = self.admin.create_topics([NewTopic(topic, self.partitions, 1)])
-                try:
-                    futures[topic].result(10)
-                except Exception as exc:
-                    if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                        raise
+            futures = self.admin.create_topics(
+                [NewTopic(topic, self.partitions, self.replication_factor)]
+            )
+            try:
+                futures[topic].result(10)
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise
             self._known.add(topic)
 
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:

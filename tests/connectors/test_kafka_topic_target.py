@@ -1,0 +1,63 @@
+"""The Kafka topic target creates each tenant topic once, and different topics concurrently."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka.cimpl import NewTopic
+
+from connectors.kafka_topic import KafkaTopicCaller
+from kadence.codec import Codec
+
+
+class SlowAdmin:
+    """create_topics completes only once `parties` creations are in flight at the same time
+    (a caller that creates topics one after another never gets there)."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=5)
+        self.created: Counter[str] = Counter()
+        self.replication: list[int] = []
+        self._lock = threading.Lock()
+
+    def create_topics(self, topics: list[NewTopic]) -> dict[str, Future[None]]:
+        out: dict[str, Future[None]] = {}
+        for t in topics:
+            with self._lock:
+                self.created[t.topic] += 1
+                self.replication.append(t.replication_factor)
+            self.barrier.wait()
+            done: Future[None] = Future()
+            done.set_result(None)
+            out[t.topic] = done
+        return out
+
+
+def caller(admin: Any) -> KafkaTopicCaller:
+    # nothing listens on port 9: the clients are built but never used
+    c = KafkaTopicCaller("127.0.0.1:9", "ns", 3, Codec(), replication_factor=3)
+    c.admin = admin
+    return c
+
+
+def test_first_uses_of_different_topics_create_them_concurrently() -> None:
+    admin = SlowAdmin(parties=4)
+    c = caller(admin)
+    topics = [f"ns.to.tenant-{i}.out" for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        for f in [pool.submit(c._ensure, t) for t in topics]:
+            f.result(10)  # a BrokenBarrierError here: the creations ran one at a time
+    assert admin.created == Counter(topics)
+    assert admin.replication == [3, 3, 3, 3]
+
+
+def test_one_topic_is_created_once_however_many_runs_want_it() -> None:
+    admin = SlowAdmin(parties=1)
+    c = caller(admin)
+    with ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(c._ensure, "ns.to.t.out") for _ in range(32)]:
+            f.result(10)
+    assert admin.created == Counter({"ns.to.t.out": 1})
