@@ -120,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     prev.add_argument("-n", type=int, default=10, help="how many firings (default 10)")
     prev.add_argument("--gap", choices=[p.value for p in DstGapPolicy], default="shift")
     prev.add_argument("--fold", choices=[p.value for p in DstFoldPolicy], default="auto")
-    prev.add_argument("--spread", type=int, default=0, help="spread window in seconds")
+    prev.add_argument(
+        "--spread",
+        type=int,
+        default=None,
+        help="spread window in seconds (default: 60 for a 5-field expression, 0 with seconds; "
+        "0: exactly on time)",
+    )
     prev.add_argument("--job", default="preview/job", help="job key (for H fields and spread)")
     sub.add_parser("token", help="make an API token and the hash to put in KADENCE_API_TOKENS")
     cli_api.add_commands(sub)

@@ -86,8 +86,10 @@ class CronSchedule(WireModel):
     """No occurrence after this instant."""
     dst_gap: DstGapPolicy = DstGapPolicy.shift
     dst_fold: DstFoldPolicy = DstFoldPolicy.auto
-    spread_s: Annotated[int, Field(ge=0, le=3600)] = 0
-    """Deterministic forward-only offset window: due = nominal + hash(job key) % spread_s."""
+    spread_s: Annotated[int, Field(ge=0, le=3600)] | None = None
+    """Deterministic forward-only offset window: due = nominal + hash(job key) % spread_s.
+    None (the default): spread within the minute the expression names (60 s) when it has no
+    seconds field, exactly on time when it has one. 0: exactly on time (opt out)."""
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> CronSchedule:

@@ -20,6 +20,8 @@ from kadence.timeengine.spread import spread_offset_ms
 from kadence.timeengine.zones import load_zone
 
 ZoneProvider = Callable[[str], tzinfo]
+AUTO_SPREAD_S = 60
+"""The default spread of an expression without a seconds field: the minute it names."""
 SPREAD_PROBE = 100
 _SPREAD_REFERENCE_MS = datetime_to_ms(datetime(2024, 1, 1, tzinfo=UTC))
 
@@ -50,27 +52,39 @@ def compile_schedule(
     start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
     end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
     rule = CronRule(cron, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms)
-    compiled = CompiledSchedule(
-        job_key, zone, rule, spread_ms=spread_offset_ms(job_key, schedule.spread_s)
-    )
+    spread_s = spread_window_s(schedule, cron)
+    compiled = CompiledSchedule(job_key, zone, rule, spread_ms=spread_offset_ms(job_key, spread_s))
     if end_ms is not None:
         origin = start_ms if start_ms is not None else end_ms - HORIZON_S * 1000
         if compiled.next_after(origin - 1) is None:
             errors.append("schedule.end_at: no occurrence between start_at and end_at")
-    if schedule.spread_s and not errors:
-        errors.extend(_spread_problems(compiled, schedule.spread_s, start_ms))
+    if spread_s and not errors:
+        problems = _spread_problems(compiled, spread_s, start_ms)
+        if problems and schedule.spread_s is None:  # the default never refuses: exact instead
+            compiled = CompiledSchedule(job_key, zone, rule)
+        else:
+            errors.extend(problems)
     if errors:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     return compiled
+
+
+def spread_window_s(schedule: CronSchedule, cron: CronSpec) -> int:
+    """The spread a schedule asked for, or by default the resolution of its expression: a
+    5-field expression names a minute, so any second of it is on time; one with a seconds
+    field names the second."""
+    if schedule.spread_s is not None:
+        return schedule.spread_s
+    return 0 if cron.has_seconds else AUTO_SPREAD_S
 
 
 def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | None) -> list[str]:
     """Spread must stay shorter than the gap between occurrences, or they would reorder."""
     occs = compiled.upcoming(start_ms or _SPREAD_REFERENCE_MS, SPREAD_PROBE)
     gaps = [b.nominal_ms - a.nominal_ms for a, b in itertools.pairwise(occs)]
-    if gaps and spread_s * 1000 >= min(gaps):
+    if gaps and spread_s * 1000 > min(gaps):  # offsets stay below spread_s * 1000
         return [
-            f"schedule.spread_s: {spread_s} s must be shorter than the schedule's shortest "
+            f"schedule.spread_s: {spread_s} s must not exceed the schedule's shortest "
             f"interval ({min(gaps) // 1000} s)"
         ]
     return []

@@ -26,7 +26,9 @@ NOT_RUN = {
 
 
 def _iso(ms: int) -> str:
-    return ms_to_datetime(ms).isoformat().replace("+00:00", "Z")
+    """ISO 8601 UTC, to the millisecond when the instant has one (a spread due time)."""
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return ms_to_datetime(ms).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def next_runs(definition: Doc, now_ms: int, n: int) -> list[str]:

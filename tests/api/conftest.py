@@ -46,7 +46,12 @@ class Api:
 
     def job(self, expression: str = "0 0 1 1 *", path: str = "/ok", **kw: Any) -> dict[str, Any]:
         return {
-            "schedule": {"kind": "cron", "expression": expression, "timezone": "UTC"},
+            "schedule": {
+                "kind": "cron",
+                "expression": expression,
+                "timezone": "UTC",
+                "spread_s": 0,
+            },
             "target": {"kind": "http", "url": f"{self.target.url}{path}"},
             "retry": {"max_attempts": 1},
             **kw,

@@ -88,7 +88,7 @@ def test_look_ahead_off_fires_at_the_due_time_as_before() -> None:
 
 
 def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() -> None:
-    state = created(schedule={"kind": "cron", "expression": "* * * * * *"})
+    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
     now = T0 + 10_000
     result = due(state, now)
     dues = [int(e.due_at.timestamp() * 1000) for e in executions(result)]
@@ -171,7 +171,7 @@ def test_a_change_before_due_revokes_and_the_new_version_decides() -> None:
     assert changed.state.wake_ms <= now  # re-dispatch right away, under version 2
     [ex] = executions(due(changed.state, now))
     assert (ex.execution_id, ex.definition_version, ex.payload) == (rev.execution_id, 2, b"new")
-    v3 = definition(version=3, schedule={"kind": "cron", "expression": "30 9 * * *"})
+    v3 = definition(version=3, schedule={"kind": "cron", "spread_s": 0, "expression": "30 9 * * *"})
     moved = logic.apply_definition(state, v3, CODEC.encode(v3), now, ctx(now, ahead_ms=AHEAD))
     assert [r.execution_id for r in revoked(moved)] == [rev.execution_id]
     assert moved.state is not None
@@ -188,7 +188,7 @@ def test_delete_before_due_revokes() -> None:
 
 
 def test_cancel_revokes_just_that_run() -> None:
-    state = created(schedule={"kind": "cron", "expression": "* * * * * *"})
+    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
     out = due(state, T0)
     assert out.state is not None
     target, kept = executions(out)[0], executions(out)[1:]
@@ -228,7 +228,9 @@ def test_never_more_than_the_look_ahead_early_and_never_twice(
     look-ahead before it is due, each occurrence is out at most once net of revocations, and
     every occurrence due while the job was never paused goes out."""
     expr = "* * * * * *" if every_second else "* * * * *"
-    state = created(schedule={"kind": "cron", "expression": expr}, missed={"mode": "none"})
+    state = created(
+        schedule={"kind": "cron", "spread_s": 0, "expression": expr}, missed={"mode": "none"}
+    )
     now, net, paused = T0, Counter[str](), False
     for i, step in enumerate(steps):
         now += step

@@ -39,7 +39,7 @@ def definition(**kw: Any) -> ScheduleDefinition:
         "tenant": "acme",
         "job_id": "job",
         "version": 1,
-        "schedule": {"kind": "cron", "expression": "* * * * *"},
+        "schedule": {"kind": "cron", "spread_s": 0, "expression": "* * * * *"},
         "target": KafkaTarget(topic="out"),
         "overlap": "allow",
     }
@@ -135,7 +135,9 @@ def test_updates_need_a_newer_version() -> None:
     with pytest.raises(Refused) as err:
         logic.apply_definition(state, same, CODEC.encode(same), T0, ctx(T0))
     assert err.value.code == "stale_version"
-    newer = definition(version=2, schedule={"kind": "cron", "expression": "*/5 * * * *"})
+    newer = definition(
+        version=2, schedule={"kind": "cron", "spread_s": 0, "expression": "*/5 * * * *"}
+    )
     result = logic.apply_definition(state, newer, CODEC.encode(newer), T0, ctx(T0))
     assert result.state is not None
     assert result.state.next_due_ms == T0 + 5 * MIN  # recomputed from the same cursor
@@ -302,7 +304,10 @@ def test_outside_the_catch_up_window_is_missed_whatever_the_mode() -> None:
 
 
 def test_a_long_outage_lists_a_bounded_number_of_misses() -> None:
-    d = definition(schedule={"kind": "cron", "expression": "* * * * * *"}, missed={"mode": "none"})
+    d = definition(
+        schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"},
+        missed={"mode": "none"},
+    )
     now = T0 + 2 * 3600 * 1000  # a per-second job, two hours down; the window is one hour
     result = due(create(d), now)
     missed = [h for h in history(result) if h.decision is Decision.missed]

@@ -35,7 +35,7 @@ class SchedulerModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         d = definition(
-            schedule={"kind": "cron", "expression": "*/10 * * * * *"},
+            schedule={"kind": "cron", "spread_s": 0, "expression": "*/10 * * * * *"},
             missed={"mode": "all", "catch_up_window_ms": 86_400_000, "max_catch_up": 10_000},
             retry={"max_attempts": 3, "initial_backoff_ms": 1_000, "jitter": "none"},
         )

@@ -40,7 +40,12 @@ def test_maintain_recomputes_every_job_once_after_a_tz_database_change() -> None
             tenant="acme",
             job_id=f"j{i}",
             version=1,
-            schedule={"kind": "cron", "expression": "0 9 * * *", "timezone": "Europe/London"},
+            schedule={
+                "kind": "cron",
+                "spread_s": 0,
+                "expression": "0 9 * * *",
+                "timezone": "Europe/London",
+            },
             target=KafkaTarget(topic="o"),
         )
         proc.process(
@@ -83,7 +88,7 @@ def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch:
         tenant="acme",
         job_id="j",
         version=1,
-        schedule={"kind": "cron", "expression": "* * * * *"},
+        schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * *"},
         target=KafkaTarget(topic="o"),
     )
     record = InputRecord(proc.cfg.topics.schedules, 0, 7, b"acme/j", CODEC.encode(d), [], NOW)

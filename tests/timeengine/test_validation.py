@@ -69,9 +69,9 @@ def test_bounds_with_no_occurrence_between_them() -> None:
 
 
 def test_spread_wider_than_the_interval() -> None:
-    errors = _errors(expression="*/5 * * * *", spread_s=300)
+    errors = _errors(expression="*/5 * * * *", spread_s=301)
     assert errors == [
-        "schedule.spread_s: 300 s must be shorter than the schedule's shortest interval (300 s)"
+        "schedule.spread_s: 301 s must not exceed the schedule's shortest interval (300 s)"
     ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kadence.clock import FakeClock, datetime_to_ms
 from kadence.models import (
+    CronSchedule,
     DeadLetter,
     Decision,
     ExecutionOutcome,
@@ -16,9 +17,10 @@ from kadence.models import (
     ScheduleDefinition,
 )
 from kadence.settings import KadenceSettings
+from kadence.timeengine.spread import spread_offset_ms
 from streams.views import apply
 from streams.views.materializer import Materializer
-from streams.views.query import ViewQueries
+from streams.views.query import ViewQueries, next_runs
 from streams.views.store import ViewStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -30,7 +32,7 @@ def definition() -> ScheduleDefinition:
             "tenant": "acme",
             "job_id": "tick",
             "version": 1,
-            "schedule": {"kind": "cron", "expression": "* * * * *"},
+            "schedule": {"kind": "cron", "expression": "* * * * *", "spread_s": 0},
             "target": {"kind": "http", "url": "https://example.com/hook"},
         }
     )
@@ -179,6 +181,20 @@ def test_pause_and_delete_change_the_job(tmp_path: Path) -> None:
     apply.apply_definition(store, "acme/tick", None, "1")
     store.flush()
     assert ViewQueries(store).job("acme", "tick", 0) is None
+
+
+def test_next_runs_are_due_times_spread_in_the_minute_by_default() -> None:
+    exact = definition()
+    assert isinstance(exact.schedule, CronSchedule)
+    default = exact.schedule.model_copy(update={"spread_s": None})
+    spread = exact.model_copy(update={"schedule": default, "job_id": "tock"})
+    offset_ms = spread_offset_ms("acme/tock", 60)
+    assert offset_ms % 1000  # shown to the millisecond
+    runs = next_runs(spread.model_dump(mode="json"), datetime_to_ms(T0), 2)
+    due = [T0 + timedelta(minutes=m, milliseconds=offset_ms) for m in (1, 2)]
+    assert runs == [d.isoformat(timespec="milliseconds").replace("+00:00", "Z") for d in due]
+    on_time = next_runs(exact.model_dump(mode="json"), datetime_to_ms(T0), 1)
+    assert on_time == ["2026-12-01T09:01:00Z"]
 
 
 def test_retention_drops_only_history_older_than_the_limit(tmp_path: Path) -> None:
