@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from kadence.models import ErrorInfo, ExecutionRequested, OutcomeStatus
 
@@ -66,3 +67,12 @@ class Stop:
 
 Target = Callable[[ExecutionRequested, Stop, float], Result]
 """(execution, stop, deadline as time.monotonic()) -> result."""
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A target that can get ready for an execution before it is due (look-ahead gives the
+    worker the execution seconds early): e.g. create the tenant's topic, so the run at the due
+    time does not wait for it. Must return at once; failures are the run's to report."""
+
+    def prepare(self, ex: ExecutionRequested) -> None: ...

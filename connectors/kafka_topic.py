@@ -8,8 +8,10 @@ should deduplicate on `execution_id` (see connectors.consumer).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -19,6 +21,8 @@ from connectors.base import Result, Stop
 from kadence.codec import Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+
+log = logging.getLogger(__name__)
 
 
 def target_topic(namespace: str, tenant: str, topic: str) -> str:
@@ -45,6 +49,35 @@ class KafkaTopicCaller:
         self._known: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._preparing: set[str] = set()
+        self._background = ThreadPoolExecutor(4, thread_name_prefix="kafka-target-prepare")
+
+    def topic_for(self, ex: ExecutionRequested) -> str:
+        target = ex.target
+        assert isinstance(target, KafkaTarget)
+        return target_topic(self.namespace, ex.tenant, target.topic)
+
+    def prepare(self, ex: ExecutionRequested) -> None:
+        """An execution was read ahead of its due time: create its topic and fetch its
+        metadata in the background, so that at the due time the run only produces."""
+        topic = self.topic_for(ex)
+        if topic in self._known or topic in self._preparing:
+            return
+        with self._guard:
+            if topic in self._preparing:
+                return
+            self._preparing.add(topic)
+        self._background.submit(self._warm, topic)
+
+    def _warm(self, topic: str) -> None:
+        try:
+            self._ensure(topic)
+            self.producer.list_topics(topic, timeout=10)
+        except Exception as exc:  # the run itself will try again and report it
+            log.info("could not prepare %s ahead of its runs: %s", topic, exc)
+        finally:
+            with self._guard:
+                self._preparing.discard(topic)
 
     def _ensure(self, topic: str) -> None:
         """Create `topic` on its first use (one request; "already exists" is success). Each
@@ -68,9 +101,7 @@ class KafkaTopicCaller:
             self._known.add(topic)
 
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
-        target = ex.target
-        assert isinstance(target, KafkaTarget)
-        topic = target_topic(self.namespace, ex.tenant, target.topic)
+        topic = self.topic_for(ex)
         try:
             self._ensure(topic)
         except Exception as exc:
@@ -102,4 +133,5 @@ class KafkaTopicCaller:
         return Result.ok()
 
     def close(self) -> None:
+        self._background.shutdown(wait=False, cancel_futures=True)
         self.producer.flush(10)

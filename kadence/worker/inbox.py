@@ -22,6 +22,7 @@ due at midnight by one round, not by its hundred thousand.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 from collections import deque
@@ -60,11 +61,66 @@ class Fairness:
 
 
 @dataclass
+class HeldRuns:
+    """One partition's held offsets as sorted runs [start, end): the commit needs the first one
+    and the run-length list after it, in O(runs) per commit rather than a sort of every held
+    offset (a flood holds a hundred thousand, in a handful of runs)."""
+
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+
+    def add(self, offset: int) -> None:
+        if self.ends and offset == self.ends[-1]:  # the usual case: read in offset order
+            self.ends[-1] += 1
+            return
+        i = bisect.bisect_right(self.starts, offset)
+        if i > 0 and offset < self.ends[i - 1]:
+            return  # already held
+        joins_left = i > 0 and self.ends[i - 1] == offset
+        joins_right = i < len(self.starts) and self.starts[i] == offset + 1
+        if joins_left and joins_right:
+            self.ends[i - 1] = self.ends[i]
+            del self.starts[i], self.ends[i]
+        elif joins_left:
+            self.ends[i - 1] += 1
+        elif joins_right:
+            self.starts[i] -= 1
+        else:
+            self.starts.insert(i, offset)
+            self.ends.insert(i, offset + 1)
+
+    def remove(self, offset: int) -> None:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0 or offset >= self.ends[i]:
+            return  # not held
+        start, end = self.starts[i], self.ends[i]
+        if end - start == 1:
+            del self.starts[i], self.ends[i]
+        elif offset == start:
+            self.starts[i] += 1
+        elif offset == end - 1:
+            self.ends[i] -= 1
+        else:
+            self.ends[i] = offset
+            self.starts.insert(i + 1, offset + 1)
+            self.ends.insert(i + 1, end)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(start, length) per run, in offset order."""
+        return [(a, b - a) for a, b in zip(self.starts, self.ends, strict=True)]
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+
+@dataclass
 class Inbox:
     fairness: Fairness = field(default_factory=Fairness)
     _heap: list[tuple[int, int, int, Item]] = field(default_factory=list)
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
+    _held: dict[int, HeldRuns] = field(default_factory=dict)
+    """partition -> the offsets of `_open`, as runs."""
     _next: dict[int, int] = field(default_factory=dict)
     """partition -> the offset after the last record read."""
     _replay: dict[int, tuple[int, frozenset[int]]] = field(default_factory=dict)
@@ -99,6 +155,7 @@ class Inbox:
     def add(self, partition: int, offset: int, ex: ExecutionRequested) -> Item:
         item = Item(partition, offset, ex, datetime_to_ms(ex.due_at))
         self._open.setdefault(partition, {})[offset] = item
+        self._held.setdefault(partition, HeldRuns()).add(offset)
         heapq.heappush(self._heap, (item.due_ms, partition, offset, item))
         self.read(partition, offset)
         return item
@@ -110,13 +167,14 @@ class Inbox:
     def revoke(self, rev: ExecutionRevoked) -> bool:
         """Drop held executions that `rev` revokes; True if one was dropped."""
         dropped = False
-        for items in self._open.values():
+        for partition, items in self._open.items():
             for offset, item in list(items.items()):
                 ex = item.execution
                 same = ex.execution_id == rev.execution_id
                 if same and ex.definition_version <= rev.definition_version:
                     self._close(item)
                     del items[offset]
+                    self._held[partition].remove(offset)
                     dropped = True
         return dropped
 
@@ -169,7 +227,8 @@ class Inbox:
             if not item.held:
                 continue
             self._close(item)
-            self._open.get(item.partition, {}).pop(item.offset, None)
+            if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
+                self._held[item.partition].remove(item.offset)
             out.append(item)
             busy[tenant] = busy.get(tenant, 0) + 1
             credit -= 1
@@ -187,6 +246,7 @@ class Inbox:
             return  # the partition is gone
         item.held = True
         self._open.setdefault(item.partition, {})[item.offset] = item
+        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
         heapq.heappush(self._heap, (item.due_ms, item.partition, item.offset, item))
 
     def offsets(self) -> dict[int, tuple[int, str]]:
@@ -194,18 +254,19 @@ class Inbox:
         metadata naming the held ones after it."""
         out = {}
         for p, nxt in self._next.items():
-            held = set(self._open.get(p, ()))
+            runs = self._held.get(p, HeldRuns()).runs()
             upto = nxt
             replay = self._replay.get(p)
             if replay is not None:  # still re-reading what the previous owner held
                 old_upto, old_held = replay
+                held = {o for start, n in runs for o in range(start, start + n)}
                 held.update(o for o in old_held if o >= nxt)
+                runs = _runs(sorted(held))
                 upto = max(nxt, old_upto)
-            if not held:
+            if not runs:
                 out[p] = (upto, "")
             else:
-                ordered = sorted(held)
-                out[p] = (ordered[0], encode_metadata(ordered, upto))
+                out[p] = (runs[0][0], encode_runs(runs, upto))
         return out
 
     def forget(self, partitions: set[int]) -> None:
@@ -213,6 +274,7 @@ class Inbox:
         for p in partitions:
             for item in self._open.pop(p, {}).values():
                 self._close(item)
+            self._held.pop(p, None)
             self._next.pop(p, None)
             self._replay.pop(p, None)
 
@@ -235,21 +297,32 @@ class Inbox:
 
 def encode_metadata(held: list[int], upto: int) -> str:
     """`k1:<upto>:<start>+<length>,...` (base 36, starts relative to the first held offset)."""
-    base = held[0]
+    return encode_runs(_runs(held), upto)
+
+
+def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
+    """The metadata for held offsets given as sorted (start, length) runs."""
+    if len(runs) * 4 > METADATA_LIMIT:  # every run takes at least "a+b,"
+        log.info("held executions in %d runs: too many to name in the commit", len(runs))
+        return ""
+    base = runs[0][0]
+    body = ",".join(f"{_b36(start - base)}+{_b36(length)}" for start, length in runs)
+    text = f"{FORMAT}:{_b36(upto - base)}:{body}"
+    if len(text) > METADATA_LIMIT:
+        log.info("held executions in %d runs: too many to name in the commit", len(runs))
+        return ""
+    return text
+
+
+def _runs(held: list[int]) -> list[tuple[int, int]]:
+    """Sorted offsets as (start, length) runs."""
     runs: list[tuple[int, int]] = []
     for o in held:
         if runs and o == runs[-1][0] + runs[-1][1]:
             runs[-1] = (runs[-1][0], runs[-1][1] + 1)
         else:
             runs.append((o, 1))
-    body = ",".join(f"{_b36(start - base)}+{_b36(length)}" for start, length in runs)
-    text = f"{FORMAT}:{_b36(upto - base)}:{body}"
-    if len(text) > METADATA_LIMIT:
-        log.info(
-            "%d held executions in %d runs: too many to name in the commit", len(held), len(runs)
-        )
-        return ""
-    return text
+    return runs
 
 
 def decode_metadata(committed: int, text: str | None) -> tuple[int, frozenset[int]] | None:

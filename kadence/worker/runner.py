@@ -16,13 +16,14 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from connectors.base import Result, Stop, Target
+from connectors.base import Prepares, Result, Stop, Target
 from kadence import rejects
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
@@ -95,6 +96,10 @@ class Worker:
         self.settings = settings
         self.clock = clock
         self.targets = targets
+        self._preparers: dict[str, Callable[[ExecutionRequested], None]] = {}
+        for kind, target in targets.items():
+            if isinstance(target, Prepares):
+                self._preparers[kind] = target.prepare
         self.codec = Codec()
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
@@ -233,6 +238,16 @@ class Worker:
             self.inbox.read(partition, offset)
             return
         self.inbox.add(partition, offset, record)
+        self._prepare(record)
+
+    def _prepare(self, ex: ExecutionRequested) -> None:
+        """Let the target get ready while the execution waits for its due time."""
+        prepare = self._preparers.get(ex.target.kind)
+        if prepare is not None:
+            try:
+                prepare(ex)
+            except Exception:  # a target bug must not kill the worker
+                log.exception("target %s could not prepare %s", ex.target.kind, ex.execution_id)
 
     def _police(self, now: int) -> None:
         """Self-fence runs whose lease ran out (finished ones too: an outcome not committed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -11,6 +12,8 @@ from confluent_kafka.cimpl import NewTopic
 
 from connectors.kafka_topic import KafkaTopicCaller
 from kadence.codec import Codec
+from kadence.examples import examples
+from kadence.models import ExecutionRequested, KafkaTarget
 
 
 class SlowAdmin:
@@ -61,3 +64,31 @@ def test_one_topic_is_created_once_however_many_runs_want_it() -> None:
         for f in [pool.submit(c._ensure, "ns.to.t.out") for _ in range(32)]:
             f.result(10)
     assert admin.created == Counter({"ns.to.t.out": 1})
+
+
+class ListingProducer:
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.listed.append(topic)
+
+
+def test_prepare_creates_the_topic_ahead_in_the_background() -> None:
+    admin = SlowAdmin(parties=1)
+    c = caller(admin)
+    producer = ListingProducer()
+    c.producer = producer  # type: ignore[assignment]
+    example = examples()["ExecutionRequested"]
+    assert isinstance(example, ExecutionRequested)
+    ex = example.model_copy(update={"tenant": "acme", "target": KafkaTarget(topic="reports")})
+    c.prepare(ex)
+    c.prepare(ex)  # already under way: not twice
+    deadline = time.monotonic() + 5
+    while "ns.to.acme.reports" not in c._known and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert admin.created == Counter({"ns.to.acme.reports": 1})
+    assert producer.listed == ["ns.to.acme.reports"]  # its metadata is known before the run
+    c.prepare(ex)  # known: nothing more
+    time.sleep(0.05)
+    assert admin.created == Counter({"ns.to.acme.reports": 1})

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from kadence.client import KadenceClient
 from kadence.models import (
@@ -24,6 +25,7 @@ from kadence.models import (
     HandlerTarget,
     HttpTarget,
     KafkaTarget,
+    OnceSchedule,
     OutcomeStatus,
     ReplayDeadLetter,
     ScheduleDefinition,
@@ -354,10 +356,14 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
     got: list[str] = []
     stop = threading.Event()
     try:
-        job = once("to-kafka", "http://unused.example/")
+        job = once("to-kafka", "http://unused.example/", in_s=12)
         put(xsettings, job.model_copy(update={"target": KafkaTarget(topic="orders")}))
-        until(lambda: applied(xsettings, "to-kafka", Decision.succeeded), 60, "the success")
         topic = target_topic(xsettings.namespace, "acme", "orders")
+        admin = AdminClient({"bootstrap.servers": xsettings.bootstrap_servers})
+        until(lambda: topic in admin.list_topics(timeout=5).topics, 10, "the prepared topic")
+        assert isinstance(job.schedule, OnceSchedule)
+        assert datetime.now(UTC) < job.schedule.run_at  # created ahead, while the run waited
+        until(lambda: applied(xsettings, "to-kafka", Decision.succeeded), 60, "the success")
         consumer = TopicConsumer(xsettings.bootstrap_servers, topic, group="acme-orders")
         thread = threading.Thread(
             target=consumer.run, args=(lambda ex: got.append(ex.execution_id), stop)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, KafkaTarget
-from kadence.worker.inbox import Inbox, decode_metadata, encode_metadata
+from kadence.worker.inbox import HeldRuns, Inbox, decode_metadata, encode_metadata
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)
@@ -143,3 +143,52 @@ def test_metadata_round_trips(held: set[int], extra: int) -> None:
         assert decode_metadata(ordered[0], text) == (upto, frozenset(ordered))
     assert decode_metadata(ordered[0], "") is None
     assert decode_metadata(ordered[0], "k1:zz:garbage") is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 40)),
+        max_size=120,
+    )
+)
+def test_held_runs_are_the_held_set(ops: list[tuple[str, int]]) -> None:
+    runs, model = HeldRuns(), set[int]()
+    for op, offset in ops:
+        if op == "add":
+            runs.add(offset)
+            model.add(offset)
+        else:
+            runs.remove(offset)
+            model.discard(offset)
+        expanded = [o for start, n in runs.runs() for o in range(start, start + n)]
+        assert expanded == sorted(model)  # sorted, no overlap, nothing lost or invented
+        assert all(n > 0 for _s, n in runs.runs())
+        assert all(  # maximal runs: neighbours never touch
+            a + n < b for (a, n), (b, _m) in zip(runs.runs(), runs.runs()[1:], strict=False)
+        )
+
+
+@given(
+    reads=st.integers(1, 60),
+    due=st.lists(st.integers(0, 5), min_size=60, max_size=60),
+    claims=st.integers(0, 60),
+    back=st.lists(st.integers(0, 59), max_size=5),
+)
+def test_the_commit_names_exactly_the_held_offsets(
+    reads: int, due: list[int], claims: int, back: list[int]
+) -> None:
+    """Whatever was read, claimed and put back, the offset and metadata are those of the
+    sorted held set (what the run-length form must reproduce)."""
+    inbox = Inbox()
+    for o in range(reads):
+        inbox.add(0, 100 + o, ex(o, due[o]))
+    taken = inbox.due(T_MS + 10_000, claims)
+    for i in back:
+        if i < len(taken):
+            inbox.hold(taken[i])
+    held = sorted(o for o, item in inbox._open[0].items() if item.held)
+    [(offset, meta)] = inbox.offsets().values()
+    if held:
+        assert (offset, meta) == (held[0], encode_metadata(held, 100 + reads))
+    else:
+        assert (offset, meta) == (100 + reads, "")
