@@ -116,7 +116,11 @@ class HeldRuns:
 @dataclass
 class Inbox:
     fairness: Fairness = field(default_factory=Fairness)
-    _heap: list[tuple[int, int, int, Item]] = field(default_factory=list)
+    _heap: list[int] = field(default_factory=list)
+    """The distinct due times of `_waiting`, earliest first."""
+    _waiting: dict[int, list[Item]] = field(default_factory=dict)
+    """due time -> executions not yet due, in the order read (a midnight flood is one entry:
+    released in one step, not a hundred thousand heap pops)."""
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
     _held: dict[int, HeldRuns] = field(default_factory=dict)
@@ -156,7 +160,7 @@ class Inbox:
         item = Item(partition, offset, ex, datetime_to_ms(ex.due_at))
         self._open.setdefault(partition, {})[offset] = item
         self._held.setdefault(partition, HeldRuns()).add(offset)
-        heapq.heappush(self._heap, (item.due_ms, partition, offset, item))
+        self._wait(item)
         self.read(partition, offset)
         return item
 
@@ -197,16 +201,25 @@ class Inbox:
                 break
         return out
 
+    def _wait(self, item: Item) -> None:
+        bucket = self._waiting.get(item.due_ms)
+        if bucket is None:
+            self._waiting[item.due_ms] = bucket = []
+            heapq.heappush(self._heap, item.due_ms)
+        bucket.append(item)
+
     def _release(self, now_ms: int) -> None:
-        """Move what is due from the time heap to its tenant's queue."""
-        while self._heap and self._heap[0][0] <= now_ms:
-            item = heapq.heappop(self._heap)[3]
-            if item.held:
-                tenant = item.execution.tenant if self.fairness.by_tenant else ""
-                if tenant not in self._ready:
-                    self._ready[tenant] = deque()
-                    self._turns.append(tenant)
-                self._ready[tenant].append(item)
+        """Move what is due to its tenant's queue."""
+        by_tenant = self.fairness.by_tenant
+        while self._heap and self._heap[0] <= now_ms:
+            for item in self._waiting.pop(heapq.heappop(self._heap)):
+                if item.held:
+                    tenant = item.execution.tenant if by_tenant else ""
+                    queue = self._ready.get(tenant)
+                    if queue is None:
+                        self._ready[tenant] = queue = deque()
+                        self._turns.append(tenant)
+                    queue.append(item)
 
     def _serve(self, tenant: str, out: list[Item], limit: int, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
@@ -247,7 +260,7 @@ class Inbox:
         item.held = True
         self._open.setdefault(item.partition, {})[item.offset] = item
         self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
-        heapq.heappush(self._heap, (item.due_ms, item.partition, item.offset, item))
+        self._wait(item)
 
     def offsets(self) -> dict[int, tuple[int, str]]:
         """Per partition read: the offset to commit (the first one still held) and the
@@ -281,10 +294,15 @@ class Inbox:
     def next_due_ms(self) -> int | None:
         """The due time of the earliest held execution (one already waiting its tenant's turn
         counts as due at its own due time)."""
-        while self._heap and not self._heap[0][3].held:
-            heapq.heappop(self._heap)
+        while self._heap:
+            bucket = self._waiting[self._heap[0]]
+            if bucket and not bucket[0].held:  # revoked or handed on: drop them once
+                bucket[:] = [i for i in bucket if i.held]
+            if bucket:
+                break
+            del self._waiting[heapq.heappop(self._heap)]
         waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
-        candidates = waiting + ([self._heap[0][0]] if self._heap else [])
+        candidates = waiting + ([self._heap[0]] if self._heap else [])
         return min(candidates) if candidates else None
 
     def __len__(self) -> int:

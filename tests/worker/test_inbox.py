@@ -98,6 +98,21 @@ def test_revoked_partitions_are_forgotten() -> None:
     assert len(inbox) == 0
 
 
+def test_the_next_due_time_skips_what_was_revoked_or_handed_on() -> None:
+    inbox = Inbox()
+    for o in range(3):
+        inbox.add(0, o, ex(o, 20))  # three due at the same instant, on a partition that goes
+    inbox.add(1, 0, ex(9, 30))
+    inbox.add(1, 1, ex(8, 40))
+    assert inbox.next_due_ms() == T_MS + 20_000
+    inbox.forget({0})
+    assert inbox.next_due_ms() == T_MS + 30_000
+    assert inbox.revoke(revoke(9))
+    assert inbox.next_due_ms() == T_MS + 40_000
+    assert [i.execution.job_id for i in inbox.due(T_MS + 60_000, 10)] == ["j8"]
+    assert inbox.next_due_ms() is None
+
+
 def test_the_next_owner_reads_again_only_what_was_still_held() -> None:
     """Job-ordered dispatch: j1's look-ahead (held) comes before j2's (claimed at once)."""
     a = Inbox()
