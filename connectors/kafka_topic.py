@@ -23,6 +23,8 @@ from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
 
 log = logging.getLogger(__name__)
+STOP_CHECK_S = 0.1
+"""A run waiting for its delivery notices a stop (cancel, lease lost) within this long."""
 
 
 def target_topic(namespace: str, tenant: str, topic: str) -> str:
@@ -50,6 +52,8 @@ class KafkaTopicCaller:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._preparing: set[str] = set()
+        self._poller: threading.Thread | None = None
+        self._closed = threading.Event()
         self._background = ThreadPoolExecutor(4, thread_name_prefix="kafka-target-prepare")
 
     def topic_for(self, ex: ExecutionRequested) -> str:
@@ -122,16 +126,35 @@ class KafkaTopicCaller:
             headers=headers,
             on_delivery=on_delivery,
         )
-        while not done.wait(0.002):  # whichever caller polls serves everyone's callbacks
-            self.producer.poll(0)
+        self._start_poller()
+        while not done.is_set():  # the poller thread sets it; stop is checked every 100 ms
             if stop.is_set():
                 return Result(stop.reason or OutcomeStatus.cancelled)
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return Result(OutcomeStatus.timed_out, True)
+            done.wait(min(left, STOP_CHECK_S))
         if errors:
             return Result.failed("KafkaError", f"{topic}: {errors[0]}", retryable=True)
         return Result.ok()
 
+    def _start_poller(self) -> None:
+        """One thread serves every delivery callback (sixty-four runs each polling the
+        producer every few milliseconds would spend the worker's CPU on waking up)."""
+        if self._poller is not None:
+            return
+        with self._guard:
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._poll, name="kafka-target-poller", daemon=True
+                )
+                self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._closed.is_set():
+            self.producer.poll(0.05)
+
     def close(self) -> None:
+        self._closed.set()
         self._background.shutdown(wait=False, cancel_futures=True)
         self.producer.flush(10)

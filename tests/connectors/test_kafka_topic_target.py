@@ -10,10 +10,11 @@ from typing import Any
 
 from confluent_kafka.cimpl import NewTopic
 
-from connectors.kafka_topic import KafkaTopicCaller
+from connectors.base import Stop
+from connectors.kafka_topic import STOP_CHECK_S, KafkaTopicCaller
 from kadence.codec import Codec
 from kadence.examples import examples
-from kadence.models import ExecutionRequested, KafkaTarget
+from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
 
 
 class SlowAdmin:
@@ -92,3 +93,35 @@ def test_prepare_creates_the_topic_ahead_in_the_background() -> None:
     c.prepare(ex)  # known: nothing more
     time.sleep(0.05)
     assert admin.created == Counter({"ns.to.acme.reports": 1})
+
+
+def undeliverable() -> tuple[KafkaTopicCaller, ExecutionRequested]:
+    """A caller whose broker is unreachable: a produce waits for a delivery that never comes."""
+    c = KafkaTopicCaller("127.0.0.1:9", "ns", 1, Codec())
+    example = examples()["ExecutionRequested"]
+    assert isinstance(example, ExecutionRequested)
+    ex = example.model_copy(update={"tenant": "acme", "target": KafkaTarget(topic="out")})
+    c._known.add(c.topic_for(ex))  # no topic creation: straight to the produce
+    return c, ex
+
+
+def test_a_run_waiting_for_its_delivery_stops_when_told() -> None:
+    c, ex = undeliverable()
+    stop = Stop()
+    threading.Timer(0.2, stop.set, args=(OutcomeStatus.cancelled,)).start()
+    started = time.monotonic()
+    result = c(ex, stop, time.monotonic() + 30)
+    assert result.status is OutcomeStatus.cancelled
+    assert time.monotonic() - started < 0.2 + 2 * STOP_CHECK_S + 0.5
+    c._closed.set()
+
+
+def test_a_run_waiting_for_its_delivery_times_out_at_its_deadline() -> None:
+    c, ex = undeliverable()
+    started = time.monotonic()
+    result = c(ex, Stop(), time.monotonic() + 0.3)
+    assert (result.status, result.retryable) == (OutcomeStatus.timed_out, True)
+    assert 0.3 <= time.monotonic() - started < 0.3 + STOP_CHECK_S + 0.5
+    pollers = [t for t in threading.enumerate() if t.name == "kafka-target-poller"]
+    assert pollers  # deliveries are served by the caller's poller thread, not by each run
+    c._closed.set()  # (close() would wait 10 s to flush what can never be delivered)
