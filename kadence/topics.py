@@ -304,11 +304,13 @@ def _verify(
 
 
 def delete_namespace(settings: KadenceSettings, timeout_s: float = 30.0) -> None:
-    """Delete every topic of the namespace (tests and `kadence topics --delete`)."""
+    """Delete every topic of the namespace, the tenants' Kafka-target topics under
+    `<namespace>.to.` included (tests and `kadence topics --delete`)."""
     admin = _admin(settings)
     existing = admin.list_topics(timeout=timeout_s).topics
     names = [s.name(settings.namespace) for s in ALL_TOPICS]
-    present = [n for n in names if n in existing]
+    targets = f"{settings.namespace}.to."
+    present = [n for n in names if n in existing] + [n for n in existing if n.startswith(targets)]
     if present:
         for future in admin.delete_topics(present, operation_timeout=timeout_s).values():
             future.result()

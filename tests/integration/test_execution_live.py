@@ -31,6 +31,7 @@ from kadence.models import (
     ScheduleDefinition,
 )
 from kadence.settings import KadenceSettings
+from kadence.topics import delete_namespace
 
 from .execution_harness import (
     SECRET,
@@ -375,6 +376,8 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
         stack.stop()
     [received] = got
     assert received.startswith("acme/to-kafka@")
+    delete_namespace(xsettings)  # the tenant's target topics go with the namespace
+    until(lambda: topic not in admin.list_topics(timeout=5).topics, 30, "the topic deleted")
 
 
 @pytest.mark.slow
