@@ -62,11 +62,18 @@ bench-execution: deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 20000
 	$(BIN)/python -m bench.execution recovery --jobs 200
 
-# the midnight suite (issue #8): B1 burst at three sizes, B3 noisy neighbour with and without
-# tenant fairness, the peers on the same machine (needs Debian's redis-server), the plots
-.PHONY: bench-b1 bench-noisy bench-peers bench-plots peers-deps
+# the midnight suite (issue #8): B1 burst at three sizes, B2 sustained rates, B3 noisy
+# neighbour with and without tenant fairness, B4 failover, the peers on the same machine
+# (needs Debian's redis-server and PostgreSQL), the plots
+.PHONY: bench-b1 bench-sustained bench-noisy bench-failover bench-peers bench-plots peers-deps
 bench-b1: deps broker
 	for n in 10000 100000 250000; do $(BIN)/python -m bench.scheduler burst --jobs $$n || exit 1; done
+
+bench-sustained: deps broker
+	$(BIN)/python -m bench.sustained --rates 100,200,400,600 --seconds 60
+
+bench-failover: deps broker
+	$(BIN)/python -m bench.failover --fault all --jobs 50 --seconds 60
 
 bench-noisy: deps broker
 	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 64
@@ -75,6 +82,8 @@ bench-noisy: deps broker
 peers-deps: deps
 	$(BIN)/python -m pip install -q -e '.[dev,peers]'
 	command -v redis-server >/dev/null || apt-get install -y -q redis-server
+	test -x /usr/lib/postgresql/15/bin/initdb || apt-get install -y -q postgresql-15
+	command -v mvn >/dev/null || apt-get install -y -q maven
 
 bench-peers: peers-deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 10000 --lead 60

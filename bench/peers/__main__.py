@@ -1,6 +1,6 @@
-"""`python -m bench.peers {apscheduler,celery,temporal,all} --jobs N` (`make bench-peers`).
-Results in bench/results/peer-<peer>-<N>.json; Kadence's own figure for the same workload
-comes from `python -m bench.execution throughput --jobs N`."""
+"""`python -m bench.peers {apscheduler,celery,temporal,dbscheduler,all} --jobs N`
+(`make bench-peers`). Results in bench/results/peer-<peer>-<N>.json; Kadence's own figure for
+the same workload comes from `python -m bench.execution throughput --jobs N`."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.peers import apscheduler_peer, celery_peer, temporal_peer
+from bench.peers import apscheduler_peer, celery_peer, dbscheduler_peer, temporal_peer
 from bench.peers.common import save
 
 PEERS: dict[str, Callable[[int], dict[str, Any]]] = {
     "apscheduler": apscheduler_peer.run,
     "celery": celery_peer.run,
     "temporal": temporal_peer.run,
+    "dbscheduler": dbscheduler_peer.run,
 }
 
 

@@ -1,0 +1,130 @@
+"""B4 failover: one fault in a steady per-second load; how long until runs are on time again.
+
+    python -m bench.failover [--fault worker|scheduler|broker|all] [--jobs 50] [--seconds 60]
+    (make bench-failover)
+
+The chaos suite's harness (tests/chaos) runs the stack: two schedulers, the reaper, two workers,
+an HTTP target in this process. `--jobs` jobs run every second for `--seconds` s (all fast, so
+lateness is the fault's alone); 20 s in, one fault:
+- worker:    kill -9 worker w0, not restarted (w1 takes its partitions and the reaper
+             redelivers what w0 had claimed);
+- scheduler: kill -9 scheduler s0, not restarted (s1 takes its partitions and restores them
+             from the changelog);
+- broker:    kill -9 the broker, start it again at once.
+From the target's log (every HTTP call, with the execution's due time): start lateness
+before and after the fault, the time from the fault until the last start later than 1 s
+("back on time"), and the checker's lost and duplicated counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.scheduler import RESULTS, percentiles
+from kadence.settings import KadenceSettings
+from tests.chaos.checker import Event, check
+from tests.chaos.harness import Run, now_ms
+
+FAULT_AT_S = 20
+ON_TIME_S = 1.0
+
+
+def inject(run: Run, fault: str) -> None:
+    if fault == "worker":
+        run.say("kill -9 worker w0 (not restarted)")
+        run.worker_procs[0].signal(signal.SIGKILL)
+    elif fault == "scheduler":
+        run.say("kill -9 scheduler s0 (not restarted)")
+        run.schedulers[0].signal(signal.SIGKILL)
+    else:
+        from infra.kafka import kafkactl  # noqa: PLC0415
+
+        cfg = kafkactl.BrokerConfig.from_env()
+        run.say("kill -9 the broker, then start it")
+        kafkactl.kill(cfg)
+        kafkactl.start(cfg)
+
+
+def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
+    """Lateness of each execution's first target call, split at the fault, and the time from
+    the fault until the last late one."""
+    first: dict[str, tuple[int, int]] = {}
+    for e in sorted((e for e in events if e["kind"] == "hit"), key=lambda e: int(e["at_ms"])):
+        first.setdefault(str(e["execution_id"]), (int(e["due_ms"]), int(e["at_ms"])))
+    before = [(at - due) / 1000 for due, at in first.values() if due < fault_ms]
+    after = [(at - due) / 1000 for due, at in first.values() if due >= fault_ms]
+    late_at = [at for due, at in first.values() if (at - due) / 1000 > ON_TIME_S]
+    late_after = [at for at in late_at if at >= fault_ms]
+    report = check(events)
+    return {
+        "start_lateness_before_fault_s": percentiles(before),
+        "start_lateness_from_fault_s": percentiles(after),
+        "late_starts_over_1s": len(late_at),
+        "back_on_time_after_s": round((max(late_after) - fault_ms) / 1000, 2)
+        if late_after
+        else 0.0,
+        "expected": report.expected,
+        "lost": len(report.lost),
+        "duplicated_calls": report.same_key_duplicates,
+        "differently_keyed_duplicates": len(report.different_key_duplicates),
+        "early": len(report.early),
+        "checker_ok": report.ok,
+    }
+
+
+def failover(fault: str, jobs: int, seconds: int, bootstrap: str) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"kadence-bench-failover-{fault}-"))
+    run = Run(f"failover-{fault}", 1, bootstrap, root, n_schedulers=2).start()
+    try:
+        _defs, end = run.jobs(jobs, seconds, lead_s=5, paths=("/ok",))
+        start_ms = end - (seconds - 1) * 1000
+        fault_ms = start_ms + FAULT_AT_S * 1000
+        run.sleep_until(fault_ms)
+        fault_ms = now_ms()
+        inject(run, fault)
+        events = run.quiesce(end)
+    finally:
+        run.stop()
+    result = {
+        "fault": fault,
+        "jobs_every_second": jobs,
+        "seconds": seconds,
+        "fault_after_s": FAULT_AT_S,
+        **measure(events, fault_ms),
+        "log": run.log,
+    }
+    if result["checker_ok"]:
+        run.cleanup()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.failover", description=__doc__)
+    parser.add_argument("--fault", choices=["worker", "scheduler", "broker", "all"], default="all")
+    parser.add_argument("--jobs", type=int, default=50, help="jobs, each every second")
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    faults = ["worker", "scheduler", "broker"] if args.fault == "all" else [args.fault]
+    args.results.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for fault in faults:
+        print(f"== failover: {fault} ({args.jobs} jobs every second for {args.seconds} s)")
+        started = time.monotonic()
+        result = failover(fault, args.jobs, args.seconds, args.bootstrap)
+        result["wall_s"] = round(time.monotonic() - started, 1)
+        (args.results / f"failover-{fault}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=2))
+        failed += not result["checker_ok"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""B2 sustained load: open-loop rates up to the knee.
+
+    python -m bench.sustained [--rates 100,200,400,600] [--seconds 60]   (make bench-sustained)
+
+For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
+R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
+executions per second whether or not the workers keep up (open loop: the schedule does not
+wait for the previous run). Per rate: start lateness p50/p99/max, the completed rate, and lag
+growth (p99 lateness in the last third of the window minus the first third). The knee is the
+highest rate with p99 under 1 s and no lag growth (under 0.5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.execution import HANDLERS, Stack, succeeded
+from bench.scheduler import RESULTS, load, percentiles
+from kadence.models import CronSchedule, KafkaTarget, OverlapPolicy, ScheduleDefinition
+from kadence.settings import KadenceSettings
+from kadence.topics import delete_namespace, provision
+
+ON_TIME_S = 1.0
+GROWTH_S = 0.5
+
+
+def one_rate(base: KadenceSettings, rate: int, seconds: int) -> dict[str, Any]:
+    settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
+    provision(settings)
+    root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
+    stack = Stack(settings, root, workers=2).start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
+        end = start + timedelta(seconds=seconds - 1)
+        defs = [
+            ScheduleDefinition(
+                tenant=f"tenant-{i % 20}",
+                job_id=f"every-second-{i}",
+                version=1,
+                schedule=CronSchedule(expression="* * * * * *", start_at=start, end_at=end),
+                target=KafkaTarget(topic="out"),
+                overlap=OverlapPolicy.allow,
+            )
+            for i in range(rate)
+        ]
+        print(f"sustained: {rate}/s for {seconds} s from {start.isoformat()}")
+        load(settings, iter(defs))
+        expect = rate * seconds
+        got = succeeded(settings, expect, timeout_s=seconds + 10 + max(60, expect / 100))
+    finally:
+        stack.stop()
+        delete_namespace(settings)
+        shutil.rmtree(root, ignore_errors=True)
+    first: dict[str, Any] = {}
+    for o in got:
+        first.setdefault(o.execution_id, o)
+    start_s = start.timestamp()
+    late = [(o.started_at - o.due_at).total_seconds() for o in first.values()]
+    third = seconds / 3
+
+    def p99_between(lo: float, hi: float) -> float:
+        window = [
+            (o.started_at - o.due_at).total_seconds()
+            for o in first.values()
+            if lo <= o.due_at.timestamp() - start_s < hi
+        ]
+        return percentiles(window)["p99"] if window else float("nan")
+
+    growth = p99_between(2 * third, seconds) - p99_between(0, third)
+    ends = [o.finished_at.timestamp() for o in first.values()]
+    span = (max(ends) - start_s) if ends else float("nan")
+    p = percentiles(late)
+    return {
+        "rate_per_s": rate,
+        "seconds": seconds,
+        "expected": expect,
+        "start_lateness_s": p,
+        "within_1s_pct": round(100 * sum(1 for x in late if x <= ON_TIME_S) / expect, 1),
+        "completed_per_s": round(len(first) / span, 1) if span > 0 else None,
+        "p99_growth_last_vs_first_third_s": round(growth, 3),
+        "lost": expect - len(first),
+        "duplicated_outcomes": len(got) - len(first),
+        "on_time": p["p99"] < ON_TIME_S and growth < GROWTH_S and len(first) == expect,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.sustained", description=__doc__)
+    parser.add_argument("--rates", default="100,200,400,600")
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    base = KadenceSettings(
+        bootstrap_servers=args.bootstrap,
+        worker_concurrency=args.concurrency,
+        handler_modules=[HANDLERS],
+    )
+    rows = []
+    for rate in (int(r) for r in args.rates.split(",")):
+        started = time.monotonic()
+        row = one_rate(base, rate, args.seconds)
+        row["wall_s"] = round(time.monotonic() - started, 1)
+        print(json.dumps(row, indent=2))
+        rows.append(row)
+    knee = max((r["rate_per_s"] for r in rows if r["on_time"]), default=None)
+    result = {
+        "knee_per_s": knee,
+        "workers": 2,
+        "worker_concurrency": args.concurrency,
+        "rates": rows,
+    }
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "sustained.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"knee: {knee}/s (p99 start lateness under {ON_TIME_S} s, no lag growth)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
