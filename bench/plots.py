@@ -66,10 +66,7 @@ def main() -> int:
         "B3 noisy neighbour",
         "small tenants' start lateness (s)",
         [
-            (
-                f"workers: {r['fairness']}\ndispatch: {r.get('dispatch_order', '?')}",
-                r["small_start_lateness_s"],
-            )
+            (r.get("label", f"workers: {r['fairness']}"), r["small_start_lateness_s"])
             for r in _load("execution-noisy-*.json")
         ],
         2,

@@ -51,7 +51,12 @@ def job(job_id: str, expression: str, **kw: object) -> ScheduleDefinition:
             "tenant": "acme",
             "job_id": job_id,
             "version": 1,
-            "schedule": {"kind": "cron", "expression": expression, **kw.pop("schedule", {})},  # type: ignore[dict-item]
+            "schedule": {
+                "kind": "cron",
+                "expression": expression,
+                "spread_s": 0,  # these tests reason about exact minutes
+                **kw.pop("schedule", {}),  # type: ignore[dict-item]
+            },
             "target": KafkaTarget(topic="out"),
             "overlap": "allow",
             **kw,
