@@ -5,7 +5,7 @@
 
 The chaos suite's harness (tests/chaos) runs the stack: two schedulers, the reaper, two workers,
 an HTTP target in this process. `--jobs` jobs run every second for `--seconds` s (all fast, so
-lateness is the fault's alone); 20 s in, one fault:
+lateness is the fault's alone); 20 s in (`--fault-at`), one fault:
 - worker:    kill -9 worker w0, not restarted (w1 takes its partitions and the reaper
              redelivers what w0 had claimed);
 - scheduler: kill -9 scheduler s0, not restarted (s1 takes its partitions and restores them
@@ -32,6 +32,7 @@ from tests.chaos.checker import Event, check
 from tests.chaos.harness import Run, now_ms
 
 FAULT_AT_S = 20
+"""Seconds into the load when the fault lands (`--fault-at`)."""
 ON_TIME_S = 1.0
 
 
@@ -78,13 +79,15 @@ def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
     }
 
 
-def failover(fault: str, jobs: int, seconds: int, bootstrap: str) -> dict[str, Any]:
+def failover(
+    fault: str, jobs: int, seconds: int, bootstrap: str, fault_at_s: int = FAULT_AT_S
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"kadence-bench-failover-{fault}-"))
     run = Run(f"failover-{fault}", 1, bootstrap, root, n_schedulers=2).start()
     try:
         _defs, end = run.jobs(jobs, seconds, lead_s=5, paths=("/ok",))
         start_ms = end - (seconds - 1) * 1000
-        fault_ms = start_ms + FAULT_AT_S * 1000
+        fault_ms = start_ms + fault_at_s * 1000
         run.sleep_until(fault_ms)
         fault_ms = now_ms()
         inject(run, fault)
@@ -95,7 +98,7 @@ def failover(fault: str, jobs: int, seconds: int, bootstrap: str) -> dict[str, A
         "fault": fault,
         "jobs_every_second": jobs,
         "seconds": seconds,
-        "fault_after_s": FAULT_AT_S,
+        "fault_after_s": fault_at_s,
         **measure(events, fault_ms),
         "log": run.log,
     }
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", choices=["worker", "scheduler", "broker", "all"], default="all")
     parser.add_argument("--jobs", type=int, default=50, help="jobs, each every second")
     parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--fault-at", type=int, default=FAULT_AT_S, help="seconds into the load")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -118,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     for fault in faults:
         print(f"== failover: {fault} ({args.jobs} jobs every second for {args.seconds} s)")
         started = time.monotonic()
-        result = failover(fault, args.jobs, args.seconds, args.bootstrap)
+        if not 0 < args.fault_at < args.seconds:
+            parser.error("--fault-at must fall inside the load's --seconds")
+        result = failover(fault, args.jobs, args.seconds, args.bootstrap, args.fault_at)
         result["wall_s"] = round(time.monotonic() - started, 1)
         (args.results / f"failover-{fault}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=2))

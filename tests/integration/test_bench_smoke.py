@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench import execution as bench_execution
+from bench import failover as bench_failover
 from bench import scheduler as bench
+from bench import sustained as bench_sustained
 
 
 @pytest.mark.slow
@@ -52,3 +54,29 @@ def test_noisy_neighbour_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -
     assert result["small_start_lateness_s"]["p99"] < 5
     # the small tenants finish long before the flood drains
     assert result["small_all_done_after_due_s"] < result["flood_drain_after_due_s"]
+
+
+@pytest.mark.slow
+def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """B2, small: twenty jobs every second for twelve seconds are on time, none lost."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    assert bench_sustained.main(["--rates", "20", "--seconds", "12", *args]) == 0
+    result = json.loads((tmp_path / "sustained.json").read_text())
+    [row] = result["rates"]
+    assert (row["rate_per_s"], row["expected"], row["lost"]) == (20, 240, 0)
+    assert row["start_lateness_s"]["p50"] >= 0
+    assert row["on_time"] and result["knee_per_s"] == 20
+
+
+@pytest.mark.slow
+def test_failover_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """B4, small: kill -9 one of two workers mid-load; nothing is lost and runs are on time
+    again within a lease and a session timeout (generous bound)."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    load = ["--fault", "worker", "--jobs", "5", "--seconds", "20", "--fault-at", "8"]
+    assert bench_failover.main([*load, *args]) == 0
+    result = json.loads((tmp_path / "failover-worker.json").read_text())
+    assert result["checker_ok"] and result["lost"] == 0
+    assert result["expected"] == 5 * 20
+    assert result["back_on_time_after_s"] < 30
+    assert any("kill -9 worker w0" in line for line in result["log"])
