@@ -5,9 +5,10 @@
 For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
 R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
 executions per second whether or not the workers keep up (open loop: the schedule does not
-wait for the previous run). Per rate: start lateness p50/p99/max, the completed rate, and lag
-growth (p99 lateness in the last third of the window minus the first third). The knee is the
-highest rate with p99 under 1 s and no lag growth (under 0.5 s).
+wait for the previous run). Per rate: start lateness p50/p99/max over the whole window and p99
+per third, the completed rate, and lag growth (p99 in the last third minus p99 in the first
+third after a 10 s warm-up). The knee is the highest rate whose p99 after the warm-up is under
+1 s with no lag growth (under 0.5 s) and nothing lost.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from kadence.topics import delete_namespace, provision
 
 ON_TIME_S = 1.0
 GROWTH_S = 0.5
+WARM_UP_S = 10
+"""The first seconds of each rate are reported but not judged: every tenant's first run
+creates its target topic, and the processes' caches fill."""
 
 
 def one_rate(base: KadenceSettings, rate: int, seconds: int) -> dict[str, Any]:
@@ -74,21 +78,24 @@ def one_rate(base: KadenceSettings, rate: int, seconds: int) -> dict[str, Any]:
         ]
         return percentiles(window)["p99"] if window else float("nan")
 
-    growth = p99_between(2 * third, seconds) - p99_between(0, third)
+    thirds = [p99_between(i * third, (i + 1) * third) for i in range(3)]
+    steady = p99_between(WARM_UP_S, seconds)
+    growth = thirds[2] - p99_between(WARM_UP_S, third + WARM_UP_S)
     ends = [o.finished_at.timestamp() for o in first.values()]
     span = (max(ends) - start_s) if ends else float("nan")
-    p = percentiles(late)
     return {
         "rate_per_s": rate,
         "seconds": seconds,
         "expected": expect,
-        "start_lateness_s": p,
+        "start_lateness_s": percentiles(late),
+        "p99_by_third_s": [round(t, 3) for t in thirds],
+        "p99_after_warm_up_s": round(steady, 3),
         "within_1s_pct": round(100 * sum(1 for x in late if x <= ON_TIME_S) / expect, 1),
         "completed_per_s": round(len(first) / span, 1) if span > 0 else None,
-        "p99_growth_last_vs_first_third_s": round(growth, 3),
+        "p99_growth_s": round(growth, 3),
         "lost": expect - len(first),
         "duplicated_outcomes": len(got) - len(first),
-        "on_time": p["p99"] < ON_TIME_S and growth < GROWTH_S and len(first) == expect,
+        "on_time": steady < ON_TIME_S and growth < GROWTH_S and len(first) == expect,
     }
 
 
