@@ -62,6 +62,10 @@ def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
     after = [(at - due) / 1000 for due, at in first.values() if due >= fault_ms]
     late_at = [at for due, at in first.values() if (at - due) / 1000 > ON_TIME_S]
     late_after = [at for at in late_at if at >= fault_ms]
+    worst: dict[int, float] = {}  # second since the fault (by due time) -> worst lateness
+    for due, at in first.values():
+        second = (due - fault_ms) // 1000
+        worst[second] = max(worst.get(second, 0.0), (at - due) / 1000)
     report = check(events)
     return {
         "start_lateness_before_fault_s": percentiles(before),
@@ -70,6 +74,9 @@ def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
         "back_on_time_after_s": round((max(late_after) - fault_ms) / 1000, 2)
         if late_after
         else 0.0,
+        "worst_lateness_by_due_second_from_fault_s": {
+            str(k): round(v, 2) for k, v in sorted(worst.items()) if k >= -5
+        },
         "expected": report.expected,
         "lost": len(report.lost),
         "duplicated_calls": report.same_key_duplicates,
