@@ -76,6 +76,7 @@ bench-failover: deps broker
 	$(BIN)/python -m bench.failover --fault all --jobs 50 --seconds 60
 
 bench-noisy: deps broker
+	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 128
 	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 64
 	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 64 --fairness fifo
 

@@ -312,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         delete_namespace(settings)
         shutil.rmtree(root, ignore_errors=True)
     args.results.mkdir(parents=True, exist_ok=True)
-    name = f"execution-{args.mode}" + (f"-{args.fairness}" if args.mode == "noisy" else "")
+    noisy_name = f"-{args.fairness}-c{args.concurrency}"
+    name = f"execution-{args.mode}" + (noisy_name if args.mode == "noisy" else "")
     (args.results / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0

@@ -66,7 +66,12 @@ def main() -> int:
         "B3 noisy neighbour",
         "small tenants' start lateness (s)",
         [
-            (r.get("label", f"workers: {r['fairness']}"), r["small_start_lateness_s"])
+            (
+                r["label"]
+                if "label" in r
+                else f"workers: {r['fairness']}\n{r['worker_concurrency']} slots each",
+                r["small_start_lateness_s"],
+            )
             for r in _load("execution-noisy-*.json")
         ],
         2,

@@ -49,7 +49,7 @@ def test_noisy_neighbour_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -
     args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
     small = ["--small", "10", "--each", "5", "--lead", "30", "--concurrency", "16"]
     assert bench_execution.main(["noisy", "--jobs", "3000", *small, *args]) == 0
-    result = json.loads((tmp_path / "execution-noisy-drr.json").read_text())
+    result = json.loads((tmp_path / "execution-noisy-drr-c16.json").read_text())
     assert result["lost"] == 0
     assert result["small_start_lateness_s"]["p99"] < 5
     # the small tenants finish long before the flood drains
