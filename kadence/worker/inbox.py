@@ -109,9 +109,6 @@ class HeldRuns:
         """(start, length) per run, in offset order."""
         return [(a, b - a) for a, b in zip(self.starts, self.ends, strict=True)]
 
-    def __bool__(self) -> bool:
-        return bool(self.starts)
-
 
 @dataclass
 class Inbox:
