@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from apps.processes import process_main
 from kadence.clock import SystemClock
+from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
 from streams.views.materializer import Materializer
 from streams.views.server import serve
@@ -29,13 +30,22 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threa
     server = serve(settings.view_port, materializer)
 
     def run(stop: threading.Event) -> None:
+        """Serve until told to stop. Should the input loop end by itself (it waits out passing
+        broker errors, so only a real one ends it), the view is not ready from then on and the
+        process exits with the reason, for its supervisor to restart it."""
         loop = threading.Thread(target=materializer.run, name="view-input", daemon=True)
         loop.start()
-        stop.wait()
-        materializer.stop()
-        loop.join(10)
-        server.shutdown()
-        materializer.store.close()
+        try:
+            while not stop.wait(1.0):
+                if not loop.is_alive():
+                    raise KadenceError(
+                        f"the query view stopped reading its topics: {materializer.stopped_by}"
+                    )
+        finally:
+            materializer.stop()
+            loop.join(10)
+            server.shutdown()
+            materializer.store.close()
 
     return run
 

@@ -104,3 +104,16 @@ class TopicMismatchError(TopicError):
 
 class DeliveryError(KadenceError):
     """The broker did not acknowledge a produced record."""
+
+
+# --- writing records -------------------------------------------------------------------------
+
+
+class RecordTooLargeError(KadenceError):
+    """A record Kadence was about to write is larger than the broker accepts.
+
+    Raised before anything is produced, so the unit of work that built it can be undone and the
+    input refused or the job quarantined, instead of the produce failing the whole transaction.
+    """
+
+    code = "record_too_large"

@@ -1,4 +1,12 @@
-"""The `rejected` record every processor writes for input it cannot use."""
+"""The `rejected` record every processor writes for input it cannot use.
+
+A rejected record is evidence for an operator, and it must always fit on the broker however
+large or strange the input was: the original value, headers and key are kept up to a fixed
+budget (`EVIDENCE_BYTES` in all), cut at that point, and `truncated` says that they were.
+Header values that are not UTF-8 are kept as escaped text (`\\xff`), never as U+FFFD that
+would triple their size. With the reason capped too, a rejected record stays far below the
+broker's limit whatever it describes.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,23 @@ from collections.abc import Sequence
 from kadence.clock import ms_to_datetime
 from kadence.models import Rejected
 
-KEEP_BYTES = 512 * 1024
-"""A rejected record keeps at most this much of the original value (the broker caps at 1 MiB)."""
+EVIDENCE_BYTES = 256 * 1024
+"""Original value plus headers kept in one rejected record, at most."""
+HEADERS_KEPT = 32
+"""Headers kept at most; the rest are counted in the reason."""
+HEADER_NAME_CHARS = 256
+KEY_BYTES = 1024
+"""A rejected record is keyed by the original key, cut to this many bytes."""
 REASON_LIMIT = 8192
+
+
+def _text(raw: str | bytes, budget: int) -> tuple[str, bool]:
+    """At most `budget` bytes of UTF-8 text for a header value; True when something was cut."""
+    text = raw.decode("utf-8", errors="backslashreplace") if isinstance(raw, bytes) else raw
+    data = text.encode()
+    if len(data) <= budget:
+        return text, False
+    return data[: max(0, budget)].decode("utf-8", errors="ignore"), True
 
 
 def rejected(
@@ -24,18 +46,48 @@ def rejected(
     processor: str,
     now_ms: int,
 ) -> Rejected:
+    budget = EVIDENCE_BYTES
+    cut = False
+    kept_value = value
+    if value is not None and len(value) > budget // 2:
+        kept_value, cut = value[: budget // 2], True
+    budget -= len(kept_value or b"")
+    kept: dict[str, str] = {}
+    dropped = 0
+    for name, raw in headers:
+        if raw is None:
+            continue
+        if len(kept) >= HEADERS_KEPT or budget <= 0:
+            dropped += 1
+            continue
+        short_name, name_cut = _text(name, HEADER_NAME_CHARS)
+        text, value_cut = _text(raw, budget - len(short_name.encode()))
+        kept[short_name] = text
+        budget -= len(short_name.encode()) + len(text.encode())
+        cut = cut or name_cut or value_cut
+    if dropped:
+        cut = True
+    notes = []
+    if cut:
+        size = len(value or b"")
+        notes.append(f"evidence truncated: value {size} bytes, {len(headers)} headers")
+        if dropped:
+            notes.append(f"{dropped} headers not kept")
+    full_reason = "; ".join([reason, *notes]) if notes else reason
     return Rejected(
         source_topic=topic,
         partition=partition,
         offset=offset,
-        code=code,
-        reason=reason[:REASON_LIMIT],
+        code=code[:64],
+        reason=full_reason[:REASON_LIMIT],
         processor=processor,
         rejected_at=ms_to_datetime(now_ms),
-        original_value=value[:KEEP_BYTES] if value else value,
-        original_headers={
-            k: (v.decode(errors="replace") if isinstance(v, bytes) else str(v))
-            for k, v in headers
-            if v is not None
-        },
+        original_value=kept_value,
+        original_headers=kept,
+        truncated=cut,
     )
+
+
+def rejected_key(key: bytes | None) -> bytes | None:
+    """The key a rejected record is written under: the original, cut to `KEY_BYTES`."""
+    return key[:KEY_BYTES] if key is not None else None

@@ -51,6 +51,8 @@ def test_alert_rules_parse_and_query_exported_metrics() -> None:
         "KadenceStartLatenessP99Over1s",
         "KadenceDeadLettersGrowing",
         "KadenceMissedWindows",
+        "KadenceJobQuarantined",
+        "KadenceInputRefusedByError",
     } <= set(alerts)
     assert "> 1" in alerts["KadenceDispatchLatenessP99Over1s"]["expr"]
     names = set().union(*(queried(r["expr"]) for r in alerts.values()))

@@ -37,6 +37,7 @@ from kadence.models.base import IDENT_RE
 from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id, manual_execution_id
+from streams.views.apply import definition_of
 
 DASHBOARD = Path(__file__).with_name("dashboard.html")
 BODY_OVERHEAD = 64 * 1024
@@ -158,7 +159,9 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         problems = []
         try:
             ready = view(request).get("/ready")
-            if not ready["ready"]:
+            if ready.get("stopped_by"):
+                problems.append(f"the query view stopped reading the topics: {ready['stopped_by']}")
+            elif not ready["ready"]:
                 problems.append("the query view is still reading the topics")
         except HTTPException as exc:
             problems.append(str(exc.detail))
@@ -193,7 +196,21 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         except ValidationError as exc:
             raise _invalid(exc) from exc
         written = write(lambda: client(request).put(definition))
-        return job_or_404(request, tenant, job_id, [written])
+        job = job_or_404(request, tenant, job_id, [written])
+        if _applied_at(job, written.partition) < written.offset:  # the scheduler refused it
+            refused = job.get("refused") or {}
+            why = (
+                refused.get("reason")
+                if refused.get("source") == f"{written.partition}:{written.offset}"
+                else "a concurrent write of this job was applied instead"
+            )
+            raise HTTPException(409, f"version {version} of job {job_id} was not applied: {why}")
+        return job  # ours, or a newer write that followed it (one partition: offsets order)
+
+    def _applied_at(job: dict[str, Any], partition: int) -> int:
+        """The schedules offset of the job's accepted definition on `partition` (-1: none)."""
+        where, _, offset = str(job.get("source") or "").partition(":")
+        return int(offset) if where == str(partition) and offset.isdigit() else -1
 
     @app.post("/v1/jobs/{job_id}", tags=["jobs"], status_code=201)
     def create_job(
@@ -379,7 +396,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
     def _backfill_plan(
         request: Request, tenant: str, job_id: str, job: Any, body: BackfillIn
     ) -> dict[str, Any]:
-        d = ScheduleDefinition.model_validate(job["definition"])
+        d = ScheduleDefinition.model_validate(definition_of(job["definition"]))
         compiled = compile_schedule(d.schedule, d.key)
         end_ms = min(datetime_to_ms(body.end), int(time.time() * 1000) + 1)
         cursor = datetime_to_ms(body.start) - 1

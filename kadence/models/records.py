@@ -38,6 +38,12 @@ class Decision(StrEnum):
     cancel_requested = "cancel_requested"
     rescheduled = "rescheduled"
     """The next occurrence moved without a new definition (a tz database update)."""
+    refused = "refused"
+    """A command was not applied (a per-job limit, e.g. too many runs at once); the reason
+    names the limit. A `rejected` record carries the command itself."""
+    quarantined = "quarantined"
+    """An unexpected error while firing or maintaining the job: it stops firing until its
+    definition is written again or it is paused and resumed. The reason holds the error."""
 
 
 class HistoryRecord(WireModel):
@@ -99,3 +105,6 @@ class Rejected(WireModel):
     rejected_at: UtcDatetime
     original_value: bytes | None = None
     original_headers: dict[str, str] = Field(default_factory=dict)
+    truncated: bool = False
+    """The original value, key or headers were cut to fit the broker's record limit
+    (kadence/rejects.py keeps at most 256 KiB of evidence); the reason gives the full sizes."""

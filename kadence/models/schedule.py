@@ -108,6 +108,10 @@ class OnceSchedule(WireModel):
 Schedule = Annotated[CronSchedule | OnceSchedule, Field(discriminator="kind")]
 
 
+MAX_TARGET_HEADERS = 64
+MAX_TARGET_HEADER_BYTES = 16 * 1024
+"""Target headers are copied into every execution, lease and scheduler state record: bounded,
+so that with the largest payload those records still fit the broker's limit."""
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
 
 
@@ -135,6 +139,13 @@ class HttpTarget(WireModel):
     @field_validator("headers")
     @classmethod
     def _no_secrets(cls, headers: dict[str, str]) -> dict[str, str]:
+        if len(headers) > MAX_TARGET_HEADERS:
+            raise ValueError(f"at most {MAX_TARGET_HEADERS} headers")
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+        if size > MAX_TARGET_HEADER_BYTES:
+            raise ValueError(
+                f"headers take {size} bytes; at most {MAX_TARGET_HEADER_BYTES} (names and values)"
+            )
         for name in headers:
             if name.lower() in _SECRET_HEADERS:
                 raise ValueError(

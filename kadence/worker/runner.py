@@ -27,8 +27,9 @@ from connectors.base import Prepares, Result, Stop, Target
 from kadence import rejects
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
-from kadence.errors import DecodeError
+from kadence.errors import DecodeError, RecordTooLargeError
 from kadence.headers import Headers, headers_for
+from kadence.kafka_retry import retrying
 from kadence.metrics import LagTracker
 from kadence.models import (
     ErrorInfo,
@@ -43,6 +44,7 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from kadence.sizing import check_fits
 from kadence.topics import EXECUTIONS, Topics
 from kadence.worker.inbox import Fairness, Inbox, Item
 from kadence.worker.metrics import WorkerMetrics
@@ -155,7 +157,10 @@ class Worker:
         log.info("partitions revoked: %s (held executions go to their next owner)", sorted(gone))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in consumer.committed(partitions, timeout=30):
+        committed = retrying(
+            lambda: consumer.committed(partitions, timeout=30), "committed offsets"
+        )
+        for tp in committed:
             self.inbox.resume(tp.partition, max(tp.offset, 0), tp.metadata)
         log.info("partitions assigned: %s", sorted(tp.partition for tp in partitions))
 
@@ -224,6 +229,14 @@ class Worker:
             self._reject(msg, exc.code, str(exc))
             self.inbox.read(partition, offset)
             return
+        try:
+            self._take(record, partition, offset)
+        except Exception as exc:  # a bug on one record must not crash-loop the worker
+            log.exception("executions[%d]@%d could not be taken; rejected", partition, offset)
+            self._reject(msg, "processing_error", f"{type(exc).__name__}: {exc}")
+            self.inbox.read(partition, offset)
+
+    def _take(self, record: object, partition: int, offset: int) -> None:
         if isinstance(record, ExecutionRevoked):
             self.inbox.read(partition, offset)
             if self.inbox.revoke(record):
@@ -448,15 +461,16 @@ class Worker:
             now_ms=self.clock.now_ms(),
         )
         headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
-        self._rejects.append(
-            (
-                self.topics.rejected,
-                msg.partition() or 0,
-                msg.key(),
-                self.codec.encode(rejected),
-                headers,
+        key, value = rejects.rejected_key(msg.key()), self.codec.encode(rejected)
+        try:
+            check_fits(self.topics.rejected, key, value, headers)
+        except RecordTooLargeError:  # not expected (rejects keep bounded evidence): keep none
+            log.error("rejected record too large even truncated; writing it without evidence")
+            bare = rejected.model_copy(
+                update={"original_value": None, "original_headers": {}, "truncated": True}
             )
-        )
+            value = self.codec.encode(bare)
+        self._rejects.append((self.topics.rejected, msg.partition() or 0, key, value, headers))
 
     # -- shutdown ----------------------------------------------------------------------------
 

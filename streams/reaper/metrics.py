@@ -23,6 +23,13 @@ class ReaperMetrics:
             "Executions given up at the redelivery cap (then dead-lettered)",
             registry=self.registry,
         )
+        self.failures = Counter(
+            "kadence_reaper_failures",
+            "Lease events refused after an unexpected error (refused) and leases taken out of "
+            "the expiry index after one while handling their expiry (quarantined)",
+            ["kind"],
+            registry=self.registry,
+        )
         self.stale_events = Counter(
             "kadence_reaper_stale_lease_events",
             "Lease events of an older delivery than the current one (ignored)",

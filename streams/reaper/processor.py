@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
-from kadence.errors import DecodeError
+from kadence.errors import DecodeError, KadenceError
 from kadence.headers import headers_for
 from kadence.models import (
     Decision,
@@ -35,6 +35,7 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
+from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import LEASES, Topics
 from streams.reaper.metrics import ReaperMetrics
@@ -231,6 +232,49 @@ class ReaperProcessor:
     def _emit(self, task: Task, topic: str, partition: int, key: str, record: WireModel) -> None:
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         task.emit(topic, partition, key.encode(), self.codec.encode(record), headers)
+
+    def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
+        """Applying a lease event raised and was undone: a `rejected` record says why."""
+        if isinstance(exc, KadenceError) and hasattr(exc, "code"):
+            code, reason = str(exc.code), str(exc)
+        else:
+            log.error(
+                "lease event %s[%d]@%d failed",
+                record.topic,
+                record.partition,
+                record.offset,
+                exc_info=exc,
+            )
+            code = "processing_error"
+            reason = f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
+        self.metrics.failures.labels("refused").inc()
+        self._reject(task, record, code, reason, now_ms)
+
+    def quarantine(self, task: Task, key: bytes, exc: Exception, now_ms: int) -> None:
+        """Handling an expired lease raised and was undone: the lease is kept but leaves the
+        expiry index, so the loop goes on; a history record (when the execution id names a job),
+        a log line and a metric say that this execution needs an operator."""
+        log.error("expired lease %r failed; quarantined", key, exc_info=exc)
+        raw = task.get(key)
+        if raw is not None:
+            task.put(key, raw, None)
+        self.metrics.failures.labels("quarantined").inc()
+        job_key = key.decode(errors="replace").partition("@")[0]
+        tenant, _, job_id = job_key.partition("/")
+        if not (IDENT_RE.fullmatch(tenant) and IDENT_RE.fullmatch(job_id)):
+            return
+        record = HistoryRecord(
+            tenant=tenant,
+            job_id=job_id,
+            decision=Decision.quarantined,
+            at=ms_to_datetime(now_ms),
+            execution_id=key.decode(errors="replace")[:400],
+            reason=f"the reaper could not handle this expired lease: {type(exc).__name__}: {exc}"[
+                :2048
+            ],
+        )
+        partition = partition_for(job_key, self.cfg.job_partitions)
+        self._emit(task, self.cfg.topics.history, partition, job_key, record)
 
     def prefetch(self, task: Task, key: bytes) -> None:
         pass

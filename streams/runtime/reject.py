@@ -45,4 +45,5 @@ def reject(
         now_ms=now_ms,
     )
     headers = headers_for(rejected, codec.schema_fingerprint(Rejected))
-    task.emit(to_topic, task.partition, record.key, codec.encode(rejected), headers)
+    key = rejects.rejected_key(record.key)
+    task.emit(to_topic, task.partition, key, codec.encode(rejected), headers)

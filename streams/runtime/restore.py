@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from kadence.kafka_retry import retrying
 from streams.runtime.store import Batch, Store
 
 log = logging.getLogger(__name__)
@@ -119,30 +120,11 @@ def _drain(
             return records
 
 
-ELECTION_CODES = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._TIMED_OUT,
-    }
-)
-"""Errors of a partition whose leader is being elected (a new topic, a restarted broker)."""
-
-
 def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
     """The changelog partition's offsets, waiting out a leader election (a fresh topic, a
-    restarted broker): NOT_LEADER_FOR_PARTITION and timeouts are retriable."""
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
-            return int(low), int(high)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            # librdkafka does not flag a watermark query's NOT_LEADER as retriable: name it
-            code = err.code() if isinstance(err, KafkaError) else None
-            passing = code in ELECTION_CODES or getattr(err, "retriable", lambda: False)()
-            if time.monotonic() > deadline or not passing:
-                raise
-            time.sleep(0.5)
+    restarted broker)."""
+    low, high = retrying(
+        lambda: consumer.get_watermark_offsets(tp, timeout=30),
+        f"watermarks of {tp.topic}[{tp.partition}]",
+    )
+    return int(low), int(high)

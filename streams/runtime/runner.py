@@ -17,13 +17,16 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kadence.clock import Clock
+from kadence.kafka_retry import retrying
 from kadence.metrics import LagTracker
+from kadence.sizing import RECORD_LIMIT, check_fits
 from streams.runtime.restore import restore
 from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
 from streams.runtime.txn import (
@@ -56,6 +59,16 @@ class InputRecord:
     timestamp_ms: int
 
 
+@dataclass(slots=True)
+class _Unit:
+    """What one unit of work did so far: batch entries before it touched them, its records."""
+
+    undo: dict[bytes, tuple[bool, bytes | None]] = field(default_factory=dict)
+    staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers]] = field(
+        default_factory=list
+    )
+
+
 class Task:
     """Everything one partition owns: its store, the open batch, its timer wheel, a cache."""
 
@@ -78,6 +91,8 @@ class Task:
         """The processor's `maintain` runs, in bounded steps, until it reports done."""
         self.prefetch: Callable[[bytes], None] = lambda _key: None
         """Called for each key entering the timer window: decode ahead, not at the due time."""
+        self.record_limit = RECORD_LIMIT
+        self._units: list[_Unit] = []
 
     # -- state -------------------------------------------------------------------------------
 
@@ -89,15 +104,78 @@ class Task:
     def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
         """Write state (None deletes); it is changelogged in this transaction."""
         value = pack(wake_ms, payload) if payload is not None else None
+        if self._units:
+            undo = self._units[-1].undo
+            if key not in undo:
+                undo[key] = (key in self.batch.values, self.batch.values.get(key))
         self.batch.put(key, value)
-        self._emit(self.changelog, self.partition, key, value, [])
+        self._send(self.changelog, self.partition, key, value, [])
         if wake_ms is not None and wake_ms <= self.loaded_until_ms:
             self.wheel.insert(wake_ms, key)
 
     def emit(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
     ) -> None:
-        self._emit(topic, partition, key, value, headers)
+        self._send(topic, partition, key, value, headers)
+
+    def _send(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> None:
+        check_fits(topic, key, value, headers, self.record_limit)
+        if self._units:
+            self._units[-1].staged.append((topic, partition, key, value, headers))
+        else:
+            self._emit(topic, partition, key, value, headers)
+
+    # -- units of work -----------------------------------------------------------------------
+
+    def attempt(self, work: Callable[[], None], on_error: Callable[[Exception], None]) -> bool:
+        """Run `work` as one unit: its state writes and records take effect together or not at
+        all. If it raises (a bug, a record too large to write), everything it did is undone
+        and `on_error(exc)` runs as a unit of its own (refuse the input, quarantine the key);
+        should that fail too, it is undone and logged. Units nest: an inner unit that fails
+        leaves what the outer one did. True when `work` succeeded."""
+        self._units.append(_Unit())
+        try:
+            work()
+        except Exception as exc:
+            self._rollback()
+            self._units.append(_Unit())
+            try:
+                on_error(exc)
+            except Exception:
+                self._rollback()
+                log.exception("partition %d: handling a failed unit failed too", self.partition)
+            else:
+                self._finish()
+            return False
+        self._finish()
+        return True
+
+    def _finish(self) -> None:
+        unit = self._units.pop()
+        if self._units:
+            outer = self._units[-1]
+            for key, before in unit.undo.items():
+                outer.undo.setdefault(key, before)
+            outer.staged.extend(unit.staged)
+            return
+        for record in unit.staged:
+            self._emit(*record)
+
+    def _rollback(self) -> None:
+        unit = self._units.pop()
+        for key, (present, before) in unit.undo.items():
+            if present:
+                self.batch.values[key] = before
+            else:
+                self.batch.values.pop(key, None)
+            self.cache.pop(key, None)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -123,6 +201,7 @@ class Task:
 
     def reset_after_abort(self, now_ms: int) -> None:
         self.maintenance_pending = True
+        self._units.clear()
         self.batch = Batch()
         self.cache.clear()
         self.wheel.clear(now_ms)
@@ -135,6 +214,14 @@ class Processor(Protocol):
     def process(self, task: Task, record: InputRecord, now_ms: int) -> None: ...
 
     def fire(self, task: Task, key: bytes, now_ms: int) -> None: ...
+
+    def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
+        """`process` raised: record why (a `rejected` record) and go on with the next input."""
+        ...
+
+    def quarantine(self, task: Task, key: bytes, exc: Exception, now_ms: int) -> None:
+        """`fire` raised for `key`: keep it from firing again, say so, and go on."""
+        ...
 
     def prefetch(self, task: Task, key: bytes) -> None: ...
 
@@ -165,6 +252,9 @@ class RunnerStats:
     records: int = 0
     fires: int = 0
     aborts: int = 0
+    failures: int = 0
+    """Units of work (one input record, one timer, one maintenance step) that raised and were
+    undone: the input was refused or the key quarantined, and the loop went on."""
     restores: list[Any] = field(default_factory=list)
 
 
@@ -241,7 +331,10 @@ class Runner:
         return RocksStore(path)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in consumer.committed(partitions, timeout=30):
+        committed = retrying(
+            lambda: consumer.committed(partitions, timeout=30), "committed offsets"
+        )
+        for tp in committed:
             self._committed[(tp.topic, tp.partition)] = max(tp.offset, 0)
         for p in sorted({tp.partition for tp in partitions}):
             if p in self.tasks:
@@ -303,25 +396,55 @@ class Runner:
             if task is None:
                 continue
             self._begin()
-            self.processor.process(task, _record(msg, now), now)
+            record = _record(msg, now)
+            if not task.attempt(
+                partial(self.processor.process, task, record, now),
+                partial(self.processor.refuse, task, record, now_ms=now),
+            ):
+                self._failed("processing", record.topic, record.partition, record.offset)
             consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
             self.stats.records += 1
         for task in self.tasks.values():
             if task.maintenance_pending:
                 self._begin()
-                task.maintenance_pending = not self.processor.maintain(task, now)
+                task.maintenance_pending = self._maintain(task, now)
         budget = self.cfg.max_fires_per_turn  # shared by all tasks: bounded transactions
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0
         for task in tasks[start:] + tasks[:start]:  # a different partition goes first each turn
             for key in task.due(now, budget):
                 self._begin()
-                self.processor.fire(task, key, now)
+                if not task.attempt(
+                    partial(self.processor.fire, task, key, now),
+                    partial(self.processor.quarantine, task, key, now_ms=now),
+                ):
+                    self._failed("firing", repr(key), task.partition, -1)
                 self.stats.fires += 1
                 budget -= 1
         if self._in_txn:
             self._commit(consumed)
         self.stats.turns += 1
+
+    def _maintain(self, task: Task, now_ms: int) -> bool:
+        """One maintenance step as a unit; True while more steps remain. A step that raises is
+        undone and maintenance stops until the partition is assigned again (no hot loop)."""
+        done = False
+
+        def step() -> None:
+            nonlocal done
+            done = self.processor.maintain(task, now_ms)
+
+        def failed(exc: Exception) -> None:
+            log.error("partition %d: maintenance failed: %s", task.partition, exc, exc_info=exc)
+
+        if not task.attempt(step, failed):
+            self._failed("maintaining", "partition", task.partition, -1)
+            return False
+        return not done
+
+    def _failed(self, what: str, where: str, partition: int, offset: int) -> None:
+        self.stats.failures += 1
+        log.error("%s %s[%d]@%d failed and was undone; going on", what, where, partition, offset)
 
     def _begin(self) -> None:
         if not self._in_txn:
@@ -414,7 +537,10 @@ class Runner:
         assignment = self.consumer.assignment()
         if not assignment:
             return
-        for tp in self.consumer.committed(assignment, timeout=30):
+        committed = retrying(
+            lambda: self.consumer.committed(assignment, timeout=30), "committed offsets"
+        )
+        for tp in committed:
             offset = tp.offset if tp.offset >= 0 else 0
             self._committed[(tp.topic, tp.partition)] = offset
             try:

@@ -41,7 +41,16 @@ from kadence.models import (
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id, manual_execution_id
 from streams.scheduler.breaker import ALL_THROUGH, Gate
-from streams.scheduler.state import DEAD_LIMIT, Ahead, JobState, Pending, Running, remember
+from streams.scheduler.state import (
+    DEAD_LIMIT,
+    RUNNING_LIMIT,
+    Ahead,
+    JobState,
+    Pending,
+    Running,
+    active_runs,
+    remember,
+)
 
 MISSED_LISTED = 1000
 """Missed occurrences get one history record each up to this many per catch-up; then a summary."""
@@ -302,9 +311,12 @@ def _fire_or_overlap(
     key = state.definition(ctx.codec).key
     exec_id = execution_id(key, occ.nominal_ms)
     policy = state.definition(ctx.codec).overlap
+    nominal_at = ms_to_datetime(occ.nominal_ms)
+    if active_runs(state, ctx.now_ms) >= RUNNING_LIMIT:
+        why = f"{RUNNING_LIMIT} runs of this job are still running (the per-job limit)"
+        return _skip(state, result, ctx, occ, exec_id=exec_id, why=why)
     if not _busy(state, ctx) or policy is OverlapPolicy.allow:
         return _fire(state, result, ctx, Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger))
-    nominal_at = ms_to_datetime(occ.nominal_ms)
     if policy is OverlapPolicy.cancel_other:
         for run in state.running:
             why = f"overlap=cancel_other: {exec_id} is due"
@@ -324,13 +336,20 @@ def _fire_or_overlap(
         )
         pending = Pending(exec_id, occ.nominal_ms, occ.due_ms, 1, trigger.value)
         return state.evolve(buffered=(*state.buffered, pending))
+    why = f"overlap={policy.value}: previous run still running"
+    return _skip(state, result, ctx, occ, exec_id=exec_id, why=why)
+
+
+def _skip(
+    state: JobState, result: Result, ctx: Context, occ: Occurrence, *, exec_id: str, why: str
+) -> JobState:
     result.history(
         state,
         ctx,
         Decision.skipped_overlap,
         execution_id=exec_id,
-        nominal_at=nominal_at,
-        reason=f"overlap={policy.value}: previous run still running",
+        nominal_at=ms_to_datetime(occ.nominal_ms),
+        reason=why,
     )
     return state.evolve(
         skipped=state.skipped + 1, undispatched=remember(state.undispatched, occ.nominal_ms)
@@ -365,7 +384,7 @@ def _dispatch_ahead(state: JobState, result: Result, ctx: Context) -> JobState:
         next_due = state.next_due_ms
         if next_due is None or next_due > ctx.now_ms + ctx.ahead_ms:
             break
-        if not _may_go_early(state, ctx):
+        if not _may_go_early(state, ctx) or active_runs(state, ctx.now_ms) >= RUNNING_LIMIT:
             break
         occ, dst_skipped = compiled.next_with_skipped(state.cursor_ms)
         if occ is None:
@@ -602,6 +621,7 @@ def _apply_command(state: JobState, command: Command, ctx: Context) -> Result:
     state = state.evolve(request_ids=remember(state.request_ids, command.request_id))
     result = Result(state)
     if isinstance(command, TriggerNow):
+        _room_for(state, ctx, 1, "a trigger")
         key = state.definition(ctx.codec).key
         exec_id = manual_execution_id(key, command.request_id)
         shot = Shot(exec_id, ctx.now_ms, ctx.now_ms, TriggerKind.manual, 1, command.payload)
@@ -627,6 +647,18 @@ def _apply_command(state: JobState, command: Command, ctx: Context) -> Result:
     return result
 
 
+def _room_for(state: JobState, ctx: Context, runs: int, what: str) -> None:
+    """Refuse a command that would take the job past `RUNNING_LIMIT` runs at once."""
+    active = active_runs(state, ctx.now_ms)
+    if active + runs > RUNNING_LIMIT:
+        raise Refused(
+            "too_many_runs",
+            f"{what} would make {active + runs} runs of {state.definition(ctx.codec).key} at "
+            f"once; a job has at most {RUNNING_LIMIT} (running now: {active}). Wait for runs "
+            "to finish, or backfill a shorter range",
+        )
+
+
 def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> JobState:
     """Fire the occurrences with nominal time in [start, end) that the cursor has passed.
 
@@ -638,16 +670,21 @@ def _backfill(state: JobState, result: Result, cmd: Backfill, ctx: Context) -> J
     cursor = int(cmd.start.timestamp() * 1000) - 1
     undispatched = set(state.undispatched)
     backfilled = set(state.backfilled)
+    plan: list[tuple[Occurrence, bool]] = []
     for _ in range(cmd.max_occurrences):
         occ = compiled.next_after(cursor)
         if occ is None or occ.nominal_ms >= end_ms:
             break
         cursor = occ.nominal_ms
-        exec_id = execution_id(key, occ.nominal_ms)
         was_dispatched = occ.nominal_ms in backfilled or (
             state.created_cursor_ms < occ.nominal_ms <= state.cursor_ms
             and occ.nominal_ms not in undispatched
         )
+        plan.append((occ, was_dispatched))
+    runs = sum(1 for _, was in plan if cmd.force or not was)
+    _room_for(state, ctx, runs, f"a backfill of {runs} occurrences")
+    for occ, was_dispatched in plan:
+        exec_id = execution_id(key, occ.nominal_ms)
         if was_dispatched and not cmd.force:
             result.history(
                 state,
@@ -725,6 +762,7 @@ def _replay(state: JobState, result: Result, cmd: ReplayDeadLetter, ctx: Context
             reason=f"replay {cmd.request_id}: {what} is not among this job's recent dead letters",
         )
         return state
+    _room_for(state, ctx, len(chosen), f"a replay of {len(chosen)} dead letters")
     ids = {p.execution_id for p in chosen}
     state = state.evolve(
         dead=tuple(p for p in state.dead if p.execution_id not in ids),

@@ -51,6 +51,13 @@ class SchedulerMetrics:
             ["tenant", "trigger"],
             registry=self.registry,
         )
+        self.failures = Counter(
+            "kadence_scheduler_failures",
+            "Inputs refused after an unexpected error (refused) and jobs taken out of the due "
+            "index after one while firing or maintaining them (quarantined)",
+            ["kind"],
+            registry=self.registry,
+        )
         self.not_run = Counter(
             "kadence_scheduler_occurrences_not_run",
             "Occurrences that did not run, by decision (missed windows, skips, open circuits)",

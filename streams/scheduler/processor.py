@@ -12,9 +12,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kadence.acceptance import refusal
 from kadence.clock import ms_to_datetime
 from kadence.codec import MAGIC, Codec
-from kadence.errors import DecodeError, InvalidScheduleError
+from kadence.errors import DecodeError, RecordTooLargeError
 from kadence.headers import Headers, headers_for
 from kadence.models import (
     Backfill,
@@ -30,8 +31,8 @@ from kadence.models import (
     TriggerNow,
     WireModel,
 )
+from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
-from kadence.timeengine.compile import compile_schedule
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
 from streams.runtime.reject import reject
 from streams.runtime.runner import InputRecord, Task
@@ -39,7 +40,7 @@ from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.logic import Context, Refused, Result, Sink
 from streams.scheduler.metrics import SchedulerMetrics
-from streams.scheduler.state import JobState, dump_state, load_state
+from streams.scheduler.state import JobState, dump_state, fit_state, load_state
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = b"~group/"
@@ -49,6 +50,7 @@ DEAD_DEPTH = b"~dead-depth"
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
+HISTORY_REASON_CHARS = 2048
 
 
 @dataclass(frozen=True)
@@ -96,12 +98,58 @@ class SchedulerProcessor:
             self._reject(task, record, exc.code, str(exc), now_ms)
         except Refused as exc:
             self._reject(task, record, exc.code, exc.reason, now_ms)
-        except Exception as exc:  # a bug must not turn one record into a crash loop
-            log.exception(
-                "processing %s[%d]@%d failed", record.topic, record.partition, record.offset
+        # anything else propagates: the runtime undoes this record's writes and calls `refuse`
+
+    def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
+        """Processing `record` raised and was undone: a `rejected` record (and a history record
+        when the key names a job) say why; the next input is processed as usual."""
+        if isinstance(exc, RecordTooLargeError):
+            code = exc.code
+            reason = f"applying it would write a record too large for the broker: {exc}"
+        else:
+            log.error(
+                "processing %s[%d]@%d failed",
+                record.topic,
+                record.partition,
+                record.offset,
+                exc_info=exc,
             )
+            code = "processing_error"
             reason = f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
-            self._reject(task, record, "processing_error", reason, now_ms)
+        self.metrics.failures.labels("refused").inc()
+        self._job_history(task, record.key, Decision.refused, reason, now_ms)
+        self._reject(task, record, code, reason, now_ms)
+
+    def quarantine(self, task: Task, key: bytes, exc: Exception, now_ms: int) -> None:
+        """Firing `key` raised and was undone: the job keeps its state but leaves the due index,
+        so it stops firing (and failing) until its definition is written again or a command
+        (pause and resume) touches it. A history record holds the error; a metric counts it."""
+        log.error("firing %r failed; quarantined", key, exc_info=exc)
+        raw = task.get(key)
+        if raw is not None:
+            task.put(key, raw, None)
+        task.cache.pop(key, None)
+        self.metrics.failures.labels("quarantined").inc()
+        reason = (
+            f"{type(exc).__name__}: {exc}; the job no longer fires: write its definition again, "
+            "or pause and resume it, to try again"
+        )
+        self._job_history(task, key, Decision.quarantined, reason, now_ms)
+
+    def _job_history(
+        self, task: Task, key: bytes | None, decision: Decision, reason: str, now_ms: int
+    ) -> None:
+        tenant, _, job_id = (key or b"").decode(errors="replace").partition("/")
+        if not (IDENT_RE.fullmatch(tenant) and IDENT_RE.fullmatch(job_id)):
+            return  # not a job's key: the rejected record is all there is
+        record = HistoryRecord(
+            tenant=tenant,
+            job_id=job_id,
+            decision=decision,
+            at=ms_to_datetime(now_ms),
+            reason=reason[:HISTORY_REASON_CHARS],
+        )
+        task.emit(*self._encoded(task, Sink.history, record))
 
     def _definition(self, task: Task, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
@@ -114,33 +162,26 @@ class SchedulerProcessor:
             return
         definition = SCHEDULES.decode(self.codec, record.value)
         assert isinstance(definition, ScheduleDefinition)
-        if definition.key.encode() != record.key:
-            raise Refused("key_mismatch", f"record key {record.key!r} is not {definition.key}")
-        expected = partition_for(definition.routing_key, self.cfg.job_partitions)
-        if expected != record.partition:
-            raise Refused(
-                "misrouted",
-                f"{definition.key} belongs on partition {expected} (murmur2 of its routing key "
-                f"{definition.routing_key!r}), not {record.partition}; write it with the SDK or "
-                "partitioner=murmur2_random",
-            )
-        try:
-            compile_schedule(definition.schedule, definition.key)
-        except InvalidScheduleError as exc:
-            task.emit(
-                *self._encoded(
-                    task,
-                    Sink.history,
-                    HistoryRecord(
-                        tenant=definition.tenant,
-                        job_id=definition.job_id,
-                        decision=Decision.definition_rejected,
-                        at=ms_to_datetime(now_ms),
-                        reason="; ".join(exc.errors),
-                    ),
+        current = state.definition(self.codec).version if state is not None else None
+        refused = refusal(
+            record.key, record.partition, self.cfg.job_partitions, definition, current
+        )
+        if refused is not None:
+            if refused.code == "invalid_schedule":
+                task.emit(
+                    *self._encoded(
+                        task,
+                        Sink.history,
+                        HistoryRecord(
+                            tenant=definition.tenant,
+                            job_id=definition.job_id,
+                            decision=Decision.definition_rejected,
+                            at=ms_to_datetime(now_ms),
+                            reason=refused.reason[:HISTORY_REASON_CHARS],
+                        ),
+                    )
                 )
-            )
-            raise Refused("invalid_schedule", "; ".join(exc.errors)) from None
+            raise Refused(refused.code, refused.reason)
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
         ctx = self._ctx(task, state, now_ms)
         self._write(
@@ -160,9 +201,13 @@ class SchedulerProcessor:
         state = self._load(task, record.key)
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
-        self._write(
-            task, record.key, logic.apply_command(state, command, self._ctx(task, state, now_ms))
-        )
+        try:
+            result = logic.apply_command(state, command, self._ctx(task, state, now_ms))
+        except Refused as exc:
+            why = f"{type(command).__name__} {command.request_id} refused: {exc.reason}"
+            self._job_history(task, record.key, Decision.refused, why, now_ms)
+            raise
+        self._write(task, record.key, result)
 
     def _outcome(self, task: Task, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
@@ -201,16 +246,21 @@ class SchedulerProcessor:
         for key in keys:
             if key.startswith(b"~"):
                 continue
-            state = self._load(task, key)
-            if state is not None and state.tzdb != self.cfg.tzdb:
-                ctx = self._ctx(task, state, now_ms)
-                self._write(task, key, logic.apply_tzdb(state, ctx))
+            task.attempt(
+                lambda key=key: self._maintain_one(task, key, now_ms),  # type: ignore[misc]
+                lambda exc, key=key: self.quarantine(task, key, exc, now_ms),  # type: ignore[misc]
+            )
         if len(keys) < MAINTAIN_STEP:
             task.put(TZDB_MARKER, current, None)
             task.cache.pop(TZDB_MARKER, None)
             return True
         task.cache[TZDB_MARKER] = keys[-1]
         return False
+
+    def _maintain_one(self, task: Task, key: bytes, now_ms: int) -> None:
+        state = self._load(task, key)
+        if state is not None and state.tzdb != self.cfg.tzdb:
+            self._write(task, key, logic.apply_tzdb(state, self._ctx(task, state, now_ms)))
 
     def prefetch(self, task: Task, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""
@@ -277,6 +327,8 @@ class SchedulerProcessor:
             task.put(key, None, None)
             task.cache.pop(key, None)
         else:
+            state = fit_state(state, task.record_limit - len(key) - 8)
+            result.state = state
             wake = state.wake_ms
             task.put(key, dump_state(state), wake)
             if wake is not None and wake <= task.loaded_until_ms:

@@ -17,10 +17,17 @@ from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""v2: the definition's Avro bytes raw after a length prefix, then the JSON (v1 kept them in the
+JSON as base64, a third larger); v1 is still read."""
+_V2_MAGIC = b"KS\x02"
 RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
 DEAD_LIMIT = 100
+RUNNING_LIMIT = 1000
+"""Runs of one job dispatched and not finished, at most. A trigger, backfill or replay that
+would go past it is refused; a scheduled occurrence that finds it reached is skipped (history
+says why). Runs count until their outcome arrives or their timeout and lease have passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,33 @@ def _pending(p: Pending) -> list[object]:
     return [p.execution_id, p.nominal_ms, p.due_ms, p.attempt, p.trigger]
 
 
+def active_runs(state: JobState, now_ms: int) -> int:
+    """Runs that still count against `RUNNING_LIMIT` at `now_ms`."""
+    return sum(1 for r in state.running if r.expires_ms > now_ms)
+
+
+_TRIMMABLE = ("finished", "request_ids", "backfilled", "undispatched", "dead")
+"""Memories that only guard against repeats: the oldest may go when the state must shrink."""
+
+
+def _newer_half(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    return items[len(items) // 2 :]
+
+
+def fit_state(state: JobState, limit: int) -> JobState:
+    """The state, with its oldest memories dropped (halving each in turn) until its stored
+    form is at most `limit` bytes; unchanged when it fits. It may still not fit (a huge
+    definition, a thousand runs): then the write is refused by the size check."""
+    for _ in range(12):
+        if len(dump_state(state)) <= limit:
+            return state
+        changes = {name: _newer_half(getattr(state, name)) for name in _TRIMMABLE}
+        if all(len(v) == len(getattr(state, k)) for k, v in changes.items()):
+            return state
+        state = state.evolve(**changes)
+    return state
+
+
 def dump_state(state: JobState) -> bytes:
     body: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
     body["running"] = [
@@ -163,16 +197,23 @@ def dump_state(state: JobState) -> bytes:
         [a.execution_id, a.nominal_ms, a.due_ms, a.cursor_before_ms] for a in state.ahead
     ]
     body["v"] = STATE_VERSION
-    body["definition"] = base64.b64encode(state.definition_bytes).decode()
-    return json.dumps(body, separators=(",", ":")).encode()
+    head = _V2_MAGIC + len(state.definition_bytes).to_bytes(4, "big")
+    return head + state.definition_bytes + json.dumps(body, separators=(",", ":")).encode()
 
 
 def load_state(data: bytes) -> JobState:
-    body = json.loads(data)
-    version = body.pop("v")
-    if version != STATE_VERSION:
-        raise ValueError(f"scheduler state version {version} is not readable by this build")
-    body["definition_bytes"] = base64.b64decode(body.pop("definition"))
+    if data.startswith(_V2_MAGIC):
+        size = int.from_bytes(data[3:7], "big")
+        definition = data[7 : 7 + size]
+        body = json.loads(data[7 + size :])
+        body.pop("v")
+    else:
+        body = json.loads(data)
+        version = body.pop("v")
+        if version != 1:
+            raise ValueError(f"scheduler state version {version} is not readable by this build")
+        definition = base64.b64decode(body.pop("definition"))
+    body["definition_bytes"] = definition
     body["running"] = tuple(Running(*r) for r in body["running"])
     body["buffered"] = tuple(Pending(*p) for p in body["buffered"])
     body["retries"] = tuple(Pending(*p) for p in body["retries"])

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 
+from kadence.acceptance import Refusal, refusal
 from kadence.clock import datetime_to_ms
 from kadence.models import (
     DeadLetter,
@@ -22,27 +24,66 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat().replace("+00:00", "Z")
 
 
-def apply_definition(
-    store: ViewStore, key: str, definition: ScheduleDefinition | None, at: str
-) -> None:
-    """A new version of a job, or (None) its tombstone."""
+def definition_doc(definition: ScheduleDefinition) -> Doc:
+    """The definition as JSON. A payload that is UTF-8 text stays text; any other bytes (the
+    SDK sends bytes) are base64 with `"payload_encoding": "base64"` beside them."""
+    doc: Doc = definition.model_dump(mode="json", exclude={"payload"})
     try:
-        tenant, job_id = split_job_key(key)
-    except ValueError:
-        return
+        doc["payload"] = definition.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        doc["payload"] = base64.b64encode(definition.payload).decode()
+        doc["payload_encoding"] = "base64"
+    return doc
+
+
+def definition_of(shown: Doc) -> Doc:
+    """A definition as `definition_doc` shows it, in the form `model_validate` takes."""
+    doc = dict(shown)
+    if doc.pop("payload_encoding", None) == "base64":
+        doc["payload"] = base64.b64decode(doc["payload"])
+    return doc
+
+
+def apply_definition(
+    store: ViewStore,
+    key: bytes,
+    definition: ScheduleDefinition | None,
+    at: str,
+    *,
+    partition: int = 0,
+    partitions: int = 1,
+    source: str = "",
+) -> Refusal | None:
+    """A new version of a job, or (None) its tombstone, accepted by the scheduler's own rule
+    (kadence/acceptance.py): a record the scheduler refuses is not shown. A refused one is
+    remembered on the job (`refused`, with its `source` partition:offset), so the API can tell
+    the writer that its write lost. Returns the refusal, if any."""
+    try:
+        tenant, job_id = split_job_key(key.decode())
+    except (ValueError, UnicodeDecodeError):
+        return Refusal("key_mismatch", f"record key {key!r} names no job")
     jk = job_key(tenant, job_id)
     if definition is None:
         store.put(jk, None)
-        return
-    old = store.get(jk) or {}
+        return None
+    old = store.get(jk)
+    current = int(old["definition"]["version"]) if old is not None else None
+    refused = refusal(key, partition, partitions, definition, current)
+    if refused is not None:
+        if old is not None and refused.code == "stale_version":
+            note = {"source": source, "version": definition.version, "reason": refused.reason}
+            store.put(jk, {**old, "refused": note})
+        return refused
     store.put(
         jk,
         {
-            "definition": definition.model_dump(mode="json"),
-            "paused": old.get("paused", False),
+            "definition": definition_doc(definition),
+            "paused": (old or {}).get("paused", False),
             "updated_at": at,
+            "source": source,
         },
     )
+    return None
 
 
 def apply_history(store: ViewStore, r: HistoryRecord, seq: str) -> None:

@@ -12,11 +12,19 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
+from kadence.kafka_retry import retrying
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
@@ -35,6 +43,13 @@ class Materializer:
     codec: Codec = field(default_factory=Codec)
     skipped: int = 0
     applied: int = 0
+    failed: int = 0
+    """Records whose decode passed but applying them raised: logged with their offset and
+    skipped, so one bad record cannot freeze every read."""
+    refused: int = 0
+    """Definitions the scheduler refuses too (kadence/acceptance.py), so not shown."""
+    stopped_by: str | None = None
+    """Why the input loop ended on its own (it should never): the view is then not ready."""
     caught_up: bool = False
     """Every partition read up to its end as it was when the view started."""
     changed: threading.Condition = field(default_factory=threading.Condition)
@@ -43,6 +58,8 @@ class Materializer:
 
     def __post_init__(self) -> None:
         self.topics = Topics(self.settings)
+        self._schedule_partitions = self.settings.partitions
+        """How many partitions `schedules` has (read from the cluster at start)."""
         self.inputs = (
             self.topics.schedules,
             self.topics.history,
@@ -73,16 +90,47 @@ class Materializer:
                 self.changed.wait(left)
         return True
 
+    @property
+    def ready(self) -> bool:
+        """Caught up, and the input loop still running."""
+        return self.caught_up and self.stopped_by is None
+
     def run(self) -> None:
+        """The input loop (on its own thread). Passing broker errors at start are waited out;
+        should the loop still end by an error, `stopped_by` says why and `ready` goes false."""
+        try:
+            self._run()
+        except Exception as exc:
+            self.stopped_by = f"{type(exc).__name__}: {exc}"
+            log.exception("the query view stopped reading its topics")
+            raise
+        finally:
+            self.consumer.close()
+
+    def _partitions(self, topic: str) -> list[int]:
+        def listed() -> list[int]:
+            info = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                err = info.error if info is not None and info.error is not None else None
+                raise KafkaException(err or KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+            return sorted(info.partitions)
+
+        return retrying(listed, f"partitions of {topic}")
+
+    def _run(self) -> None:
         assignment = []
-        meta = self.consumer.list_topics(timeout=30)
+        self._schedule_partitions = len(self._partitions(self.topics.schedules))
         for topic in self.inputs:
-            for p in sorted(meta.topics[topic].partitions):
+            for p in self._partitions(topic):
                 start = self.store.offset(topic, p)
                 assignment.append(
                     TopicPartition(topic, p, OFFSET_BEGINNING if start is None else start)
                 )
-                _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, p), 30)
+                tp = TopicPartition(topic, p)
+                _low, high = retrying(
+                    lambda tp=tp: self.consumer.get_watermark_offsets(tp, 30),  # type: ignore[misc]
+                    f"watermarks of {topic}[{p}]",
+                )
                 if high > (start or 0):
                     self._targets[(topic, p)] = high
         self.consumer.assign(assignment)
@@ -101,7 +149,6 @@ class Materializer:
             if time.monotonic() - swept > RETENTION_SWEEP_S:
                 self.sweep()
                 swept = time.monotonic()
-        self.consumer.close()
 
     def _check_caught_up(self) -> None:
         done = [tp for tp, high in self._targets.items() if (self.store.offset(*tp) or 0) >= high]
@@ -127,11 +174,22 @@ class Materializer:
         at = self.clock.now_ms()
         try:
             if topic == self.topics.schedules:
-                key = (m.key() or b"").decode(errors="replace")
                 definition = None
                 if value is not None:
                     definition = self.codec.decode_as(value, ScheduleDefinition)
-                apply.apply_definition(self.store, key, definition, str(at))
+                refused = apply.apply_definition(
+                    self.store,
+                    m.key() or b"",
+                    definition,
+                    str(at),
+                    partition=partition,
+                    partitions=self._schedule_partitions,
+                    source=f"{partition}:{offset}",
+                )
+                if refused is not None:
+                    self.refused += 1
+                    log.debug("view leaves out %s[%d]@%d: %s", topic, partition, offset, refused)
+                    return
             elif topic == self.topics.history:
                 apply.apply_history(self.store, self.codec.decode_as(value, HistoryRecord), seq)
             elif topic == self.topics.outcomes:
@@ -143,6 +201,10 @@ class Materializer:
         except DecodeError as exc:
             self.skipped += 1
             log.debug("view skips %s[%d]@%d: %s", topic, partition, offset, exc)
+            return
+        except Exception:  # one record the view cannot show must not freeze every read
+            self.failed += 1
+            log.exception("view cannot apply %s[%d]@%d; skipped", topic, partition, offset)
             return
         self.applied += 1
 

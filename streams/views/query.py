@@ -11,6 +11,7 @@ from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
 from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
+from streams.views.apply import definition_of
 from streams.views.store import SEP, Doc, ViewStore, dead_key, history_prefix, job_key
 
 NOT_RUN = {
@@ -32,7 +33,7 @@ def _iso(ms: int) -> str:
 
 
 def next_runs(definition: Doc, now_ms: int, n: int) -> list[str]:
-    d = ScheduleDefinition.model_validate(definition)
+    d = ScheduleDefinition.model_validate(definition_of(definition))
     try:
         compiled = compile_schedule(d.schedule, d.key)
     except KadenceError:
@@ -83,6 +84,8 @@ class ViewQueries:
             "next_runs": [] if paused else next_runs(definition, now_ms, preview),
             "last_run": last,
             "definition": definition,
+            "source": doc.get("source"),
+            "refused": doc.get("refused"),
         }
 
     def history(

@@ -60,9 +60,13 @@ def serve(port: int, materializer: Materializer, host: str = "127.0.0.1") -> Thr
                 match parts:
                     case ["ready"]:
                         return {
-                            "ready": materializer.caught_up,
+                            "ready": materializer.ready,
+                            "caught_up": materializer.caught_up,
+                            "stopped_by": materializer.stopped_by,
                             "applied": materializer.applied,
                             "skipped": materializer.skipped,
+                            "failed": materializer.failed,
+                            "refused": materializer.refused,
                         }
                     case ["jobs"]:
                         limit = min(int(q.get("limit", 100)), 1000)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 import pytest
 
+from kadence.client import KadenceClient
+from kadence.models import ScheduleDefinition
 from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -91,3 +96,59 @@ def test_tenants_never_see_or_change_each_others_jobs(api: Api) -> None:
     admin = {**api.as_("*"), "X-Kadence-Tenant": "acme"}
     assert api.http.get("/v1/jobs/secret", headers=admin).status_code == 200
     assert api.http.get("/v1/jobs/secret", headers=api.as_("*")).status_code == 422
+
+
+def test_a_binary_payload_from_the_sdk_freezes_no_read(api: Api) -> None:
+    """The view used to die applying a definition whose payload is not UTF-8 (the SDK takes
+    bytes), and every read and write through the API hung on it from then on."""
+    binary = b"\xff\xfe\x00\x80 not text"
+    with KadenceClient(api.settings) as client:
+        client.put(
+            ScheduleDefinition.model_validate(
+                {
+                    "tenant": "acme",
+                    "job_id": "binary",
+                    "version": 1,
+                    "schedule": {"kind": "cron", "expression": "0 0 1 1 *"},
+                    "target": {"kind": "http", "url": f"{api.target.url}/ok"},
+                    "payload": binary,
+                }
+            )
+        )
+    h = api.as_("acme")
+    shown = api.wait(
+        lambda: (r := api.http.get("/v1/jobs/binary", headers=h)).status_code == 200 and r.json(),
+        what="the binary job in the view",
+    )
+    assert shown["definition"]["payload_encoding"] == "base64"
+    assert base64.b64decode(shown["definition"]["payload"]) == binary
+    r = api.http.post("/v1/jobs/after-binary", json=api.job(), headers=h)  # the view still reads
+    assert r.status_code == 201, r.text
+    assert api.http.get("/readyz").status_code == 200
+
+
+def test_a_write_that_loses_a_race_answers_409_and_the_view_shows_the_winner(api: Api) -> None:
+    """Two writers PUT the same version at once: the scheduler keeps the first record and
+    refuses the second as stale. The view used to show the second and both callers got 200."""
+    h = api.as_("acme")
+    assert api.http.post("/v1/jobs/race", json=api.job(), headers=h).status_code == 201
+    client = api.http.app.state.client  # type: ignore[attr-defined]
+    real_put = client.put
+
+    def racing_put(definition: ScheduleDefinition) -> Any:
+        rival = definition.model_copy(update={"description": "the other writer"})
+        real_put(rival)  # the other writer's record of the same version lands first
+        return real_put(definition)
+
+    client.put = racing_put
+    try:
+        r = api.http.put("/v1/jobs/race", json=api.job(description="mine"), headers=h)
+    finally:
+        del client.put
+    assert r.status_code == 409, r.text
+    assert "version 2 of job race was not applied" in r.text and "not newer than 2" in r.text
+    shown = api.http.get("/v1/jobs/race", headers=h).json()
+    assert (shown["version"], shown["definition"]["description"]) == (2, "the other writer")
+    r = api.http.put("/v1/jobs/race", json=api.job(description="mine, again"), headers=h)
+    assert r.status_code == 200, r.text  # a fresh write (version 3) goes through
+    assert r.json()["definition"]["description"] == "mine, again"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kadence.codec import Codec
@@ -92,8 +93,12 @@ def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch:
         target=KafkaTarget(topic="o"),
     )
     record = InputRecord(proc.cfg.topics.schedules, 0, 7, b"acme/j", CODEC.encode(d), [], NOW)
-    proc.process(task, record, NOW)
-    [(topic, _p, _key, value, _h)] = out
+    ok = task.attempt(
+        partial(proc.process, task, record, NOW), partial(proc.refuse, task, record, now_ms=NOW)
+    )
+    assert not ok
+    [history, (topic, _p, _key, value, _h)] = out
+    assert CODEC.decode(history[3]).decision is Decision.refused  # type: ignore[attr-defined]
     assert topic == proc.cfg.topics.rejected
     rejected = CODEC.decode(value)
     assert getattr(rejected, "code", None) == "processing_error"

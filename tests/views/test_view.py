@@ -102,7 +102,7 @@ def _dead_doc() -> dict[str, object]:
 
 def filled(tmp_path: Path) -> ViewStore:
     store = ViewStore(tmp_path / "view")
-    apply.apply_definition(store, "acme/tick", definition(), "0")
+    apply.apply_definition(store, b"acme/tick", definition(), "0")
     apply.apply_history(store, decision(0, Decision.fired), "h0")
     apply.apply_outcome(store, outcome(0, "succeeded", late_s=0.25), "o0")
     apply.apply_history(store, decision(1, Decision.skipped_overlap, "run 0 still active"), "h1")
@@ -178,7 +178,7 @@ def test_pause_and_delete_change_the_job(tmp_path: Path) -> None:
         "2026-12-01T09:02:00Z",
         "2026-12-01T09:03:00Z",
     ]
-    apply.apply_definition(store, "acme/tick", None, "1")
+    apply.apply_definition(store, b"acme/tick", None, "1")
     store.flush()
     assert ViewQueries(store).job("acme", "tick", 0) is None
 

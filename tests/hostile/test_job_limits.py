@@ -1,0 +1,198 @@
+"""A tenant cannot grow one job's scheduler state past the broker's limit, and one job that
+breaks while firing cannot stop the loop (issue 14, items 1 and 3), on an in-memory task."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+import pytest
+
+from kadence.codec import Codec
+from kadence.models import (
+    Backfill,
+    Decision,
+    HistoryRecord,
+    KafkaTarget,
+    Rejected,
+    ResumeJob,
+    ScheduleDefinition,
+    TriggerNow,
+    WireModel,
+)
+from kadence.settings import KadenceSettings
+from kadence.sizing import RECORD_LIMIT
+from kadence.topics import Topics
+from streams.runtime.runner import InputRecord, Task
+from streams.runtime.store import Batch, MemoryStore, wake_of
+from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+from streams.scheduler.state import RUNNING_LIMIT, Running, dump_state, fit_state, load_state
+
+CODEC = Codec()
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+NOW = int((T0 + timedelta(hours=4)).timestamp() * 1000)
+SIX_HOURS_MS = 6 * 3600 * 1000
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.topics = Topics(KadenceSettings(partitions=1))
+        self.proc = SchedulerProcessor(SchedulerConfig(self.topics, 1, 1, "2025b"), CODEC)
+        self.task = Task(0, MemoryStore(), NOW, 60_000)
+        self.out: list[tuple[Any, ...]] = []
+        self.task._emit = lambda *a: self.out.append(a)
+        self.task.changelog = self.topics.scheduler_changelog
+        self.offset = 0
+
+    def send(self, topic: str, key: bytes, record: WireModel, now_ms: int = NOW) -> bool:
+        """One input record, handled as the runtime handles it (one unit of work)."""
+        self.offset += 1
+        rec = InputRecord(topic, 0, self.offset, key, CODEC.encode(record), [], now_ms)
+        ok = self.task.attempt(
+            partial(self.proc.process, self.task, rec, now_ms),
+            partial(self.proc.refuse, self.task, rec, now_ms=now_ms),
+        )
+        self.commit()
+        return ok
+
+    def fire(self, key: bytes, now_ms: int) -> bool:
+        ok = self.task.attempt(
+            partial(self.proc.fire, self.task, key, now_ms),
+            partial(self.proc.quarantine, self.task, key, now_ms=now_ms),
+        )
+        self.commit()
+        return ok
+
+    def commit(self) -> None:
+        self.task.store.apply(self.task.batch)
+        self.task.batch = Batch()
+
+    def records(self, suffix: str) -> list[Any]:
+        return [CODEC.decode(v) for (t, _p, _k, v, _h) in self.out if t.endswith(suffix)]
+
+    def history(self, decision: Decision) -> list[HistoryRecord]:
+        return [h for h in self.records(".history") if h.decision is decision]
+
+    def largest_record(self) -> int:
+        return max(len(k or b"") + len(v or b"") for (_t, _p, k, v, _h) in self.out)
+
+
+def per_second_job(tenant: str = "mallory", job_id: str = "flood") -> ScheduleDefinition:
+    return ScheduleDefinition(
+        tenant=tenant,
+        job_id=job_id,
+        version=1,
+        schedule={"kind": "cron", "expression": "* * * * * *", "spread_s": 0},
+        target=KafkaTarget(topic="out"),
+        timeout_ms=SIX_HOURS_MS,
+    )
+
+
+def backfill(n: int, request_id: str, force: bool = True) -> Backfill:
+    return Backfill(
+        tenant="mallory",
+        job_id="flood",
+        request_id=request_id,
+        issued_at=T0,
+        start=T0,
+        end=T0 + timedelta(seconds=n),
+        force=force,
+        max_occurrences=min(n, 100_000),
+    )
+
+
+def test_two_forced_backfill_floods_are_refused_and_never_outgrow_the_record_limit() -> None:
+    h = Harness()
+    d = per_second_job()
+    assert h.send(h.topics.schedules, d.key.encode(), d)
+    for attempt in ("flood-1", "flood-2"):
+        assert h.send(h.topics.commands, d.key.encode(), backfill(10_000, attempt))
+    rejected = h.records(".rejected")
+    assert [r.code for r in rejected] == ["too_many_runs", "too_many_runs"]
+    assert all(isinstance(r, Rejected) for r in rejected)
+    refused = h.history(Decision.refused)
+    assert len(refused) == 2
+    assert f"at most {RUNNING_LIMIT}" in (refused[0].reason or "")
+    assert h.largest_record() < RECORD_LIMIT
+
+
+def test_backfills_fill_the_job_up_to_its_limit_and_not_one_run_more() -> None:
+    h = Harness()
+    d = per_second_job()
+    key = d.key.encode()
+    h.send(h.topics.schedules, key, d)
+    assert h.send(h.topics.commands, key, backfill(RUNNING_LIMIT - 1, "fill"))
+    assert h.send(h.topics.commands, key, TriggerNow(**_cmd("one-more")))
+    fired = [e for e in h.records(".executions")]
+    assert len(fired) == RUNNING_LIMIT
+    assert h.send(h.topics.commands, key, TriggerNow(**_cmd("past-the-limit")))
+    assert [r.code for r in h.records(".rejected")] == ["too_many_runs"]
+    assert len(h.records(".executions")) == RUNNING_LIMIT
+    state = load_state(h.task.get(key) or b"")
+    assert len(state.running) == RUNNING_LIMIT
+    assert len(dump_state(state)) < RECORD_LIMIT
+    # the schedule itself keeps deciding: the next occurrence is skipped, with the reason
+    assert h.fire(key, (state.next_due_ms or 0) + 1)
+    [skip] = h.history(Decision.skipped_overlap)
+    assert "per-job limit" in (skip.reason or "")
+
+
+def _cmd(request_id: str) -> dict[str, Any]:
+    return {"tenant": "mallory", "job_id": "flood", "request_id": request_id, "issued_at": T0}
+
+
+def test_a_state_at_every_limit_with_the_longest_ids_is_trimmed_to_fit() -> None:
+    tenant, job = "t" * 128, "j" * 128
+    d = per_second_job(tenant, job).model_copy(update={"payload": b"p" * 200_000})
+    h = Harness()
+    h.send(h.topics.schedules, d.key.encode(), d)
+    state = load_state(h.task.get(d.key.encode()) or b"")
+    long_id = f"{d.key}@manual:" + "r" * 128
+    state = state.evolve(
+        running=tuple(Running(f"{long_id}{i}", NOW, 1, NOW + 1) for i in range(RUNNING_LIMIT)),
+        finished=tuple(f"{long_id}{i}#1" for i in range(1000)),
+        request_ids=tuple("r" * 124 + f"{i:04}" for i in range(1000)),
+    )
+    assert len(dump_state(state)) > RECORD_LIMIT  # what a flood of long ids used to reach
+    fitted = fit_state(state, RECORD_LIMIT - len(d.key) - 8)
+    assert len(dump_state(fitted)) <= RECORD_LIMIT - len(d.key) - 8
+    assert fitted.running == state.running  # what is in flight is never forgotten
+    assert fitted.finished == state.finished[-len(fitted.finished) :]  # the newest are kept
+
+
+def test_a_job_that_breaks_while_firing_is_quarantined_and_the_others_still_fire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness()
+    bad, good = per_second_job("mallory", "breaks"), per_second_job("alice", "fine")
+    for d in (bad, good):
+        h.send(h.topics.schedules, d.key.encode(), d)
+    real_on_due = __import__("streams.scheduler.logic", fromlist=["on_due"]).on_due
+
+    def on_due(state: Any, ctx: Any) -> Any:
+        if state.definition(CODEC).job_id == "breaks":
+            raise RuntimeError("a bug that only this job's state triggers")
+        return real_on_due(state, ctx)
+
+    monkeypatch.setattr("streams.scheduler.logic.on_due", on_due)
+    due = load_state(h.task.get(bad.key.encode()) or b"").wake_ms or 0
+    h.out.clear()
+    assert not h.fire(bad.key.encode(), due)
+    assert h.fire(good.key.encode(), due)
+    [q] = h.history(Decision.quarantined)
+    assert q.job_id == "breaks" and "a bug that only" in (q.reason or "")
+    assert [e.job_id for e in h.records(".executions")] == ["fine"]
+    assert (
+        wake_of(h.task.batch.values.get(bad.key.encode()) or h.task.store.get(bad.key.encode()))
+        is None
+    )
+    assert h.proc.metrics.failures.labels("quarantined")._value.get() == 1
+    # a command re-arms it once the cause is gone
+    monkeypatch.setattr("streams.scheduler.logic.on_due", real_on_due)
+    assert h.send(
+        h.topics.commands,
+        bad.key.encode(),
+        ResumeJob(**{**_cmd("rearm"), "tenant": "mallory", "job_id": "breaks"}),
+    )
+    assert load_state(h.task.get(bad.key.encode()) or b"").wake_ms is not None

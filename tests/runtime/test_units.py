@@ -1,0 +1,120 @@
+"""Units of work on a task: all of a unit's writes and records, or none of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kadence.errors import RecordTooLargeError
+from kadence.sizing import RECORD_LIMIT, check_fits, record_bytes
+from streams.runtime.runner import Task
+from streams.runtime.store import MemoryStore
+
+NOW = 1_000_000
+
+
+def task() -> tuple[Task, list[tuple[Any, ...]]]:
+    t = Task(0, MemoryStore(), NOW, 60_000)
+    out: list[tuple[Any, ...]] = []
+    t._emit = lambda *a: out.append(a)
+    t.changelog = "changelog"
+    return t, out
+
+
+def test_a_unit_that_raises_leaves_nothing_behind_and_its_handler_runs() -> None:
+    t, out = task()
+    t.put(b"before", b"1", None)
+    out.clear()
+    errors: list[Exception] = []
+
+    def work() -> None:
+        t.put(b"before", b"changed", NOW + 5)
+        t.put(b"new", b"x", None)
+        t.cache[b"new"] = "decoded"
+        t.emit("history", 0, b"k", b"v", [])
+        raise RuntimeError("boom")
+
+    def handler(exc: Exception) -> None:
+        errors.append(exc)
+        t.emit("rejected", 0, b"k", b"why", [])
+
+    assert not t.attempt(work, handler)
+    assert [str(e) for e in errors] == ["boom"]
+    assert t.get(b"before") == b"1"
+    assert t.get(b"new") is None
+    assert b"new" not in t.cache
+    assert [o[0] for o in out] == ["rejected"]  # neither the changelog records nor the history
+
+
+def test_a_unit_that_succeeds_sends_its_records_in_order() -> None:
+    t, out = task()
+
+    def work() -> None:
+        t.put(b"a", b"1", None)
+        t.emit("x", 0, b"a", b"v", [])
+
+    assert t.attempt(work, print)
+    assert [o[0] for o in out] == ["changelog", "x"]
+
+
+def test_an_inner_unit_that_fails_keeps_what_the_outer_one_did() -> None:
+    t, out = task()
+
+    def inner() -> None:
+        t.put(b"inner", b"2", None)
+        raise ValueError("inner")
+
+    def outer() -> None:
+        t.put(b"outer", b"1", None)
+        assert not t.attempt(inner, lambda exc: t.put(b"quarantined", b"q", None))
+        t.put(b"after", b"3", None)
+
+    assert t.attempt(outer, lambda exc: pytest.fail(f"outer failed: {exc}"))
+    assert (t.get(b"outer"), t.get(b"inner"), t.get(b"quarantined"), t.get(b"after")) == (
+        b"1",
+        None,
+        b"q",
+        b"3",
+    )
+    assert [o[2] for o in out] == [b"outer", b"quarantined", b"after"]
+
+
+def test_a_record_too_large_is_refused_before_anything_is_sent() -> None:
+    t, out = task()
+    t.record_limit = 1_000
+    caught: list[Exception] = []
+
+    def work() -> None:
+        t.emit("fine", 0, b"k", b"v" * 10, [])
+        t.emit("huge", 0, b"k", b"v" * 600, [("h", b"x" * 600)])  # value + header over 1 000
+
+    assert not t.attempt(work, caught.append)
+    assert out == []
+    [exc] = caught
+    assert isinstance(exc, RecordTooLargeError)
+    assert "huge" in str(exc) and "1000-byte limit" in str(exc)
+
+
+def test_a_failing_handler_is_undone_too_and_does_not_escape() -> None:
+    t, out = task()
+
+    def handler(exc: Exception) -> None:
+        t.emit("rejected", 0, b"k", b"v", [])
+        raise RuntimeError("handler too")
+
+    def work() -> None:
+        raise ZeroDivisionError
+
+    assert not t.attempt(work, handler)
+    assert out == []
+
+
+def test_record_size_counts_key_value_and_every_header() -> None:
+    assert (
+        record_bytes(b"key", b"value", [("h1", b"ab"), ("h2", "cd"), ("h3", None)])
+        == 3 + 5 + 4 + 4 + 2
+    )
+    check_fits("t", None, b"x" * (RECORD_LIMIT - 1), [("h", None)])
+    with pytest.raises(RecordTooLargeError):
+        check_fits("t", b"k", b"x" * RECORD_LIMIT)
