@@ -3,7 +3,9 @@ jobs, runs, history, commands, backfill, dead letters. KADENCE_API_URL and KADEN
 where and who. Tables for people, `--json` for scripts, and exit codes scripts can trust:
 
     0 done   2 error (API unreachable, server error)   3 invalid input (422)
-    4 not found (404)   5 not authenticated (401)   6 conflict (409)
+    4 not found (404)   5 not authenticated (401)   6 conflict (409)   7 over a quota (429)
+
+`kadence backfill --run` waits out a 429 (Retry-After) and goes on.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-EXIT = {401: 5, 403: 5, 404: 4, 409: 6, 413: 3, 422: 3}
+EXIT = {401: 5, 403: 5, 404: 4, 409: 6, 413: 3, 422: 3, 429: 7}
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: Any, retry_after_s: float | None = None) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
+        self.retry_after_s = retry_after_s
+        """A 429's Retry-After: waiting this long helps (None: it does not)."""
 
     @property
     def exit_code(self) -> int:
@@ -52,7 +56,7 @@ class Api:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text
-            raise ApiError(r.status_code, detail)
+            raise ApiError(r.status_code, detail, _retry_after(r.headers.get("retry-after")))
         return None if r.status_code == 204 else r.json()
 
 
@@ -99,6 +103,8 @@ def run(args: argparse.Namespace, out: Console | None = None) -> int:
         result = _dispatch(api, args, console)
     except ApiError as exc:
         detail = exc.detail
+        if isinstance(detail, dict):  # a quota refusal: msg, quota, limit
+            detail = detail.get("msg", detail)
         if isinstance(detail, list):
             detail = "; ".join(
                 str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail
@@ -236,7 +242,9 @@ def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # n
 
 def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
     """A dry run lists the window's occurrences; --run sends them in chunks of at most 100
-    occurrences, paced at --rate, with a progress bar."""
+    occurrences, paced at --rate, with a progress bar. Past the tenant's backfill quota the
+    API answers 429: wait its Retry-After and send the chunk again (a chunk larger than the
+    whole quota is split to fit)."""
     start, end = _instant(args.start, "start"), _instant(args.end, "end")
     body = {"start": start.isoformat(), "end": end.isoformat(), "force": args.force}
     plan = api.call(
@@ -256,30 +264,60 @@ def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
         return plan
     sent: list[str] = []
     chunk = 100
+    title = f"backfill {args.job_id}"
     with Progress(console=console, disable=args.json) as progress:
-        bar = progress.add_task(f"backfill {args.job_id}", total=len(todo))
-        for i in range(0, len(todo), chunk):
-            part = todo[i : i + chunk]
+        bar = progress.add_task(title, total=len(todo))
+        while len(sent) < len(todo):
+            part = todo[len(sent) : len(sent) + chunk]
             t0 = datetime.fromisoformat(part[0]["nominal_at"])
             t1 = datetime.fromisoformat(part[-1]["nominal_at"]) + timedelta(milliseconds=1)
-            api.call(
-                "POST",
-                f"/v1/jobs/{args.job_id}/backfill",
-                json={
-                    **body,
-                    "start": t0.isoformat(),
-                    "end": min(t1, end).isoformat(),
-                    "dry_run": False,
-                    "max_occurrences": chunk,
-                    "request_id": f"cli-{uuid.uuid4().hex[:12]}",
-                },
-            )
+            try:
+                api.call(
+                    "POST",
+                    f"/v1/jobs/{args.job_id}/backfill",
+                    json={
+                        **body,
+                        "start": t0.isoformat(),
+                        "end": min(t1, end).isoformat(),
+                        "dry_run": False,
+                        "max_occurrences": chunk,
+                        "request_id": f"cli-{uuid.uuid4().hex[:12]}",
+                    },
+                )
+            except ApiError as exc:
+                if exc.status != 429:
+                    raise
+                if exc.retry_after_s is None:  # more than the whole quota at once
+                    chunk = _fitting_chunk(exc, len(part))
+                    continue
+                wait = exc.retry_after_s
+                progress.update(bar, description=f"{title} (quota: waiting {wait:.0f} s)")
+                time.sleep(wait)
+                progress.update(bar, description=title)
+                continue
             sent += [o["execution_id"] for o in part]
             progress.update(bar, completed=len(sent))
             time.sleep(len(part) / args.rate)
     if not args.json:
         console.print(f"backfill {args.job_id}: {len(sent)} occurrences sent")
     return {"sent": sent}
+
+
+def _fitting_chunk(exc: ApiError, asked: int) -> int:
+    """A chunk size within the per-minute limit a 429 without Retry-After names (re-raise
+    `exc` if it names none smaller than `asked`: waiting would not help)."""
+    limit = exc.detail.get("limit") if isinstance(exc.detail, dict) else None
+    if isinstance(limit, int) and 0 < limit < asked:
+        return limit
+    raise exc
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (the API sends seconds, never a date)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _instant(text: str, name: str) -> datetime:

@@ -2,6 +2,11 @@
 
 A child gets its settings as KADENCE_* variables (the only way settings cross a process
 boundary) and, optionally, a log file the caller can wait on.
+
+Ports go the other way: every server a process opens announces the port it actually got in one
+line, `<what> listening on <host>:<port>` (`announce`; kadence.metrics logs the same form), so a
+parent can hand a child port 0 and read the port back with `ChildProcess.listening` instead of
+picking a "free" port that someone else may take before the child binds it.
 """
 
 from __future__ import annotations
@@ -10,14 +15,17 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 from pydantic import SecretStr
 
@@ -26,6 +34,14 @@ from kadence.settings import KadenceSettings
 from kadence.topics import provision
 
 REPO = Path(__file__).resolve().parents[1]
+KEPT_LINES = 2_000
+"""How much of a pass-through child's output (`ChildProcess` without a log) stays readable."""
+
+
+def announce(what: str, host: str, port: int) -> None:
+    """Say where a server of this process listens, with the port it really got (with port 0 the
+    system picks one): the line `ChildProcess.listening(what)` reads."""
+    print(f"{what} listening on {host}:{port}", flush=True)
 
 
 def stop_event() -> threading.Event:
@@ -68,12 +84,12 @@ def process_main(name: str, doc: str | None, argv: list[str] | None, start: Star
 def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str]:
     """The environment that makes a child build the same settings, plus `extra` overrides."""
     env = dict(os.environ)
-    env.update(
-        {
-            f"KADENCE_{k.upper()}": _env_value(getattr(settings, k))
-            for k in type(settings).model_fields
-        }
-    )
+    for k in type(settings).model_fields:
+        value = getattr(settings, k)
+        if value is None:  # unset: the child's default (None) applies; "None" would not parse
+            env.pop(f"KADENCE_{k.upper()}", None)
+        else:
+            env[f"KADENCE_{k.upper()}"] = _env_value(value)
     env.update({f"KADENCE_{k.upper()}": str(v) for k, v in extra.items()})
     return env
 
@@ -81,17 +97,23 @@ def settings_env(settings: KadenceSettings, **extra: str | int) -> dict[str, str
 def _env_value(value: object) -> str:
     """How pydantic-settings reads it back: JSON for lists and dicts, secrets revealed (a
     child's environment is as private as its parent's)."""
-    if isinstance(value, dict):
-        return json.dumps(
-            {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in value.items()}
-        )
-    if isinstance(value, list):
-        return json.dumps(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=_reveal)
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
     return str(value)
 
 
+def _reveal(value: object) -> str:
+    """Secrets at any depth (webhook secrets are keyed by tenant, then by name)."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 class ChildProcess:
-    """`python -m <module>` with the given settings; its output appended to `log` if given."""
+    """`python -m <module>` with the given settings. Its output is appended to `log` if given,
+    else passed through to ours line by line (the last KEPT_LINES kept for `output`)."""
 
     def __init__(
         self, module: str, settings: KadenceSettings, log: Path | None = None, **env: str | int
@@ -101,12 +123,19 @@ class ChildProcess:
         self.env = settings_env(settings, **env)
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
+        self._lines: deque[str] = deque(maxlen=KEPT_LINES)
+        self._lines_lock = threading.Lock()
 
     def start(self) -> ChildProcess:
         if self.log is None:
+            self._lines.clear()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module], env=self.env, cwd=REPO
+                [sys.executable, "-m", self.module], env=self.env, cwd=REPO, stdout=subprocess.PIPE
             )
+            assert self.proc.stdout is not None
+            threading.Thread(
+                target=self._pass_through, args=(self.proc.stdout,), name=self.module, daemon=True
+            ).start()
             return self
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
@@ -120,9 +149,25 @@ class ChildProcess:
             )
         return self
 
+    def _pass_through(self, out: IO[bytes]) -> None:
+        """Copy the child's output to ours until it closes it (it exits)."""
+        for raw in out:
+            line = raw.decode(errors="replace")
+            with self._lines_lock:
+                self._lines.append(line)
+            try:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass  # our stdout is gone; keep draining so the child never blocks on a full pipe
+        out.close()
+
     def output(self) -> str:
-        """What this run of the child has written to its log so far."""
-        if self.log is None or not self.log.exists():
+        """What this run of the child has written to its log (or passed through) so far."""
+        if self.log is None:
+            with self._lines_lock:
+                return "".join(self._lines)
+        if not self.log.exists():
             return ""
         with self.log.open("rb") as f:
             f.seek(self._log_start)
@@ -130,16 +175,39 @@ class ChildProcess:
 
     def wait_for(self, text: str, timeout: float, count: int = 1) -> float:
         """Seconds until `text` appeared `count` times in this run's output."""
+        return self._until(lambda out: out.count(text) >= count, repr(text), timeout)
+
+    def _until(self, seen: Callable[[str], bool], what: str, timeout: float) -> float:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
-            if self.output().count(text) >= count:
+            if seen(self.output()):
                 return time.monotonic() - started
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"{self.module} exited: {self.output()[-3000:]}")
             time.sleep(0.1)
-        raise TimeoutError(
-            f"no {text!r} from {self.module} in {timeout} s: {self.output()[-3000:]}"
-        )
+        raise TimeoutError(f"no {what} from {self.module} in {timeout} s: {self.output()[-3000:]}")
+
+    def ready_when(self, text: str, timeout: float) -> ChildProcess:
+        """Wait for `text` as the sign the child is up; stop it if that never comes, so a start
+        that fails half-way leaves nothing running."""
+        try:
+            self.wait_for(text, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def listening(self, what: str, timeout: float = 60) -> int:
+        """The port this run of the child announced for `what` (see `announce`)."""
+        pattern = re.compile(rf"(?:^|\s){re.escape(what)} listening on \S+:(\d+)\r?$", re.M)
+        ports: list[str] = []
+
+        def seen(out: str) -> bool:
+            ports[:] = pattern.findall(out)
+            return bool(ports)
+
+        self._until(seen, f"'{what} listening on <host>:<port>'", timeout)
+        return int(ports[-1])
 
     @property
     def running(self) -> bool:

@@ -50,7 +50,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     )
     runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
     metrics.registry.register(RuntimeCollector(runner))
-    serve(settings.metrics_port, metrics.registry)
+    serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return runner
 
 

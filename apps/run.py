@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import httpx
+from pydantic import SecretStr
 
 from apps.processes import ChildProcess, stop_event
 from kadence.errors import KadenceError
@@ -89,18 +95,63 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
     return settings.model_copy(update={"api_tokens": {token_hash(token): "demo"}})
 
 
-def start_processes(settings: KadenceSettings) -> list[ChildProcess]:
-    """Every Kadence process of the single-node default, each pointed at the same cluster."""
-    procs = []
+def view_token(settings: KadenceSettings) -> KadenceSettings:
+    """Without KADENCE_VIEW_TOKEN, a random one for this run, given to every child: the query
+    view answers only the API that shows it."""
+    if settings.view_token.get_secret_value():
+        return settings
+    return settings.model_copy(update={"view_token": SecretStr(secrets.token_urlsafe(32))})
+
+
+def start_processes(settings: KadenceSettings, procs: list[ChildProcess]) -> None:
+    """Every Kadence process of the single-node default, each pointed at the same cluster,
+    added to `procs` as it starts (so the caller stops them even if a later one fails).
+    With KADENCE_VIEW_PORT=0 the API is told the port the view announced."""
     metrics_off = os.environ.get("KADENCE_METRICS_PORT") == "0"
     for module in PROCESSES:
         port = 0 if metrics_off else METRICS_PORTS.get(module, 0)
-        proc = ChildProcess(module, settings.model_copy(update={"metrics_port": port})).start()
-        procs.append(proc)
+        proc = ChildProcess(module, settings.model_copy(update={"metrics_port": port}))
+        procs.append(proc.start())
         print(
             f"kadence: {module.split('.')[-1]} started (pid {proc.proc.pid if proc.proc else '?'})"
         )
-    return procs
+        if module == "apps.views" and settings.view_port == 0:
+            try:
+                view_port = proc.listening("view", timeout=120)
+            except (RuntimeError, TimeoutError) as exc:
+                raise KadenceError(f"the query view did not start: {exc}") from exc
+            settings = settings.model_copy(update={"view_url": f"http://127.0.0.1:{view_port}"})
+
+
+def wait_ready(procs: list[ChildProcess], stop: threading.Event, timeout_s: float = 180) -> str:
+    """Wait until the API answers /readyz with 200 (the broker answers, the query view has
+    caught up and reads on), so "ready" means a write through the API is answered and shown.
+    Returns the API's URL. Fails if a process exits meanwhile or the time runs out."""
+    api = next(p for p in procs if p.module == "apps.api")
+    try:
+        port = api.listening("api", timeout=60)
+    except (RuntimeError, TimeoutError) as exc:
+        raise KadenceError(f"the API did not start: {exc}") from exc
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    said = False
+    problems: object = "no answer yet"
+    while not stop.is_set() and time.monotonic() < deadline:
+        for proc in procs:
+            if not proc.running:
+                raise KadenceError(f"{proc.module} exited while starting: {proc.output()[-500:]}")
+        try:
+            r = httpx.get(f"{url}/readyz", timeout=5)
+            if r.status_code == 200:
+                return url
+            problems = r.json().get("problems", r.status_code)
+        except (httpx.HTTPError, ValueError) as exc:
+            problems = exc
+        if not said:
+            print("kadence: waiting for the query view to catch up ...", flush=True)
+            said = True
+        stop.wait(0.5)
+    raise KadenceError(f"not ready after {timeout_s:.0f} s: {problems}")
 
 
 def main() -> int:
@@ -116,9 +167,10 @@ def main() -> int:
             bootstrap, started = start_local_broker()
             settings = KadenceSettings(bootstrap_servers=bootstrap)
         describe(settings, provision(settings))
-        settings = dev_tokens(settings)
-        procs = start_processes(settings)
-        print("kadence: ready. Ctrl-C stops what this command started.", flush=True)
+        settings = view_token(dev_tokens(settings))
+        start_processes(settings, procs)
+        url = wait_ready(procs, stop)
+        print(f"kadence: ready at {url}. Ctrl-C stops what this command started.", flush=True)
         while not stop.wait(1.0):
             for proc in procs:
                 if not proc.running:

@@ -62,7 +62,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     registry = metrics.registry
     registry.register(SchedulerCollector(runner, processor))
     registry.register(RuntimeCollector(runner))
-    serve(settings.metrics_port, registry)
+    serve(settings.metrics_port, registry, settings.metrics_host)
     return runner
 
 

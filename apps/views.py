@@ -2,7 +2,9 @@
 
 Materializes job definitions, per-job history (decisions, attempts, dead letters, with
 retention) and the dead-letter queue from the topics into RocksDB, and answers the API's
-queries on 127.0.0.1:KADENCE_VIEW_PORT. One per deployment: it reads every partition.
+queries on 127.0.0.1:KADENCE_VIEW_PORT (0: a port the system picks, announced as
+`view listening on 127.0.0.1:<port>`). One per deployment: it reads every partition.
+It answers only requests with KADENCE_VIEW_TOKEN and a loopback (or KADENCE_VIEW_HOSTS) Host.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import sys
 import threading
 from collections.abc import Callable
 
-from apps.processes import process_main
+from apps.processes import announce, process_main
 from kadence.clock import SystemClock
 from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
+from streams.views.access import ViewAccess
 from streams.views.materializer import Materializer
 from streams.views.server import serve
 from streams.views.store import ViewStore
@@ -23,11 +26,13 @@ APP = "views"
 
 
 def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threading.Event], None]:
+    access = ViewAccess(settings.view_token.get_secret_value(), settings.view_hosts)
     path = settings.state_dir / settings.namespace / APP / settings.instance_id
     if in_memory:
         ViewStore.wipe(path)
     materializer = Materializer(settings, ViewStore(path), SystemClock(settings.clock_offset_ms))
-    server = serve(settings.view_port, materializer)
+    server = serve(settings.view_port, materializer, access=access)
+    announce("view", *server.socket.getsockname()[:2])
 
     def run(stop: threading.Event) -> None:
         """Serve until told to stop. Should the input loop end by itself (it waits out passing

@@ -40,7 +40,7 @@ def build(settings: KadenceSettings) -> Worker:
     metrics = WorkerMetrics()
     worker = Worker(settings, SystemClock(settings.clock_offset_ms), targets(settings), metrics)
     metrics.registry.register(LagCollector(worker.lag))
-    serve(settings.metrics_port, metrics.registry)
+    serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return worker
 
 

@@ -10,7 +10,8 @@ noisy:      B3, the noisy neighbour: one tenant floods with N jobs due at T whil
             tenants have K jobs each due at T (Kafka topic target). Measures the small tenants'
             start lateness p50/p99/max while the flood drains, the flood's drain time, and
             lost counts; `--fairness fifo` runs the same with due-order (no tenant fairness),
-            for the ratio.
+            for the ratio. Each tenant runs at most half a worker's slots (the default cap)
+            unless `--tenant-max-running` says otherwise (0: no cap, as before the default).
 recovery:   M jobs with a 5 s in-process handler spread over two workers; one worker is killed
             with SIGKILL 1 s into the runs. Measures the time from the kill until every
             execution has succeeded (lease expiry + reaper grace + redelivery + the 5 s run),
@@ -46,6 +47,7 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, delete_namespace, provision
+from kadence.worker.inbox import default_max_running
 
 HANDLERS = "bench.handlers"
 
@@ -230,6 +232,7 @@ def noisy(
         "dispatch_order": "tenant turns",
         "workers": 2,
         "worker_concurrency": settings.worker_concurrency,
+        "tenant_max_running": default_max_running(settings),
         "small_start_lateness_s": percentiles(small_late),
         "small_all_done_after_due_s": round((max(small_done) - due).total_seconds(), 2)
         if small_done
@@ -283,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=50, help="noisy: small tenants")
     parser.add_argument("--each", type=int, default=20, help="noisy: jobs per small tenant")
     parser.add_argument("--fairness", choices=["drr", "fifo"], default="drr")
+    parser.add_argument(
+        "--tenant-max-running",
+        type=int,
+        default=None,
+        help="runs of one tenant per worker at most (default: half the slots; 0: no cap)",
+    )
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -295,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         namespace=f"bench-{uuid.uuid4().hex[:8]}",
         worker_concurrency=args.concurrency,
         worker_fairness=args.fairness,
+        worker_tenant_max_running=args.tenant_max_running,
         handler_modules=[HANDLERS],
     )
     provision(settings)
@@ -313,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     args.results.mkdir(parents=True, exist_ok=True)
     noisy_name = f"-{args.fairness}-c{args.concurrency}"
+    if args.tenant_max_running is not None:
+        noisy_name += f"-cap{args.tenant_max_running}"
     name = f"execution-{args.mode}" + (noisy_name if args.mode == "noisy" else "")
     (args.results / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -7,7 +7,7 @@ from connectors.handlers import handler
 from kadence.models import ExecutionRequested
 
 
-@handler("sleep")
+@handler("sleep", tenants="*")
 def sleep(ex: ExecutionRequested, stop: Stop) -> Result | None:
     """Runs for the payload's seconds (stops early when asked)."""
     stop.wait(float(ex.payload or b"1"))

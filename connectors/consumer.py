@@ -4,12 +4,20 @@ each execution once per key.
     from connectors.consumer import TopicConsumer
 
     def handle(execution): ...          # raise to have the record read again
-    TopicConsumer(bootstrap, "kadence.to.acme.orders", group="acme-orders").run(handle, stop)
+    TopicConsumer.for_target(bootstrap, "kadence", "acme", "orders", group="acme-orders").run(
+        handle, stop
+    )
 
 Delivery is at least once: an offset is committed only after `handle` returned for the record
 and everything before it on the partition. Duplicates (a redelivered execution, a re-read after
 a crash) carry the same `execution_id`; the consumer skips ids it has handled recently, and the
 handler should make the rest harmless (an idempotency key in the target's own store).
+
+Only the tenant's own executions are delivered: a record whose tenant (in the execution, its
+`kadence-tenant` header or its key) is another tenant's is refused, logged and counted in
+`kadence_target_records_refused_total{reason}`, never handed to `handle`. Kadence writes only
+the tenant's own executions there; anything else came from another writer (or from the old,
+ambiguous naming, docs/decisions/0007-kafka-target-topic-names.md).
 """
 
 from __future__ import annotations
@@ -17,13 +25,28 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from prometheus_client import CollectorRegistry, Counter
 
 from kadence.codec import Codec
 from kadence.errors import DecodeError
+from kadence.headers import TENANT
 from kadence.models import ExecutionRequested
+from kadence.topics import target_topic
+
+RecordHeaders = Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]]
+
+
+class _Record(Protocol):
+    """What `accept` reads of a consumed message (confluent_kafka.Message has it)."""
+
+    def value(self) -> bytes | None: ...
+    def key(self) -> bytes | None: ...
+    def headers(self) -> RecordHeaders | None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +68,79 @@ class RecentIds:
         return True
 
 
-def decode(codec: Codec, value: bytes | None) -> ExecutionRequested | None:
-    """The execution in a target-topic record; None (logged) for anything else."""
+class Refusals:
+    """Records not delivered, by reason: logged, and counted on `registry` (pass the registry
+    your process exports) as `kadence_target_records_refused_total{reason}`."""
+
+    NAME = "kadence_target_records_refused"
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.counter = Counter(
+            self.NAME,
+            "Records on a tenant's target topic not delivered to its handler",
+            ["reason"],
+            registry=self.registry,
+        )
+
+    def __call__(self, reason: str, detail: str) -> None:
+        log.warning("record refused (%s): %s", reason, detail)
+        self.counter.labels(reason).inc()
+
+    def count(self, reason: str) -> float:
+        value = self.registry.get_sample_value(f"{self.NAME}_total", {"reason": reason})
+        return value or 0.0
+
+
+def decode(
+    codec: Codec, value: bytes | None, refusals: Refusals | None = None
+) -> ExecutionRequested | None:
+    """The execution in a target-topic record; None (logged, counted) for anything else."""
     try:
         return codec.decode_as(value, ExecutionRequested)
     except DecodeError as exc:
-        log.warning("not a Kadence execution, skipped: %s", exc)
+        (refusals or Refusals())("not_an_execution", f"not a Kadence execution: {exc}")
         return None
 
 
+def foreign(
+    ex: ExecutionRequested,
+    tenant: str,
+    headers: RecordHeaders | None = None,
+    key: bytes | None = None,
+) -> str | None:
+    """Why this execution is not `tenant`'s, or None when the record agrees everywhere (the
+    execution, every `kadence-tenant` header, the key's `tenant/` prefix)."""
+    if ex.tenant != tenant:
+        return f"{ex.execution_id} is tenant {ex.tenant!r}'s, this topic is {tenant!r}'s"
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or []
+    for name, value in pairs:
+        said = value.encode() if isinstance(value, str) else value
+        if name.strip().lower() == TENANT and said != tenant.encode():
+            shown = (said or b"")[:200]
+            return f"{ex.execution_id} has header {TENANT}={shown!r}, this topic is {tenant!r}'s"
+    if key is not None and key.split(b"/", 1)[0] != tenant.encode():
+        return f"{ex.execution_id} has key {key[:200]!r}, this topic is {tenant!r}'s"
+    return None
+
+
 class TopicConsumer:
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    """Consume one target topic of `tenant`; deliver its own executions, each once."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        tenant: str,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.topic = topic
+        self.tenant = tenant
         self.codec = Codec()
         self.recent = RecentIds()
+        self.refusals = Refusals(registry)
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -67,6 +149,32 @@ class TopicConsumer:
                 "auto.offset.reset": "earliest",
             }
         )
+
+    @classmethod
+    def for_target(
+        cls,
+        bootstrap: str,
+        namespace: str,
+        tenant: str,
+        topic: str,
+        *,
+        group: str,
+        registry: CollectorRegistry | None = None,
+    ) -> TopicConsumer:
+        """The consumer of the topic a job of `tenant` names `topic` (KafkaTarget(topic=...))."""
+        name = target_topic(namespace, tenant, topic)
+        return cls(bootstrap, name, group, tenant=tenant, registry=registry)
+
+    def accept(self, msg: _Record) -> ExecutionRequested | None:
+        """The record's execution if it is this tenant's and not seen recently, else None."""
+        ex = decode(self.codec, msg.value(), self.refusals)
+        if ex is None:
+            return None
+        why = foreign(ex, self.tenant, msg.headers(), msg.key())
+        if why is not None:
+            self.refusals("foreign_tenant", f"{self.topic}: {why}")
+            return None
+        return ex if self.recent.first_time(ex.execution_id) else None
 
     def run(self, handle: Callable[[ExecutionRequested], None], stop: threading.Event) -> None:
         self.consumer.subscribe([self.topic])
@@ -80,8 +188,8 @@ class TopicConsumer:
                     if err.code() != KafkaError._PARTITION_EOF:
                         log.warning("consumer error: %s", err)
                     continue
-                ex = decode(self.codec, msg.value())
-                if ex is not None and self.recent.first_time(ex.execution_id):
+                ex = self.accept(msg)
+                if ex is not None:
                     handle(ex)  # an exception propagates: the offset is not committed
                 tp = TopicPartition(
                     msg.topic() or "", msg.partition() or 0, (msg.offset() or 0) + 1
@@ -92,20 +200,31 @@ class TopicConsumer:
 
 
 async def executions(
-    records: AsyncIterable[bytes], recent: RecentIds | None = None
+    records: AsyncIterable[bytes],
+    recent: RecentIds | None = None,
+    *,
+    tenant: str,
+    refusals: Refusals | None = None,
 ) -> AsyncIterator[ExecutionRequested]:
     """For faust-streaming (or any asyncio consumer) agents on a target topic with raw values:
 
         @app.agent(app.topic("kadence.to.acme.orders", value_serializer="raw"))
         async def orders(stream):
-            async for execution in executions(stream):
+            async for execution in executions(stream, tenant="acme"):
                 ...
 
-    Decodes each record and drops execution ids already seen recently.
+    Decodes each record, refuses another tenant's executions (raw values carry no headers:
+    the execution's own tenant decides) and drops execution ids already seen recently.
     """
     codec = Codec()
     seen = recent or RecentIds()
+    refused = refusals or Refusals()
     async for value in records:
-        ex = decode(codec, value)
-        if ex is not None and seen.first_time(ex.execution_id):
+        ex = decode(codec, value, refused)
+        if ex is None:
+            continue
+        why = foreign(ex, tenant)
+        if why is not None:
+            refused("foreign_tenant", why)
+        elif seen.first_time(ex.execution_id):
             yield ex

@@ -3,9 +3,10 @@
 Headers (Standard Webhooks style, plus Kadence's own):
 - `webhook-id` (= the execution id, the idempotency key), `webhook-timestamp` (unix seconds),
   `webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">` when the target
-  names a `secret_ref` the worker holds;
+  names a `secret_ref` the worker holds for the job's tenant (or for every tenant, "*");
 - `idempotency-key`, `kadence-execution-id`, `kadence-attempt`, `kadence-delivery`,
   `kadence-due-at`, `kadence-tenant`, `kadence-job`.
+Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
 """
@@ -26,14 +27,33 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from connectors.base import Result, Stop
-from connectors.ssrf import AddressPolicy, AddressRefused, IPAddress
-from kadence.headers import iso_utc
+from connectors.ssrf import AddressPolicy, AddressRefused
+from kadence.headers import iso_utc, with_own
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
+from kadence.target_allow import IPAddress
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "Kadence-Webhook/1"
 BODY_LIMIT = 4096
 """Bytes of the response body kept in a failure's error message."""
+SHARED = "*"
+"""The secrets scope every tenant may use (KADENCE_WEBHOOK_SECRETS)."""
+
+Secrets = Mapping[str, Mapping[str, SecretStr]]
+"""tenant (or "*") -> secret_ref -> signing secret."""
+
+
+class UnknownSecretError(LookupError):
+    """The job's secret_ref names no secret of its tenant."""
+
+
+def secret_for(secrets: Secrets, tenant: str, ref: str) -> SecretStr:
+    """The tenant's own secret named `ref`, else the shared one; never another tenant's."""
+    for scope in (tenant, SHARED):
+        secret = secrets.get(scope, {}).get(ref)
+        if secret is not None:
+            return secret
+    raise UnknownSecretError(ref)
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
@@ -75,7 +95,7 @@ class HttpCaller:
     def __init__(
         self,
         policy: AddressPolicy,
-        secrets: Mapping[str, SecretStr],
+        secrets: Secrets,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.policy = policy
@@ -84,8 +104,7 @@ class HttpCaller:
 
     def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
         now = int(time.time())
-        out = {
-            **target.headers,
+        own = {
             "content-type": ex.content_type,
             "user-agent": USER_AGENT,
             "webhook-id": ex.execution_id,
@@ -99,11 +118,9 @@ class HttpCaller:
             "kadence-job": ex.job_id,
         }
         if target.secret_ref is not None:
-            secret = self.secrets.get(target.secret_ref)
-            if secret is None:
-                raise KeyError(target.secret_ref)
-            out["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
-        return out
+            secret = secret_for(self.secrets, ex.tenant, target.secret_ref)
+            own["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
+        return with_own(target.headers, own)
 
     def __call__(  # noqa: PLR0911 - one return per way a webhook call ends
         self, ex: ExecutionRequested, stop: Stop, deadline: float
@@ -116,8 +133,11 @@ class HttpCaller:
         body = ex.payload
         try:
             headers = self.headers(ex, target, body)
-        except KeyError:
-            why = f"secret_ref {target.secret_ref!r} is not among this worker's webhook secrets"
+        except UnknownSecretError:
+            why = (
+                f"secret_ref {target.secret_ref!r} is unknown for tenant {ex.tenant!r} "
+                "(KADENCE_WEBHOOK_SECRETS of the workers)"
+            )
             return Result.failed("UnknownSecret", why, retryable=False)
         try:
             address = self.policy.resolve(host, port)

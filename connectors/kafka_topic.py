@@ -2,8 +2,10 @@
 
 A job names a topic; the worker writes to `<namespace>.to.<tenant>.<topic>`, so a tenant can
 only ever reach topics under its own prefix (never Kadence's, never another tenant's). The
-record is the ExecutionRequested (Avro, Kadence headers), keyed by the job key; consumers
-should deduplicate on `execution_id` (see connectors.consumer).
+tenant part is escaped so that no two tenants' names meet, not even with `.` read as `_` (Kafka
+refuses a name that collides so): kadence/target_topics.py. The record is the
+ExecutionRequested (Avro, Kadence headers), keyed by the job key; consumers should deduplicate
+on `execution_id` and check the tenant (see connectors.consumer).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from connectors.base import Result, Stop
 from kadence.codec import Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.target_topics import MAX_TOPIC_NAME
+from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
 STOP_CHECK_S = 0.1
 """A run waiting for its delivery notices a stop (cancel, lease lost) within this long."""
 
-
-def target_topic(namespace: str, tenant: str, topic: str) -> str:
-    return f"{namespace}.to.{tenant}.{topic}"
+__all__ = ["KafkaTopicCaller", "target_topic"]
 
 
 class KafkaTopicCaller:
@@ -106,6 +108,12 @@ class KafkaTopicCaller:
 
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         topic = self.topic_for(ex)
+        if len(topic) > MAX_TOPIC_NAME:  # validation refuses such jobs; this is an old record
+            return Result.failed(
+                "TopicError",
+                f"{topic}: longer than Kafka's {MAX_TOPIC_NAME} characters; shorten the topic",
+                retryable=False,
+            )
         try:
             self._ensure(topic)
         except Exception as exc:

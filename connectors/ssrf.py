@@ -10,8 +10,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+from kadence.target_allow import IPAddress, parse_allowed
 
 METADATA = frozenset(
     ipaddress.ip_address(a)
@@ -30,15 +29,16 @@ class AddressRefused(Exception):  # noqa: N818 - a verdict the target turns into
 
 class AddressPolicy:
     def __init__(self, allow: Iterable[str] = ()) -> None:
-        self.allow: tuple[IPNetwork, ...] = tuple(
-            ipaddress.ip_network(c, strict=False) for c in allow
-        )
+        """`allow`: KADENCE_TARGET_ALLOW_CIDRS entries, a network with an optional port
+        (kadence/target_allow.py)."""
+        self.allow = tuple(parse_allowed(entry) for entry in allow)
 
-    def why_refused(self, address: IPAddress) -> str | None:
-        """None when `address` may be reached; else what kind of address it is."""
+    def why_refused(self, address: IPAddress, port: int | None = None) -> str | None:
+        """None when `address` may be reached on `port`; else what kind of address it is. An
+        allow-list entry with a port allows its network on that port only."""
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        if any(address in net for net in self.allow):
+        if any(entry.allows(address, port) for entry in self.allow):
             return None
         if address in METADATA:
             return "a cloud metadata address"
@@ -50,6 +50,8 @@ class AddressPolicy:
             ("a multicast address", address.is_multicast),
             ("a reserved address", address.is_reserved),
             ("a shared (carrier-grade NAT) address", address in _SHARED),
+            ("a site-local address", address in _SITE_LOCAL),
+            ("a 6to4 address (it may embed a private IPv4 address)", address in _SIX_TO_FOUR),
         ):
             if flag:
                 return kind
@@ -63,13 +65,18 @@ class AddressPolicy:
             raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
         for address in addresses:
-            why = self.why_refused(address)
+            why = self.why_refused(address, port)
             if why is not None:
                 raise AddressRefused(
-                    f"{host} resolves to {address}, {why}; targets may not reach it unless "
-                    "KADENCE_TARGET_ALLOW_CIDRS allows it"
+                    f"{host} resolves to {address}, {why}; targets may not reach it on port "
+                    f"{port} unless KADENCE_TARGET_ALLOW_CIDRS allows it"
                 )
         return addresses[0]
 
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+"""Deprecated (RFC 3879) but still routed inside some networks."""
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+"""6to4 (RFC 3056): 2002:AABB:CCDD::/48 reaches the IPv4 address AA.BB.CC.DD through a relay,
+private ones included; refused whole (6to4 is deprecated, RFC 7526)."""

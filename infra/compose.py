@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from apps.run import METRICS_PORTS
 from infra.kafka.kafkactl import BrokerConfig, server_properties
 
 IMAGE = "apache/kafka:{version}"
@@ -34,6 +35,13 @@ def container_properties() -> dict[str, str]:
 def env_name(prop: str) -> str:
     """The apache/kafka image's mapping: '.' -> '_', '_' -> '__', '-' -> '___'."""
     return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
+
+
+def metrics_ports() -> str:
+    """The processes' metrics, published on the host's loopback only (where
+    infra/prometheus/prometheus.yml scrapes them); inside the container they must listen on
+    0.0.0.0 to be forwarded at all."""
+    return "".join(f'      - "127.0.0.1:{p}:{p}"\n' for p in sorted(METRICS_PORTS.values()))
 
 
 def render() -> str:
@@ -72,9 +80,10 @@ services:
       KADENCE_BOOTSTRAP_SERVERS: "kafka:9092"
       KADENCE_NAMESPACE: "kadence"
       KADENCE_API_HOST: "0.0.0.0"
+      KADENCE_METRICS_HOST: "0.0.0.0"
     ports:
       - "8080:8080"
-    command: ["python", "-m", "apps.run"]
+{metrics_ports()}    command: ["python", "-m", "apps.run"]
 
 volumes:
   kafka-data:

@@ -26,6 +26,48 @@ ATTEMPT = "kadence-attempt"
 DELIVERY = "kadence-delivery"
 
 
+RESERVED_PREFIXES = ("kadence-", "webhook-")
+"""Header names Kadence owns on every record and request it sends."""
+FRAMING = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "user-agent",
+        "idempotency-key",
+        "proxy-connection",
+    }
+)
+"""HTTP headers Kadence sets or must control (framing, identity, idempotency), whatever the
+target's own headers say."""
+
+
+def is_reserved(name: str) -> bool:
+    """Whether `name`, in any case and with stray spaces, is a header Kadence owns: a target
+    header of that name would spoof Kadence's (a second `Idempotency-Key`, a forged
+    `Webhook-Signature`) or change the request's framing."""
+    lowered = name.strip().lower()
+    return lowered in FRAMING or lowered.startswith(RESERVED_PREFIXES)
+
+
+def with_own(tenant_headers: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """`own` (Kadence's headers) plus the tenant's headers Kadence does not own: Kadence's
+    always win, compared without regard to case."""
+    own_names = {k.strip().lower() for k in own}
+    kept = {
+        k: v
+        for k, v in tenant_headers.items()
+        if not is_reserved(k) and k.strip().lower() not in own_names
+    }
+    return {**kept, **own}
+
+
 def iso_utc(instant: datetime) -> str:
     """2026-12-01T09:00:00.000Z: UTC, milliseconds, the form headers and logs use."""
     return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

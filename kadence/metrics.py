@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
@@ -10,16 +11,27 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+log = logging.getLogger(__name__)
+ANY_PORT = -1
+"""KADENCE_METRICS_PORT=-1: serve metrics on a port the system picks (tests, several processes
+on one host); the log line says which."""
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 MAX_TENANT_LABELS = 100
 """Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
 the metric cardinality."""
 
 
-def serve(port: int, registry: CollectorRegistry) -> None:
-    """Serve `registry` on http://0.0.0.0:<port>/metrics (no-op for port 0)."""
-    if port:
-        start_http_server(port, registry=registry)
+def serve(port: int, registry: CollectorRegistry, host: str = "127.0.0.1") -> int | None:
+    """Serve `registry` on http://<host>:<port>/metrics (no-op for port 0; ANY_PORT: one the
+    system picks). Loopback unless the deployment says otherwise (KADENCE_METRICS_HOST): the
+    metrics name tenants. Logs `metrics listening on <host>:<port>` with the port it got, the
+    line a parent reads (apps.processes.ChildProcess.listening), and returns that port."""
+    if not port:
+        return None
+    server, _thread = start_http_server(max(port, 0), addr=host, registry=registry)
+    bound_host, bound = server.server_address[:2]
+    log.info("metrics listening on %s:%d", bound_host, bound)
+    return int(bound)
 
 
 class TenantLabels:

@@ -5,14 +5,14 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
-from ipaddress import ip_network
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kadence.models.base import MAX_PAYLOAD_BYTES
+from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
+from kadence.target_allow import parse_allowed
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
@@ -21,7 +21,10 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 class KadenceSettings(BaseSettings):
     """Every knob of a Kadence process. Env: KADENCE_<FIELD>, e.g. KADENCE_NAMESPACE=staging."""
 
-    model_config = SettingsConfigDict(env_prefix="KADENCE_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="KADENCE_", frozen=True, extra="ignore", hide_input_in_errors=True
+    )
+    """Errors name the field and the rule, never the value: it may be a secret."""
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
     """Kafka bootstrap servers, comma separated."""
@@ -76,21 +79,38 @@ class KadenceSettings(BaseSettings):
     worker_fairness: Literal["drr", "fifo"] = "drr"
     """`drr`: due executions are started tenant by tenant (weighted deficit round robin).
     `fifo`: in due order regardless of tenant (for comparison; a flood delays everyone)."""
-    worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] = 0
-    """Executions of one tenant one worker runs at once at most (0: no cap beyond
-    `worker_concurrency`)."""
+    worker_tenant_max_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """By default one tenant runs at most this share of a worker's `worker_concurrency` slots
+    at once (rounded down, at least 1), so a tenant whose runs hang (a target that never
+    answers, long timeouts) leaves the other slots to the other tenants. 1: no default cap."""
+    worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    """Executions of one tenant one worker runs at once at most, for every tenant, instead of
+    `worker_tenant_max_share` (0: explicitly no cap beyond `worker_concurrency`)."""
+    worker_tenant_max_running_by_tenant: dict[str, Annotated[int, Field(ge=0, le=1_000)]] = Field(
+        default_factory=dict
+    )
+    """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
+    two settings above."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""
     target_allow_cidrs: list[str] = Field(default_factory=list)
     """HTTP targets may not reach private, loopback, link-local or metadata addresses unless
-    they fall in one of these networks (JSON list, e.g. ["10.20.0.0/16"])."""
-    webhook_secrets: dict[str, SecretStr] = Field(default_factory=dict)
-    """secret_ref -> signing secret for HTTP targets (JSON object). Never logged or written."""
+    they fall in one of these networks (JSON list, e.g. ["10.20.0.0/16"]); a network with a
+    port allows that port only: "10.20.0.0/16:8443", "[fd00:1::/64]:8443"."""
+    webhook_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
+    """Signing secrets for HTTP targets by tenant: {"<tenant>": {"<secret_ref>": "<secret>"}}
+    (JSON object). A job's secret_ref is looked up under its own tenant, then under "*"
+    (secrets every tenant may use). Never logged or written."""
     handler_modules: list[str] = Field(default_factory=list)
-    """Modules a worker imports at start; they register in-process handlers by name."""
-    metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
-    """Serve Prometheus metrics on this port (0: off)."""
+    """Modules a worker imports at start; they register in-process handlers by name, each for
+    the tenants it names (connectors/handlers.py)."""
+    metrics_port: Annotated[int, Field(ge=-1, le=65_535)] = 0
+    """Serve Prometheus metrics on this port (0: off; -1: a port the system picks, logged as
+    `metrics listening on <host>:<port>`)."""
+    metrics_host: str = "127.0.0.1"
+    """The address metrics are served on: loopback unless a deployment exposes them on
+    purpose (docker-compose.yml sets 0.0.0.0 inside its container)."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
     """The HTTP API and dashboard (apps/api.py)."""
@@ -98,10 +118,40 @@ class KadenceSettings(BaseSettings):
     """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
     object). The tenant `*` is the admin role (operators: every tenant, via the
     X-Kadence-Tenant header). `kadence token` makes a token and its hash."""
+    api_quota_jobs: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
+    """Jobs one tenant may have; creating one more through the API is refused with 429
+    (0: no limit). Counted in the query view; updates and deletes are never refused."""
+    api_quota_jobs_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
+        default_factory=dict
+    )
+    """`api_quota_jobs` of the tenants named (JSON object tenant -> jobs; 0: no limit)."""
+    api_quota_backfill_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 6_000
+    """Occurrences one tenant's real (not dry-run) backfills may send per minute, paced by each
+    API process (a token bucket holding one minute's worth); past it 429 with Retry-After
+    (0: no limit). A request with more occurrences than this is refused: split it."""
+    api_quota_backfill_per_minute_by_tenant: dict[
+        str, Annotated[int, Field(ge=0, le=10_000_000)]
+    ] = Field(default_factory=dict)
+    """`api_quota_backfill_per_minute` of the tenants named (JSON object; 0: no limit)."""
+    api_quota_triggers_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 600
+    """Trigger-now requests one tenant may make per minute, per API process (a token bucket
+    holding one minute's worth); past it 429 with Retry-After (0: no limit)."""
+    api_quota_triggers_per_minute_by_tenant: dict[
+        str, Annotated[int, Field(ge=0, le=10_000_000)]
+    ] = Field(default_factory=dict)
+    """`api_quota_triggers_per_minute` of the tenants named (JSON object; 0: no limit)."""
     view_port: Annotated[int, Field(ge=0, le=65_535)] = 8766
     """The query view process (jobs, history, dead letters) listens here on 127.0.0.1."""
     view_url: str = "http://127.0.0.1:8766"
     """Where the API finds the query view."""
+    view_token: SecretStr = SecretStr("")
+    """The secret the API shows the query view (header X-Kadence-View-Token); the view answers
+    nobody else. Give both the same value; `make run` makes a random one for its children when
+    it is empty, and a view started without one refuses to start."""
+    view_hosts: list[str] = Field(default_factory=list)
+    """Host names the query view answers to besides loopback (127.0.0.1, ::1, localhost), for a
+    view_url that names another host (JSON list). Any other Host header is refused (DNS
+    rebinding)."""
     history_retention_days: Annotated[int, Field(ge=1, le=3_650)] = 30
     """History older than this is dropped from the query view (the topics keep their own)."""
     clock_offset_ms: int = 0
@@ -117,8 +167,53 @@ class KadenceSettings(BaseSettings):
     @field_validator("target_allow_cidrs")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
-        for cidr in value:
-            ip_network(cidr, strict=False)  # ValueError names the bad entry
+        for entry in value:
+            parse_allowed(entry)  # ValueError names the bad entry and the accepted forms
+        return value
+
+    @field_validator("webhook_secrets", mode="before")
+    @classmethod
+    def _secrets_by_tenant(cls, value: object) -> object:
+        """The flat {"<secret_ref>": "<secret>"} form of old let any tenant sign with any
+        secret: refused, saying how to write it now (never echoing a secret)."""
+        if isinstance(value, dict) and any(isinstance(v, str | SecretStr) for v in value.values()):
+            raise ValueError(
+                'secrets are now keyed by tenant: {"<tenant>": {"<secret_ref>": "<secret>"}}; '
+                'put each flat "<secret_ref>": "<secret>" entry under the tenant whose jobs '
+                'use it, or under "*" to let every tenant use it'
+            )
+        return value
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _secret_names(
+        cls, value: dict[str, dict[str, SecretStr]]
+    ) -> dict[str, dict[str, SecretStr]]:
+        for tenant, refs in value.items():
+            if tenant != "*" and not IDENT_RE.fullmatch(tenant):
+                raise ValueError(f'{tenant!r} is neither a tenant identifier nor "*"')
+            for ref in refs:
+                if not IDENT_RE.fullmatch(ref):
+                    raise ValueError(f"{tenant}: {ref!r} is not a secret_ref (an identifier)")
+        return value
+
+    @field_validator("worker_tenant_max_running", mode="before")
+    @classmethod
+    def _unset(cls, value: object) -> object:
+        """Empty (or "None", as a parent passes an unset value to a child) means unset."""
+        return None if isinstance(value, str) and value.strip() in ("", "None") else value
+
+    @field_validator(
+        "worker_tenant_max_running_by_tenant",
+        "api_quota_jobs_by_tenant",
+        "api_quota_backfill_per_minute_by_tenant",
+        "api_quota_triggers_per_minute_by_tenant",
+    )
+    @classmethod
+    def _tenant_keys(cls, value: dict[str, int]) -> dict[str, int]:
+        for tenant in value:
+            if not IDENT_RE.fullmatch(tenant):
+                raise ValueError(f"{tenant!r} is not a tenant identifier")
         return value
 
     def kafka_common(self) -> dict[str, str | int | float | bool]:

@@ -2,7 +2,11 @@
 
 `provision()` creates what is missing and refuses to run against a topic whose partition count
 or cleanup policy differs from what Kadence needs (co-partitioning and compaction are
-correctness properties here, not tuning).
+correctness properties here, not tuning). On an existing compacted topic it raises
+`delete.retention.ms` to what Kadence needs (never lowers it).
+
+The tenants' Kafka-target topics, `<namespace>.to.<tenant>.<topic>`, are named by
+kadence/target_topics.py (re-exported here): one name per tenant and topic, `.`/`_` included.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from enum import StrEnum
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin._metadata import TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
@@ -34,8 +38,15 @@ from kadence.models import (
     WireModel,
 )
 from kadence.settings import KadenceSettings
+from kadence.target_topics import target_prefix, target_topic
+
+__all__ = ["target_topic"]  # one place for topic names: target topics are named here too
 
 DAY_MS = 86_400_000
+TOMBSTONE_RETENTION_MS = 7 * DAY_MS
+"""How long a compacted topic keeps a delete (`delete.retention.ms`): a reader that was down
+for up to a week (the query view, a restoring processor with local state) still sees it. The
+broker default, one day, silently resurrects a job deleted while a reader was down longer."""
 log = logging.getLogger(__name__)
 
 
@@ -55,6 +66,8 @@ class TopicSpec:
     records: tuple[type[WireModel], ...]
     retention_ms: int = 7 * DAY_MS
     min_compaction_lag_ms: int | None = None
+    delete_retention_ms: int | None = None
+    """Compacted topics: how long a tombstone outlives compaction (see TOMBSTONE_RETENTION_MS)."""
     json_input: bool = False
     """Humans may write JSON here (kcat -P); Avro is what Kadence itself writes."""
     purpose: str = ""
@@ -76,6 +89,8 @@ class TopicSpec:
         cfg = {"cleanup.policy": self.cleanup, "retention.ms": str(self.retention_ms)}
         if self.min_compaction_lag_ms is not None:
             cfg["min.compaction.lag.ms"] = str(self.min_compaction_lag_ms)
+        if self.delete_retention_ms is not None:
+            cfg["delete.retention.ms"] = str(self.delete_retention_ms)
         return cfg
 
 
@@ -87,6 +102,7 @@ SCHEDULES = TopicSpec(
     (ScheduleDefinition,),
     retention_ms=-1,
     min_compaction_lag_ms=DAY_MS,
+    delete_retention_ms=TOMBSTONE_RETENTION_MS,
     json_input=True,
     purpose="job definitions, latest version per job; null value deletes",
 )
@@ -107,6 +123,7 @@ SCHEDULER_CHANGELOG = TopicSpec(
     (),
     retention_ms=-1,
     min_compaction_lag_ms=0,
+    delete_retention_ms=TOMBSTONE_RETENTION_MS,
     purpose="the scheduler's state store, written inside its transactions",
 )
 EXECUTIONS = TopicSpec(
@@ -125,6 +142,7 @@ REAPER_CHANGELOG = TopicSpec(
     (),
     retention_ms=-1,
     min_compaction_lag_ms=0,
+    delete_retention_ms=TOMBSTONE_RETENTION_MS,
     purpose="the reaper's lease table, written inside its transactions",
 )
 LEASES = TopicSpec(
@@ -278,6 +296,7 @@ def _verify(
     timeout_s: float,
 ) -> None:
     problems: list[str] = []
+    short_tombstones: dict[str, int] = {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in wanted]
     configs = admin.describe_configs(resources, request_timeout=timeout_s)
     for resource, future in configs.items():
@@ -291,9 +310,14 @@ def _verify(
                 f"{name} has {have_parts} partitions, Kadence needs {want_parts} "
                 f"(co-partitioned with the other '{spec.group}' topics)"
             )
-        policy = future.result(timeout=timeout_s)["cleanup.policy"].value
+        config = future.result(timeout=timeout_s)
+        policy = config["cleanup.policy"].value
         if set(policy.split(",")) != set(spec.cleanup.split(",")):
             problems.append(f"{name} has cleanup.policy={policy}, Kadence needs {spec.cleanup}")
+        kept = config.get("delete.retention.ms")
+        want = spec.delete_retention_ms
+        if want is not None and kept is not None and int(kept.value or 0) < want:
+            short_tombstones[name] = want
     if problems:
         raise TopicMismatchError(
             "existing topics do not match what Kadence needs:\n  - "
@@ -301,6 +325,44 @@ def _verify(
             + "\nFix: use another KADENCE_NAMESPACE, set KADENCE_PARTITIONS/"
             "KADENCE_EXECUTION_PARTITIONS to the existing counts, or recreate the topics."
         )
+    _keep_tombstones(admin, short_tombstones, timeout_s)
+
+
+def _keep_tombstones(admin: AdminClient, short: dict[str, int], timeout_s: float) -> None:
+    """Raise `delete.retention.ms` on existing topics that keep deletes for less than Kadence
+    needs: one incremental alter, touching that key only. Without the AlterConfigs permission
+    it warns with the command to run and carries on (a short window loses deletes only for a
+    reader down longer than it)."""
+    if not short:
+        return
+    resources = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry(
+                    "delete.retention.ms", str(ms), incremental_operation=AlterConfigOpType.SET
+                )
+            ],
+        )
+        for name, ms in short.items()
+    ]
+    altered = admin.incremental_alter_configs(resources, request_timeout=timeout_s)
+    for resource, future in altered.items():
+        ms = short[resource.name]
+        try:
+            future.result(timeout=timeout_s)
+            log.info("%s: delete.retention.ms raised to %d", resource.name, ms)
+        except KafkaException as exc:
+            log.warning(
+                "%s keeps deletes for less than Kadence needs and could not be changed (%s). "
+                "Fix: kafka-configs.sh --alter --entity-type topics --entity-name %s "
+                "--add-config delete.retention.ms=%d",
+                resource.name,
+                exc,
+                resource.name,
+                ms,
+            )
 
 
 def delete_namespace(settings: KadenceSettings, timeout_s: float = 30.0) -> None:
@@ -309,7 +371,7 @@ def delete_namespace(settings: KadenceSettings, timeout_s: float = 30.0) -> None
     admin = _admin(settings)
     existing = admin.list_topics(timeout=timeout_s).topics
     names = [s.name(settings.namespace) for s in ALL_TOPICS]
-    targets = f"{settings.namespace}.to."
+    targets = target_prefix(settings.namespace)
     present = [n for n in names if n in existing] + [n for n in existing if n.startswith(targets)]
     if present:
         for future in admin.delete_topics(present, operation_timeout=timeout_s).values():

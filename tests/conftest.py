@@ -2,11 +2,15 @@
 
 Tests that need Kafka take `kafka_bootstrap` (or `settings`). When no broker can be reached they
 fail under CI=true and skip elsewhere, so CI can never pass by silently skipping them.
+
+A run that leaves a child process running fails (see `pytest_sessionfinish`): every fixture and
+test stops what it started, also when it fails half-way.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -17,6 +21,7 @@ from hypothesis import settings as hypothesis_settings
 from infra.kafka import kafkactl
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace, provision
+from tests import process_tree
 
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
@@ -75,3 +80,34 @@ def settings(kafka_bootstrap: str) -> Iterator[KadenceSettings]:
     s = provisioned(kafka_bootstrap)
     yield s
     delete_namespace(s)
+
+
+def session_broker() -> set[int]:
+    """The local broker kafkactl runs for this checkout: expected to outlive the tests (`make
+    test` starts it before pytest; `kafka_bootstrap` may start it and stops it at the end)."""
+    pid = kafkactl.running_pid(kafkactl.BrokerConfig.from_env())
+    return set() if pid is None else {pid}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    """After every fixture has been torn down: fail the run if a process the tests started is
+    still alive (naming it), and kill it."""
+    left = process_tree.leftovers(os.getpid(), expected=session_broker())
+    if not left:
+        return
+    process_tree.kill(left)
+    lines = [
+        f"{len(left)} process(es) started by the tests outlived them (killed now); the fixture "
+        "or test that started each must stop it, also when it fails:",
+        *(f"  pid {p.pid} (parent {p.ppid}): {p.command[:300]}" for p in left),
+    ]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")  # the progress line may still be open
+        reporter.write_sep("!", "processes left running", red=True)
+        for line in lines:
+            reporter.write_line(line, red=True)
+    else:
+        print("\n".join(lines), file=sys.stderr)
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

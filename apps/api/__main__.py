@@ -1,4 +1,5 @@
-"""`python -m apps.api`: the HTTP API and dashboard on KADENCE_API_HOST:KADENCE_API_PORT."""
+"""`python -m apps.api`: the HTTP API and dashboard on KADENCE_API_HOST:KADENCE_API_PORT (port 0:
+one the system picks, announced as `api listening on <host>:<port>`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import uvicorn
 
 from apps.api.app import create_app
+from apps.processes import announce
 from kadence.settings import KadenceSettings
 
 
@@ -20,13 +22,17 @@ def main() -> int:
             "Make a token with `kadence token`.",
             file=sys.stderr,
         )
-    print(
-        f"api: http://{settings.api_host}:{settings.api_port}/ on {settings.namespace}", flush=True
-    )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings), host=settings.api_host, port=settings.api_port, log_level="warning"
     )
-    return 0
+    sock = config.bind_socket()
+    sock.listen(config.backlog)  # connects queue from the announcement on; port 0 works
+    host, port = sock.getsockname()[:2]
+    print(f"api: http://{host}:{port}/ on {settings.namespace}", flush=True)
+    announce("api", host, port)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    return 0 if server.started else 3  # as uvicorn.run: the app failed to start
 
 
 if __name__ == "__main__":

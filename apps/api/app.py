@@ -18,6 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from pydantic import BaseModel, Field, ValidationError
 
 from apps.api.auth import Principal, authenticate, tenant_of
+from apps.api.body_limit import BodyLimit
+from apps.api.quotas import install as install_quotas
 from apps.api.view_client import ViewClient
 from kadence.client import KadenceClient, Written
 from kadence.clock import datetime_to_ms, ms_to_datetime
@@ -95,7 +97,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.client = KadenceClient(settings)
-        app.state.view = ViewClient(settings.view_url)
+        app.state.view = ViewClient(settings.view_url, settings.view_token.get_secret_value())
         yield
         app.state.client.close()
         app.state.view.close()
@@ -107,25 +109,23 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         lifespan=lifespan,
     )
     app.state.settings = settings
-    body_limit = settings.max_payload_bytes + BODY_OVERHEAD
+    quotas = install_quotas(app, settings)  # refusals answer 429 naming the quota
 
     @app.middleware("http")
-    async def limits(
+    async def count(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > body_limit):
-            return JSONResponse(
-                {
-                    "detail": f"request body over {body_limit} bytes (payload limit "
-                    f"{settings.max_payload_bytes})"
-                },
-                status_code=413,
-            )
         response = await call_next(request)
         route = request.scope.get("route")
         requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
         return response
+
+    # Added last, so outermost: the body is counted before any route parses or authenticates.
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_payload_bytes + BODY_OVERHEAD,
+        what=f"payload limit {settings.max_payload_bytes}",
+    )
 
     def client(request: Request) -> KadenceClient:
         return request.app.state.client  # type: ignore[no-any-return]
@@ -219,12 +219,17 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
         job_id: str,
         spec: Annotated[dict[str, Any], Body(description=SPEC_DOC)],
     ) -> Any:
-        """Create a job (409 if it exists)."""
+        """Create a job (409 if it exists; 429 past the tenant's job quota)."""
         tenant = tenant_of(who)
         _check_id(job_id)
         if view(request).maybe(f"/jobs/{tenant}/{job_id}") is not None:
             raise HTTPException(409, f"job {job_id} exists; PUT updates it")
-        return _put(request, tenant, job_id, spec, 1)
+        with quotas.jobs.creating(tenant, lambda upto: _job_count(request, tenant, upto)):
+            return _put(request, tenant, job_id, spec, 1)
+
+    def _job_count(request: Request, tenant: str, upto: int) -> int:
+        """The tenant's jobs in the query view, counted up to `upto` (the job quota)."""
+        return int(view(request).get("/jobs-count", tenant=tenant, upto=upto)["jobs"])
 
     @app.put("/v1/jobs/{job_id}", tags=["jobs"])
     def update_job(
@@ -330,7 +335,9 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
 
     @app.post("/v1/jobs/{job_id}/trigger", tags=["commands"], status_code=202)
     def trigger(request: Request, who: Auth, job_id: str, body: TriggerIn | None = None) -> Any:
-        """Run once now. Idempotent by request_id: the run's execution id derives from it."""
+        """Run once now. Idempotent by request_id: the run's execution id derives from it.
+        429 past the tenant's triggers per minute."""
+        quotas.triggers.take(tenant_of(who))
         body = body or TriggerIn()
         body.request_id = _request_id(body)  # fixed here: the execution id derives from it
         payload = body.payload.encode() if body.payload is not None else None
@@ -355,7 +362,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
     def backfill(request: Request, who: Auth, job_id: str, body: BackfillIn) -> Any:
         """Dry run (the default): the occurrences in [start, end) a real run would dispatch.
         A real run sends them to the scheduler (at most max_occurrences per request; the CLI
-        splits a long window and paces it)."""
+        splits a long window and paces it); 429 past the tenant's occurrences per minute."""
         tenant = tenant_of(who)
         _check_id(job_id)
         if body.start.tzinfo is None or body.end.tzinfo is None:
@@ -380,6 +387,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
                     }
                 ],
             )
+        quotas.backfill.take(tenant, len(plan["occurrences"]))  # 429 past the tenant's pace
         out = _command(
             request,
             tenant,
@@ -452,5 +460,5 @@ def create_app(settings: KadenceSettings) -> FastAPI:  # noqa: PLR0915 - the rou
 
 
 def _check_id(job_id: str) -> None:
-    if not IDENT_RE.match(job_id) or len(job_id) > 128:
+    if not IDENT_RE.fullmatch(job_id) or len(job_id) > 128:
         raise HTTPException(422, [{"loc": ["path", "job_id"], "msg": "not a job identifier"}])

@@ -50,7 +50,7 @@ def authenticate(
         raise _unauthorized("unknown token")
     if tenant != ADMIN:
         return Principal(tenant, admin=False)
-    if x_kadence_tenant is not None and not IDENT_RE.match(x_kadence_tenant):
+    if x_kadence_tenant is not None and not IDENT_RE.fullmatch(x_kadence_tenant):
         raise HTTPException(422, "X-Kadence-Tenant: not a tenant identifier")
     return Principal(x_kadence_tenant, admin=True)
 

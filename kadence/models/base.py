@@ -11,9 +11,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 AVRO_NAMESPACE = "kadence"
 
 # Tenants and job ids appear in keys ("tenant/job_id"), headers and URLs: no slashes, no spaces.
-_IDENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-Identifier = Annotated[str, StringConstraints(pattern=_IDENT)]
-IDENT_RE = re.compile(_IDENT)
+_IDENT = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+Identifier = Annotated[str, StringConstraints(pattern=rf"^{_IDENT}$")]
+"""pydantic matches patterns with Rust's regex, where `$` is the end of the text."""
+IDENT_RE = re.compile(rf"{_IDENT}\Z")
+"""Python's `$` also matches before a final newline ("job\\n"): `\\Z` does not. Use fullmatch."""
 Positive = Annotated[int, Field(ge=1)]
 """Versions, attempts and delivery counts: they start at 1."""
 WorkerId = Annotated[str, Field(min_length=1, max_length=128)]
@@ -68,6 +70,6 @@ def job_key(tenant: str, job_id: str) -> str:
 def split_job_key(key: str) -> tuple[str, str]:
     """Inverse of `job_key`; raises ValueError on anything that is not `tenant/job_id`."""
     tenant, sep, job_id = key.partition("/")
-    if not sep or not IDENT_RE.match(tenant) or not IDENT_RE.match(job_id):
+    if not sep or not IDENT_RE.fullmatch(tenant) or not IDENT_RE.fullmatch(job_id):
         raise ValueError(f"not a job key (expected tenant/job_id): {key!r}")
     return tenant, job_id

@@ -22,6 +22,7 @@ from kadence.models.base import (
     WireModel,
     job_key,
 )
+from kadence.target_topics import too_long
 
 
 class DstGapPolicy(StrEnum):
@@ -156,7 +157,11 @@ class HttpTarget(WireModel):
 
 
 class KafkaTarget(WireModel):
-    """Produce the execution to a tenant topic; success on the broker's acknowledgement."""
+    """Produce the execution to a tenant topic; success on the broker's acknowledgement.
+
+    The Kafka topic is `<namespace>.to.<tenant>.<topic>` (kadence/target_topics.py: one name
+    per tenant and topic); the definition is refused when that name could exceed Kafka's 249
+    characters."""
 
     kind: Literal["kafka"] = "kafka"
     topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
@@ -222,6 +227,14 @@ class ScheduleDefinition(WireModel):
     missed: MissedRunPolicy = Field(default_factory=MissedRunPolicy)
     paused: bool = False
     description: Annotated[str, Field(max_length=1024)] = ""
+
+    @model_validator(mode="after")
+    def _target_topic_fits(self) -> ScheduleDefinition:
+        if isinstance(self.target, KafkaTarget):
+            reason = too_long(self.tenant, self.target.topic)
+            if reason is not None:
+                raise ValueError(f"target.topic: {reason}")
+        return self
 
     @property
     def key(self) -> str:

@@ -17,7 +17,8 @@ Fairness: executions that are due wait in one queue per tenant, and `due` serves
 weighted deficit round robin (each round a tenant may start `weight` more, a fraction carried
 to the next round), skipping a tenant at its running cap. A tenant that floods its partition
 with a hundred thousand executions due at midnight therefore delays another tenant's execution
-due at midnight by one round, not by its hundred thousand.
+due at midnight by one round, not by its hundred thousand. The running cap (by default half the
+worker's slots) keeps slots free for the others when one tenant's runs hang for hours.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
+from kadence.settings import KadenceSettings
 
 log = logging.getLogger(__name__)
 METADATA_LIMIT = 3_500
@@ -54,10 +57,38 @@ class Fairness:
     max_running: int = 0
     """Executions of one tenant running at once in this worker at most (0: no cap)."""
     by_tenant: bool = True
-    """False: one queue for everyone, in due order (no fairness; for comparison)."""
+    """False: one queue for everyone, in due order (no fairness and no cap; for comparison)."""
+    caps: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> its own `max_running` (0: no cap)."""
+
+    @classmethod
+    def of(cls, settings: KadenceSettings) -> Fairness:
+        """A worker's fairness by its settings: unless told otherwise, a tenant holds at most
+        `worker_tenant_max_share` of the slots, so runs that hang for hours cannot take them
+        all."""
+        return cls(
+            settings.worker_tenant_weights,
+            default_max_running(settings),
+            by_tenant=settings.worker_fairness == "drr",
+            caps=settings.worker_tenant_max_running_by_tenant,
+        )
 
     def weight(self, tenant: str) -> float:
         return max(0.01, self.weights.get(tenant, 1.0))
+
+    def cap(self, tenant: str) -> int:
+        """Runs of `tenant` at once at most (0: no cap)."""
+        return self.caps.get(tenant, self.max_running)
+
+
+def default_max_running(settings: KadenceSettings) -> int:
+    """The cap of a tenant not named in `worker_tenant_max_running_by_tenant`: the explicit
+    number if there is one, else the share of the slots (at least 1; 0 when the share is all)."""
+    if settings.worker_tenant_max_running is not None:
+        return settings.worker_tenant_max_running
+    slots = settings.worker_concurrency
+    share = max(1, math.floor(slots * settings.worker_tenant_max_share + 1e-9))
+    return 0 if share >= slots else share
 
 
 @dataclass
@@ -228,7 +259,7 @@ class Inbox:
             self._retire(tenant)
             return False
         unlimited = limit + sum(busy.values()) + 1
-        cap = (self.fairness.max_running if self.fairness.by_tenant else 0) or unlimited
+        cap = (self.fairness.cap(tenant) if self.fairness.by_tenant else 0) or unlimited
         if busy.get(tenant, 0) >= cap:
             return False
         credit = self._deficit.get(tenant, 0.0) + self.fairness.weight(tenant)

@@ -106,13 +106,7 @@ class Worker:
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
-        self.inbox = Inbox(
-            Fairness(
-                settings.worker_tenant_weights,
-                settings.worker_tenant_max_running,
-                by_tenant=settings.worker_fairness == "drr",
-            )
-        )
+        self.inbox = Inbox(Fairness.of(settings))
         self.runs: dict[str, Run] = {}
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []

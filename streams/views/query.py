@@ -70,6 +70,15 @@ class ViewQueries:
                 break
         return out
 
+    def count_jobs(self, tenant: str, upto: int) -> int:
+        """The tenant's jobs, counted up to `upto` (the API's job quota: keys only, bounded)."""
+        n = 0
+        for _key in self.store.keys(b"J" + SEP.encode() + f"{tenant}{SEP}".encode()):
+            n += 1
+            if n >= upto:
+                break
+        return n
+
     def _summary(self, tenant: str, job_id: str, doc: Doc, now_ms: int, preview: int) -> Doc:
         definition = doc["definition"]
         last = next((e for e in self.history(tenant, job_id, 200) if e["kind"] == "outcome"), None)

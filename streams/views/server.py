@@ -1,9 +1,11 @@
 """The query view's internal JSON endpoint (127.0.0.1 only; the public API in apps/api.py does
 authentication and tenancy, then asks here). Every query may carry `wait=topic:partition:offset`
 (repeatable): it answers once those records are applied, so the API reads its own writes.
+Only the API is answered: a loopback Host and the shared token (streams/views/access.py).
 
     GET /ready
     GET /jobs?tenant=&limit=&after=
+    GET /jobs-count?tenant=&upto=
     GET /jobs/<tenant>/<job_id>?preview=
     GET /jobs/<tenant>/<job_id>/history?limit=&before_ms=
     GET /jobs/<tenant>/<job_id>/runs?limit=
@@ -20,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from streams.views.access import TOKEN_HEADER, ViewAccess
 from streams.views.materializer import Materializer
 from streams.views.query import ViewQueries
 
@@ -31,7 +34,9 @@ class _NotFoundError(Exception):
     pass
 
 
-def serve(port: int, materializer: Materializer, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def serve(
+    port: int, materializer: Materializer, host: str = "127.0.0.1", *, access: ViewAccess
+) -> ThreadingHTTPServer:
     queries = ViewQueries(materializer.store)
 
     class Handler(BaseHTTPRequestHandler):
@@ -39,6 +44,10 @@ def serve(port: int, materializer: Materializer, host: str = "127.0.0.1") -> Thr
             log.debug(format, *args)
 
         def do_GET(self) -> None:
+            refused = access.refusal(self.headers.get("Host"), self.headers.get(TOKEN_HEADER))
+            if refused is not None:
+                self._send(refused.status, {"detail": refused.detail})
+                return
             url = urlparse(self.path)
             q = {k: v[-1] for k, v in parse_qs(url.query).items()}
             parts = [unquote(p) for p in url.path.strip("/").split("/") if p]
@@ -71,6 +80,9 @@ def serve(port: int, materializer: Materializer, host: str = "127.0.0.1") -> Thr
                     case ["jobs"]:
                         limit = min(int(q.get("limit", 100)), 1000)
                         return queries.jobs(q.get("tenant") or None, now, limit, q.get("after", ""))
+                    case ["jobs-count"]:
+                        upto = min(int(q["upto"]), 100_000_000)
+                        return {"jobs": queries.count_jobs(q["tenant"], upto)}
                     case ["jobs", tenant, job_id]:
                         preview = min(int(q.get("preview", 1)), 100)
                         job = queries.job(tenant, job_id, now, preview)

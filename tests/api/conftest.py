@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from apps.api.app import create_app
 from apps.api.auth import token_hash
@@ -23,11 +25,12 @@ from tests.integration.execution_harness import (
     Stack,
     TargetServer,
     execution_settings,
-    free_port,
     until,
 )
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex", "*": "tok-admin"}
+VIEW_TOKEN = "api-tests-view-token"
+"""What the API shows the query view (every view request must carry it)."""
 
 
 @dataclass
@@ -63,41 +66,54 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """Every child binds a port the system picks and says which: a port chosen here could be
+    taken by anything else before the child binds it. Whatever was started is stopped, also
+    when a later step fails."""
     tmp: Path = tmp_path_factory.mktemp("api")
-    base = execution_settings(provisioned(kafka_bootstrap))
-    view_port = free_port()
-    settings = base.model_copy(
+    base = execution_settings(provisioned(kafka_bootstrap)).model_copy(
         update={
-            "view_port": view_port,
-            "view_url": f"http://127.0.0.1:{view_port}",
             "api_tokens": {token_hash(tok): tenant for tenant, tok in TOKENS.items()},
             "state_dir": tmp / "state",
+            "view_token": SecretStr(VIEW_TOKEN),
         }
     )
-    target = TargetServer().start()
-    stack = Stack.start(settings, tmp)
-    views = ChildProcess(
-        "apps.views", settings.model_copy(update={"instance_id": "v"}), log=tmp / "views.log"
-    ).start()
-    views.wait_for("running on", timeout=60)
-    app = create_app(settings)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    serving = threading.Thread(target=server.run, daemon=True)
+    with ExitStack() as cleanup:
+        cleanup.callback(delete_namespace, base)
+        target = TargetServer().start()
+        cleanup.callback(target.stop)
+        stack = Stack.start(base, tmp)
+        cleanup.callback(stack.stop)
+        views = ChildProcess(
+            "apps.views",
+            base.model_copy(update={"instance_id": "v", "view_port": 0}),
+            log=tmp / "views.log",
+        )
+        cleanup.callback(views.stop)
+        view_port = views.start().listening("view", timeout=60)
+        settings = base.model_copy(
+            update={"view_port": view_port, "view_url": f"http://127.0.0.1:{view_port}"}
+        )
+        app = create_app(settings)
+        url = cleanup.enter_context(_served(app))
+        http = cleanup.enter_context(TestClient(app))
+        Api(settings, http, target, stack, views).wait(
+            lambda: http.get("/readyz").status_code == 200, 60, "readiness"
+        )
+        yield Api(settings, http, target, stack, views, url)
+
+
+@contextmanager
+def _served(app: Any) -> Iterator[str]:
+    """`app` over real HTTP on a port the system picks (bound before the server starts)."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    sock = config.bind_socket()
+    sock.listen(config.backlog)
+    server = uvicorn.Server(config)
+    serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     serving.start()
     try:
-        with TestClient(app) as http:
-            Api(settings, http, target, stack, views).wait(
-                lambda: http.get("/readyz").status_code == 200, 60, "readiness"
-            )
-            yield Api(
-                settings, http, target, stack, views, f"http://127.0.0.1:{server.config.port}"
-            )
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         serving.join(10)
-        views.stop()
-        stack.stop()
-        target.stop()
-        delete_namespace(settings)
+        sock.close()

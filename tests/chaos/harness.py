@@ -13,11 +13,13 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from apps.processes import ChildProcess
 from infra.kafka.kafkactl import BrokerConfig
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -122,21 +124,32 @@ class Run:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Run:
-        for s in self.schedulers:
-            s.start()
-        self.reaper.start()
-        for w in self.worker_procs:
-            w.start()
+        """Start every process; if one fails, stop the ones already running."""
+        try:
+            for s in self.schedulers:
+                s.start()
+            self.reaper.start()
+            for w in self.worker_procs:
+                w.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        for proc in [*self.worker_procs, self.reaper, *self.schedulers]:
-            if proc.proc is not None and proc.proc.poll() is None:
-                proc.signal(signal.SIGCONT)  # a paused one must hear the SIGTERM
-            proc.stop()
-        self.server.stop()
-        if self.proxy is not None:
-            self.proxy.stop()
+        """Stop everything, each one even if stopping another failed (ExitStack: last first)."""
+        with ExitStack() as stops:
+            if self.proxy is not None:
+                stops.callback(self.proxy.stop)
+            stops.callback(self.server.stop)
+            for proc in reversed([*self.worker_procs, self.reaper, *self.schedulers]):
+                stops.callback(self._stop, proc)
+
+    @staticmethod
+    def _stop(proc: ChildProcess) -> None:
+        if proc.running:
+            proc.signal(signal.SIGCONT)  # a paused one must hear the SIGTERM
+        proc.stop()
 
     def cleanup(self) -> None:
         delete_namespace(self.settings)

@@ -20,7 +20,7 @@ def test_the_async_adapter_decodes_and_drops_duplicates_and_garbage() -> None:
             yield value
 
     async def collect() -> list[str]:
-        return [e.execution_id async for e in executions(stream())]
+        return [e.execution_id async for e in executions(stream(), tenant="acme")]
 
     assert asyncio.run(collect()) == [ex.execution_id, other.execution_id]
 

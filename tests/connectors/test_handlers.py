@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from connectors import handlers
 from connectors.base import Result, Stop
 from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
@@ -12,10 +14,10 @@ from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
-def run(name: str) -> Result:
+def run(name: str, tenant: str = "acme") -> Result:
     ex = ExecutionRequested(
-        execution_id="acme/j@2026-12-01T09:00:00.000Z",
-        tenant="acme",
+        execution_id=f"{tenant}/j@2026-12-01T09:00:00.000Z",
+        tenant=tenant,
         job_id="j",
         definition_version=1,
         nominal_at=T,
@@ -28,17 +30,17 @@ def run(name: str) -> Result:
     return handlers.call(ex, Stop(), time.monotonic() + 1)
 
 
-@handlers.handler("test-ok")
+@handlers.handler("test-ok", tenants=["acme"])
 def _ok(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
     return None
 
 
-@handlers.handler("test-retry")
+@handlers.handler("test-retry", tenants="acme")
 def _retry(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
     raise handlers.RetryableError("upstream busy")
 
 
-@handlers.handler("test-bug")
+@handlers.handler("test-bug", tenants="*")
 def _bug(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
     raise ValueError("bad input")
 
@@ -55,8 +57,28 @@ def test_exceptions_fail_retryably_only_when_asked() -> None:
     assert (bug.error.type, bug.error.message) == ("ValueError", "bad input")
 
 
-def test_an_unknown_handler_names_the_registered_ones() -> None:
+def test_an_unknown_handler_names_no_other_handler() -> None:
     result = run("nope")
     assert result.error is not None
-    assert "no handler 'nope'" in result.error.message
-    assert "test-ok" in result.error.message
+    assert result.error.type == "UnknownHandler"
+    assert result.error.message == "handler 'nope' is unknown for tenant 'acme' in this worker"
+
+
+def test_a_handler_serves_only_the_tenants_it_names() -> None:
+    assert run("test-ok", "globex").status is OutcomeStatus.failed
+    assert run("test-bug", "globex").retryable is False  # shared: it ran (and raised)
+
+
+def test_a_tenants_own_handler_wins_over_a_shared_one() -> None:
+    handlers.handler("test-both", tenants="*")(
+        lambda _ex, _stop: Result.failed("x", "shared", retryable=False)
+    )
+    handlers.handler("test-both", tenants="acme")(lambda _ex, _stop: None)
+    assert run("test-both", "acme").status is OutcomeStatus.succeeded
+    assert run("test-both", "globex").status is OutcomeStatus.failed
+
+
+@pytest.mark.parametrize("tenants", [None, [], ["has space"], ["acme\n"]])
+def test_a_handler_must_name_valid_tenants(tenants: list[str] | None) -> None:
+    with pytest.raises(handlers.HandlerScopeError, match=r'tenants="\*"'):
+        handlers.handler("test-unscoped", tenants=tenants)

@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from connectors.base import Result, Stop
-from connectors.http import HttpCaller, sign
+from connectors.http import HttpCaller, UnknownSecretError, secret_for, sign
 from connectors.ssrf import AddressPolicy
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
 from tests.integration.execution_harness import SECRET, TargetServer
@@ -51,7 +51,8 @@ def execution(
 
 def caller(allow: list[str] | None = None) -> HttpCaller:
     return HttpCaller(
-        AddressPolicy(["127.0.0.0/8"] if allow is None else allow), {"test": SecretStr(SECRET)}
+        AddressPolicy(["127.0.0.0/8"] if allow is None else allow),
+        {"acme": {"test": SecretStr(SECRET)}},
     )
 
 
@@ -136,7 +137,44 @@ def test_an_unknown_secret_ref_fails_without_sending(server: TargetServer) -> No
     )
     result = call(caller(), ex)
     assert err(result).type == "UnknownSecret"
+    assert err(result).message.startswith("secret_ref 'nope' is unknown for tenant 'acme'")
     assert server.seen() == []
+
+
+def test_a_secret_is_looked_up_under_the_tenant_then_the_shared_scope() -> None:
+    own, shared = SecretStr("own"), SecretStr("shared")
+    secrets = {"acme": {"a": own}, "*": {"a": shared, "s": shared}, "globex": {"g": own}}
+    assert secret_for(secrets, "acme", "a") is own
+    assert secret_for(secrets, "acme", "s") is shared
+    assert secret_for(secrets, "initech", "a") is shared
+    with pytest.raises(UnknownSecretError):
+        secret_for(secrets, "acme", "g")
+
+
+def test_kadence_headers_win_over_the_jobs_in_any_case(server: TargetServer) -> None:
+    forged = {
+        "Idempotency-Key": "forged",
+        "WEBHOOK-SIGNATURE": "v1,forged",
+        "Kadence-Tenant": "globex",
+        "kadence-job ": "other",
+        "Content-Length": "0",
+        "Host": "internal.example",
+        "x-team": "ops",
+    }
+    target = HttpTarget(url=f"{server.url}/ok", secret_ref="test", headers=forged)
+    ex = execution(target.url).model_copy(update={"target": target})
+    headers = caller().headers(ex, target, ex.payload)
+    by_name: dict[str, list[str]] = {}
+    for name, value in headers.items():
+        by_name.setdefault(name.strip().lower(), []).append(value)
+    assert by_name["idempotency-key"] == [ex.execution_id]
+    assert by_name["kadence-tenant"] == ["acme"]
+    assert by_name["kadence-job"] == ["job"]
+    assert by_name["webhook-signature"] != ["v1,forged"]
+    assert len(by_name["webhook-signature"]) == 1
+    assert "content-length" not in by_name
+    assert "host" not in by_name
+    assert by_name["x-team"] == ["ops"]
 
 
 def test_a_connection_refused_is_retryable() -> None:

@@ -3,11 +3,11 @@ and a real HTTP target on loopback that records every request it gets."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from apps.processes import ChildProcess
 from kadence.codec import Codec
+from kadence.metrics import ANY_PORT
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, LeaseEvent
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
@@ -127,7 +128,7 @@ def execution_settings(settings: KadenceSettings, **kw: Any) -> KadenceSettings:
     """Loopback targets allowed, a signing secret, the test handlers loaded."""
     base: dict[str, Any] = {
         "target_allow_cidrs": ["127.0.0.0/8"],
-        "webhook_secrets": {"test": SECRET},
+        "webhook_secrets": {"acme": {"test": SECRET}},
         "handler_modules": ["tests.integration.handlers_for_tests"],
         "redelivery_cap": 3,
     }
@@ -145,7 +146,7 @@ class WorkerProcess(ChildProcess):
 
     def start(self) -> WorkerProcess:
         super().start()
-        self.wait_for("partitions assigned", timeout=60)
+        self.ready_when("partitions assigned", timeout=60)
         return self
 
 
@@ -158,7 +159,7 @@ class ReaperProcess(ChildProcess):
 
     def start(self) -> ReaperProcess:
         super().start()
-        self.wait_for("restored", timeout=60)
+        self.ready_when("restored", timeout=60)
         return self
 
 
@@ -169,21 +170,34 @@ class Stack:
     reaper: ReaperProcess
     workers: list[WorkerProcess]
 
-    reaper_metrics: int = 0
-    worker_metrics: int = 0
-    scheduler_metrics: int = 0
-
     @classmethod
     def start(cls, settings: KadenceSettings, tmp: Path, workers: int = 1) -> Stack:
-        """Every process serves metrics: the ports are in `*_metrics` (the first worker only)."""
-        ports = free_port(), free_port(), free_port()
-        sched = SchedulerProcess(settings, "s", tmp / "sched", metrics_port=ports[2]).start()
-        reaper = ReaperProcess(settings, tmp / "reaper", ports[0]).start()
-        ws = [
-            WorkerProcess(settings, f"w{i}", tmp, ports[1] if i == 0 else 0).start()
-            for i in range(workers)
-        ]
-        return cls(settings, sched, reaper, ws, *ports)
+        """Every process serves metrics on a port it picks (the first worker only; read them
+        with `*_metrics`). If one fails to start, the ones already started are stopped."""
+        with ExitStack() as started:
+            sched = SchedulerProcess(settings, "s", tmp / "sched", metrics_port=ANY_PORT)
+            reaper = ReaperProcess(settings, tmp / "reaper", ANY_PORT)
+            ws = [
+                WorkerProcess(settings, f"w{i}", tmp, ANY_PORT if i == 0 else 0)
+                for i in range(workers)
+            ]
+            for proc in [sched, reaper, *ws]:
+                started.callback(proc.stop)
+                proc.start()
+            started.pop_all()
+        return cls(settings, sched, reaper, ws)
+
+    @property
+    def scheduler_metrics(self) -> int:
+        return self.scheduler.listening("metrics")
+
+    @property
+    def reaper_metrics(self) -> int:
+        return self.reaper.listening("metrics")
+
+    @property
+    def worker_metrics(self) -> int:
+        return self.workers[0].listening("metrics")
 
     def metrics(self, port: int) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
@@ -192,12 +206,6 @@ class Stack:
     def stop(self) -> None:
         for proc in [*self.workers, self.reaper, self.scheduler]:
             proc.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def records(

@@ -10,14 +10,14 @@ from connectors.handlers import handler
 from kadence.models import ExecutionRequested
 
 
-@handler("crash")
+@handler("crash", tenants="*")
 def crash(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
     """The poison job: kills the worker that runs it, every time."""
     os.kill(os.getpid(), signal.SIGKILL)
     return None
 
 
-@handler("sleep")
+@handler("sleep", tenants="*")
 def sleep(ex: ExecutionRequested, stop: Stop) -> Result | None:
     """Sleeps for the payload's seconds, stopping early when asked."""
     stop.wait(float(ex.payload or b"1"))

@@ -36,7 +36,7 @@ class SchedulerProcess(ChildProcess):
     def start(self, wait_assigned: bool = True) -> SchedulerProcess:
         super().start()
         if wait_assigned:
-            self.wait_for("restored", timeout=60)
+            self.ready_when("restored", timeout=60)
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:

@@ -365,7 +365,9 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
         assert isinstance(job.schedule, OnceSchedule)
         assert datetime.now(UTC) < job.schedule.run_at  # created ahead, while the run waited
         until(lambda: applied(xsettings, "to-kafka", Decision.succeeded), 60, "the success")
-        consumer = TopicConsumer(xsettings.bootstrap_servers, topic, group="acme-orders")
+        consumer = TopicConsumer(
+            xsettings.bootstrap_servers, topic, group="acme-orders", tenant="acme"
+        )
         thread = threading.Thread(
             target=consumer.run, args=(lambda ex: got.append(ex.execution_id), stop)
         )

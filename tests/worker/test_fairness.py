@@ -1,14 +1,18 @@
 """Tenant fairness in the worker's inbox: weighted deficit round robin over the tenants' due
-executions, with a per-tenant running cap; a flood never starves a small tenant."""
+executions, with a per-tenant running cap (by default half the slots); a flood never starves a
+small tenant, not even one whose runs hang."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kadence.worker.inbox import Fairness, Inbox
+from apps.processes import settings_env
+from kadence.settings import KadenceSettings
+from kadence.worker.inbox import Fairness, Inbox, default_max_running
 from tests.worker.test_inbox import T_MS, ex
 
 
@@ -98,3 +102,71 @@ def test_fifo_serves_in_due_order_so_the_flood_goes_first() -> None:
     flooded(inbox, flood=100, small=2)
     assert {i.execution.tenant for i in inbox.due(T_MS, 100)} == {"flood"}
     assert [i.execution.tenant for i in inbox.due(T_MS, 100)] == ["small0", "small1"]
+
+
+def hanging_turns(fairness: Fairness, slots: int, turns: int) -> Counter[str]:
+    """The worker loop's claims (runner.Worker.turn: free slots, runs per tenant) when no run
+    ever finishes: tenant `flood` has 1 000 executions due at T, `small` one due a minute later.
+    What each tenant holds at the end."""
+    inbox = Inbox(fairness)
+    for n in range(1_000):
+        inbox.add(0, n, tenant_ex("flood", n))
+    inbox.add(0, 1_000, tenant_ex("small", 0, due_s=60))
+    running: Counter[str] = Counter()
+    for turn in range(turns):
+        now = T_MS + turn * 1_000
+        for item in inbox.due(now, slots - sum(running.values()), running):
+            running[item.execution.tenant] += 1
+    return running
+
+
+def test_by_default_a_tenant_with_hanging_runs_leaves_slots_to_the_others() -> None:
+    settings = KadenceSettings(worker_concurrency=8)  # the cap is not configured
+    held = hanging_turns(Fairness.of(settings), 8, turns=120)
+    assert held == {"flood": 4, "small": 1}  # without a default cap: {"flood": 8}
+
+
+def test_without_a_cap_hanging_runs_take_every_slot() -> None:
+    """What 0 (explicitly no cap) means, and what the default was before."""
+    settings = KadenceSettings(worker_concurrency=8, worker_tenant_max_running=0)
+    assert hanging_turns(Fairness.of(settings), 8, turns=120) == {"flood": 8}
+
+
+def test_the_default_cap_is_a_share_of_the_slots_and_an_explicit_number_wins() -> None:
+    def cap(**kw: object) -> int:
+        return default_max_running(KadenceSettings.model_validate(kw))
+
+    assert cap() == 4  # 8 slots
+    assert cap(worker_concurrency=64) == 32
+    assert cap(worker_concurrency=3) == 1
+    assert cap(worker_concurrency=2) == 1
+    assert cap(worker_concurrency=1) == 0  # one slot: nothing to keep (0 = the whole worker)
+    assert cap(worker_concurrency=10, worker_tenant_max_share=0.3) == 3
+    assert cap(worker_concurrency=10, worker_tenant_max_share=0.01) == 1
+    assert cap(worker_concurrency=10, worker_tenant_max_share=1) == 0
+    assert cap(worker_concurrency=10, worker_tenant_max_running=7) == 7
+    assert cap(worker_concurrency=10, worker_tenant_max_running=0) == 0
+
+
+def test_a_tenant_named_in_the_overrides_gets_its_own_cap() -> None:
+    settings = KadenceSettings(
+        worker_concurrency=8, worker_tenant_max_running_by_tenant={"flood": 2, "big": 0}
+    )
+    fairness = Fairness.of(settings)
+    assert (fairness.cap("flood"), fairness.cap("big"), fairness.cap("other")) == (2, 0, 4)
+    assert hanging_turns(fairness, 8, turns=120) == {"flood": 2, "small": 1}
+
+
+def test_a_child_process_gets_the_same_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Processes pass their settings to children through the environment: unset stays unset
+    (the share applies), and overrides keep their tenants."""
+    for parent in (
+        KadenceSettings(),
+        KadenceSettings(worker_tenant_max_running=0),
+        KadenceSettings(worker_tenant_max_running=3, worker_tenant_max_running_by_tenant={"a": 1}),
+    ):
+        for name, value in settings_env(parent).items():
+            if name.startswith("KADENCE_WORKER_TENANT"):
+                monkeypatch.setenv(name, value)
+        child = KadenceSettings()
+        assert Fairness.of(child) == Fairness.of(parent)

@@ -1,0 +1,67 @@
+"""The names of the tenants' Kafka-target topics: `<namespace>.to.<tenant>.<topic>`, injective.
+
+Kafka allows `[A-Za-z0-9._-]` in a topic name and treats `.` and `_` as the same character when
+it checks a new name against the existing ones (they collide in metric names), so two tenants'
+names must differ even with every `.` read as `_`. The tenant part therefore never contains
+`.` or `_`: a tenant made of letters, digits and single hyphens is written as it is; any other
+tenant (one with `.`, `_` or `--`) is written percent-encoded with `--` for `%` (`-` -> `--2d`,
+`.` -> `--2e`, `_` -> `--5f`). Plain names never contain `--` and encoded ones always do, so no
+two tenants share a part, and the first `.` (or `_`) after the prefix ends it. The topic part is
+the tenant's own: `a.b` and `a_b` of one tenant still collide, but only with each other.
+See docs/decisions/0007-kafka-target-topic-names.md.
+
+No imports from the rest of Kadence: the models validate with it, kadence/topics.py names with it.
+"""
+
+from __future__ import annotations
+
+import re
+
+TARGET_INFIX = "to"
+"""`<namespace>.to.`: the prefix under which every tenant's target topics live."""
+MAX_TOPIC_NAME = 249
+"""Kafka refuses longer topic names."""
+MAX_NAMESPACE = 64
+"""The longest namespace KadenceSettings accepts (its `namespace` pattern)."""
+MAX_TENANT_AND_TOPIC = MAX_TOPIC_NAME - MAX_NAMESPACE - len(f".{TARGET_INFIX}.")
+"""What `<tenant part>.<topic>` may take so the name fits under any namespace (181): checked
+when a definition is validated, so a job is refused when it is written, not when it runs."""
+
+_PLAIN = re.compile(r"[A-Za-z0-9-]*\Z")
+_ESCAPES = {"-": "--2d", ".": "--2e", "_": "--5f"}
+
+
+def tenant_part(tenant: str) -> str:
+    """The tenant as it appears in its topics' names: no `.`, no `_`, one per tenant."""
+    if _PLAIN.match(tenant) and "--" not in tenant:
+        return tenant
+    return "".join(_ESCAPES.get(c, c) for c in tenant)
+
+
+def tenant_and_topic(tenant: str, topic: str) -> str:
+    """`<tenant part>.<topic>`: the part of the name a job chooses."""
+    return f"{tenant_part(tenant)}.{topic}"
+
+
+def target_prefix(namespace: str) -> str:
+    """Every target topic of the namespace starts with this."""
+    return f"{namespace}.{TARGET_INFIX}."
+
+
+def target_topic(namespace: str, tenant: str, topic: str) -> str:
+    """The Kafka topic a job of `tenant` naming `topic` writes to."""
+    return target_prefix(namespace) + tenant_and_topic(tenant, topic)
+
+
+def too_long(tenant: str, topic: str) -> str | None:
+    """Why the pair cannot name a topic under every namespace, or None when it can."""
+    used = len(tenant_and_topic(tenant, topic))
+    if used <= MAX_TENANT_AND_TOPIC:
+        return None
+    return (
+        f"the Kafka topic `<namespace>.{TARGET_INFIX}.<tenant>.<topic>` must fit Kafka's "
+        f"{MAX_TOPIC_NAME} characters: tenant and topic may take {MAX_TENANT_AND_TOPIC} "
+        f"together (the namespace may take {MAX_NAMESPACE}), this pair takes {used}"
+        + ("" if tenant_part(tenant) == tenant else f" (the tenant as `{tenant_part(tenant)}`)")
+        + "; choose a shorter topic"
+    )
