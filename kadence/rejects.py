@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
 from kadence.models import Rejected
+from kadence.sizing import RECORD_LIMIT, HeaderList, record_bytes
 
 EVIDENCE_BYTES = 256 * 1024
 """Original value plus headers kept in one rejected record, at most."""
@@ -91,3 +93,23 @@ def rejected(
 def rejected_key(key: bytes | None) -> bytes | None:
     """The key a rejected record is written under: the original, cut to `KEY_BYTES`."""
     return key[:KEY_BYTES] if key is not None else None
+
+
+def encoded(
+    codec: Codec,
+    record: Rejected,
+    *,
+    topic: str,
+    key: bytes | None,
+    headers: HeaderList,
+    limit: int = RECORD_LIMIT,
+) -> bytes:
+    """The rejected record's bytes; without its evidence should even the bounded evidence not
+    fit `limit` (a topic configured with a small `max.message.bytes`)."""
+    value = codec.encode(record)
+    if record_bytes(key, value, headers) <= limit:
+        return value
+    bare = record.model_copy(
+        update={"original_value": None, "original_headers": {}, "truncated": True}
+    )
+    return codec.encode(bare)

@@ -27,7 +27,7 @@ from connectors.base import Prepares, Result, Stop, Target
 from kadence import rejects
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
-from kadence.errors import DecodeError, RecordTooLargeError
+from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.kafka_retry import retrying
 from kadence.metrics import LagTracker
@@ -44,7 +44,6 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
-from kadence.sizing import check_fits
 from kadence.topics import EXECUTIONS, Topics
 from kadence.worker.inbox import Fairness, Inbox, Item
 from kadence.worker.metrics import WorkerMetrics
@@ -455,15 +454,10 @@ class Worker:
             now_ms=self.clock.now_ms(),
         )
         headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
-        key, value = rejects.rejected_key(msg.key()), self.codec.encode(rejected)
-        try:
-            check_fits(self.topics.rejected, key, value, headers)
-        except RecordTooLargeError:  # not expected (rejects keep bounded evidence): keep none
-            log.error("rejected record too large even truncated; writing it without evidence")
-            bare = rejected.model_copy(
-                update={"original_value": None, "original_headers": {}, "truncated": True}
-            )
-            value = self.codec.encode(bare)
+        key = rejects.rejected_key(msg.key())
+        value = rejects.encoded(
+            self.codec, rejected, topic=self.topics.rejected, key=key, headers=headers
+        )
         self._rejects.append((self.topics.rejected, msg.partition() or 0, key, value, headers))
 
     # -- shutdown ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
-from kadence.errors import DecodeError, KadenceError
+from kadence.errors import DecodeError
 from kadence.headers import headers_for
 from kadence.models import (
     Decision,
@@ -39,7 +39,7 @@ from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import LEASES, Topics
 from streams.reaper.metrics import ReaperMetrics
-from streams.runtime.reject import reject
+from streams.runtime.reject import reject, why_refused
 from streams.runtime.runner import InputRecord, Task
 
 log = logging.getLogger(__name__)
@@ -235,18 +235,7 @@ class ReaperProcessor:
 
     def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
         """Applying a lease event raised and was undone: a `rejected` record says why."""
-        if isinstance(exc, KadenceError) and hasattr(exc, "code"):
-            code, reason = str(exc.code), str(exc)
-        else:
-            log.error(
-                "lease event %s[%d]@%d failed",
-                record.topic,
-                record.partition,
-                record.offset,
-                exc_info=exc,
-            )
-            code = "processing_error"
-            reason = f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
+        code, reason = why_refused(record, exc)
         self.metrics.failures.labels("refused").inc()
         self._reject(task, record, code, reason, now_ms)
 

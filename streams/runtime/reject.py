@@ -6,11 +6,25 @@ import logging
 
 from kadence import rejects
 from kadence.codec import Codec
+from kadence.errors import KadenceError
 from kadence.headers import headers_for
 from kadence.models import Rejected
 from streams.runtime.runner import InputRecord, Task
 
 log = logging.getLogger(__name__)
+
+
+def why_refused(record: InputRecord, exc: Exception) -> tuple[str, str]:
+    """The `rejected` code and reason for an input whose processing raised `exc` (and was
+    undone): a Kadence error keeps its own code; anything else is a bug, logged with its
+    traceback."""
+    code = getattr(exc, "code", None)
+    if isinstance(exc, KadenceError) and isinstance(code, str):
+        return code, f"applying it failed: {exc}"
+    log.error(
+        "processing %s[%d]@%d failed", record.topic, record.partition, record.offset, exc_info=exc
+    )
+    return "processing_error", f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
 
 
 def reject(
@@ -46,4 +60,7 @@ def reject(
     )
     headers = headers_for(rejected, codec.schema_fingerprint(Rejected))
     key = rejects.rejected_key(record.key)
-    task.emit(to_topic, task.partition, key, codec.encode(rejected), headers)
+    value = rejects.encoded(
+        codec, rejected, topic=to_topic, key=key, headers=headers, limit=task.record_limit
+    )
+    task.emit(to_topic, task.partition, key, value, headers)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from kadence.acceptance import refusal
 from kadence.clock import ms_to_datetime
 from kadence.codec import MAGIC, Codec
-from kadence.errors import DecodeError, RecordTooLargeError
+from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.models import (
     Backfill,
@@ -34,7 +34,7 @@ from kadence.models import (
 from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
-from streams.runtime.reject import reject
+from streams.runtime.reject import reject, why_refused
 from streams.runtime.runner import InputRecord, Task
 from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
@@ -103,19 +103,7 @@ class SchedulerProcessor:
     def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
         """Processing `record` raised and was undone: a `rejected` record (and a history record
         when the key names a job) say why; the next input is processed as usual."""
-        if isinstance(exc, RecordTooLargeError):
-            code = exc.code
-            reason = f"applying it would write a record too large for the broker: {exc}"
-        else:
-            log.error(
-                "processing %s[%d]@%d failed",
-                record.topic,
-                record.partition,
-                record.offset,
-                exc_info=exc,
-            )
-            code = "processing_error"
-            reason = f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
+        code, reason = why_refused(record, exc)
         self.metrics.failures.labels("refused").inc()
         self._job_history(task, record.key, Decision.refused, reason, now_ms)
         self._reject(task, record, code, reason, now_ms)

@@ -196,3 +196,19 @@ def test_a_job_that_breaks_while_firing_is_quarantined_and_the_others_still_fire
         ResumeJob(**{**_cmd("rearm"), "tenant": "mallory", "job_id": "breaks"}),
     )
     assert load_state(h.task.get(bad.key.encode()) or b"").wake_ms is not None
+
+
+def test_a_definition_whose_state_would_not_fit_is_refused_and_nothing_else_is_written() -> None:
+    h = Harness()
+    h.task.record_limit = 50_000  # as if the broker's limit were 50 kB
+    big = per_second_job("mallory", "big").model_copy(update={"payload": b"p" * 60_000})
+    assert not h.send(h.topics.schedules, big.key.encode(), big)
+    [rejected] = h.records(".rejected")
+    assert rejected.code == "record_too_large"
+    assert "50000-byte limit" in rejected.reason
+    assert [r.decision for r in h.records(".history")] == [Decision.refused]
+    assert h.task.get(big.key.encode()) is None  # no state, no changelog record
+    assert not [o for o in h.out if o[0] == h.topics.scheduler_changelog]
+    small = per_second_job("alice", "small")
+    assert h.send(h.topics.schedules, small.key.encode(), small)  # the next input goes on
+    assert h.task.get(small.key.encode()) is not None

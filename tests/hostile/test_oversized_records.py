@@ -7,10 +7,8 @@ a bounded `rejected` record for it, stay up, and keep another tenant's jobs on t
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -28,6 +26,7 @@ from tests.integration.execution_harness import (
     TargetServer,
     execution_settings,
     records,
+    until,
 )
 
 CODEC = Codec()
@@ -104,7 +103,7 @@ def test_an_oversized_record_on_every_input_topic_stops_no_process(
                 topic, key=b"mallory/evil", value=HUGE_VALUE, headers=HUGE_HEADERS, partition=0
             )
         assert producer.flush(30) == 0
-        got = _until(
+        got = until(
             lambda: _rejected(xsettings, len(attacked)),
             60,
             "a rejected record for each attacked topic",
@@ -137,13 +136,3 @@ def _rejected(settings: KadenceSettings, expect: int) -> list[Rejected]:
     sizes = [len(CODEC.encode(r)) for r in got]
     assert all(size < RECORD_LIMIT for size in sizes)
     return got if len(got) >= expect else []
-
-
-def _until(check: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
