@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.headers import headers_for
-from kadence.models import HttpTarget, Rejected, ScheduleDefinition
+from kadence.models import Backfill, HttpTarget, Rejected, ScheduleDefinition
 from kadence.rejects import EVIDENCE_BYTES, KEY_BYTES, rejected, rejected_key
 from kadence.settings import KadenceSettings
 from kadence.sizing import RECORD_LIMIT, record_bytes
@@ -80,7 +80,7 @@ def test_small_bad_input_is_kept_whole() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.slow
-def test_an_oversized_record_on_every_input_topic_stops_no_process(
+def test_oversized_records_a_backfill_flood_and_a_binary_payload_stop_no_process(
     settings: KadenceSettings, tmp_path: Path
 ) -> None:
     xsettings = execution_settings(settings)
@@ -103,14 +103,52 @@ def test_an_oversized_record_on_every_input_topic_stops_no_process(
                 topic, key=b"mallory/evil", value=HUGE_VALUE, headers=HUGE_HEADERS, partition=0
             )
         assert producer.flush(30) == 0
-        got = until(
-            lambda: _rejected(xsettings, len(attacked)),
-            60,
-            "a rejected record for each attacked topic",
+        # two forced backfills of 10 000 runs of a per-second job with six-hour runs, and a job
+        # whose payload is not text, through the SDK as any producer may
+        now = datetime.now(UTC).replace(microsecond=0)
+        flood = ScheduleDefinition(
+            tenant="mallory",
+            job_id="flood",
+            version=1,
+            schedule={"kind": "cron", "expression": "* * * * * *", "spread_s": 0},
+            target=HttpTarget(url=f"{server.url}/hang"),
+            timeout_ms=6 * 3600 * 1000,
+            overlap="allow",
+            paused=True,
         )
-        assert sorted(r.source_topic for r in got) == sorted(attacked)
-        for r in got:
+        binary = ScheduleDefinition(
+            tenant="mallory",
+            job_id="binary",
+            version=1,
+            schedule={"kind": "once", "run_at": now + timedelta(days=9)},
+            target=HttpTarget(url=f"{server.url}/ok"),
+            payload=b"\xff\xfe\x00\x80 not text",
+        )
+        with KadenceClient(xsettings) as client:
+            client.put_many([flood, binary])
+            for attempt in ("flood-1", "flood-2"):
+                client.send(
+                    Backfill(
+                        tenant="mallory",
+                        job_id="flood",
+                        request_id=attempt,
+                        issued_at=now,
+                        start=now - timedelta(hours=3),
+                        end=now,
+                        force=True,
+                        max_occurrences=10_000,
+                    )
+                )
+        got = until(
+            lambda: _rejected(xsettings, len(attacked) + 2),
+            60,
+            "a rejected record for each attacked topic and each backfill",
+        )
+        oversized = [r for r in got if r.code != "too_many_runs"]
+        assert sorted(r.source_topic for r in oversized) == sorted(attacked)
+        for r in oversized:
             assert r.truncated, r.source_topic
+        assert [r.source_topic for r in got if r.code == "too_many_runs"] == [topics.commands] * 2
         # another tenant's fresh job still fires on time, and every process is still up
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
         job = ScheduleDefinition(
