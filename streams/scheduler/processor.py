@@ -40,7 +40,7 @@ from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.logic import Context, Refused, Result, Sink
 from streams.scheduler.metrics import SchedulerMetrics
-from streams.scheduler.state import JobState, dump_state, fit_state, load_state
+from streams.scheduler.state import JobState, fit_state, load_state
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = b"~group/"
@@ -315,10 +315,10 @@ class SchedulerProcessor:
             task.put(key, None, None)
             task.cache.pop(key, None)
         else:
-            state = fit_state(state, task.record_limit - len(key) - 8)
+            state, data = fit_state(state, task.record_limit - len(key) - 8)
             result.state = state
             wake = state.wake_ms
-            task.put(key, dump_state(state), wake)
+            task.put(key, data, wake)
             if wake is not None and wake <= task.loaded_until_ms:
                 task.cache[key] = state
             else:

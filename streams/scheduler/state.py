@@ -171,18 +171,20 @@ def _newer_half(items: tuple[Any, ...]) -> tuple[Any, ...]:
     return items[len(items) // 2 :]
 
 
-def fit_state(state: JobState, limit: int) -> JobState:
-    """The state, with its oldest memories dropped (halving each in turn) until its stored
-    form is at most `limit` bytes; unchanged when it fits. It may still not fit (a huge
-    definition, a thousand runs): then the write is refused by the size check."""
+def fit_state(state: JobState, limit: int) -> tuple[JobState, bytes]:
+    """The state and its stored form, with its oldest memories dropped (halving each in turn)
+    until that form is at most `limit` bytes; unchanged when it fits. It may still not fit (a
+    huge definition, a thousand runs): then the write is refused by the size check."""
+    data = dump_state(state)
     for _ in range(12):
-        if len(dump_state(state)) <= limit:
-            return state
+        if len(data) <= limit:
+            break
         changes = {name: _newer_half(getattr(state, name)) for name in _TRIMMABLE}
         if all(len(v) == len(getattr(state, k)) for k, v in changes.items()):
-            return state
+            break
         state = state.evolve(**changes)
-    return state
+        data = dump_state(state)
+    return state, data
 
 
 def dump_state(state: JobState) -> bytes:
