@@ -183,8 +183,13 @@ class Worker:
         txn = _Txn()
         free = self.settings.worker_concurrency - len(self.runs)
         running = Counter(r.item.execution.tenant for r in self.runs.values())
+        claiming: set[str] = set()
         for item in self.inbox.due(now, max(0, free), running):
             ex = item.execution
+            if ex.execution_id in self.runs or ex.execution_id in claiming:
+                self.inbox.hold(item)  # a newer delivery of a run of ours that lost its lease:
+                continue  # it starts once that run has ended and been reported
+            claiming.add(ex.execution_id)
             stop = Stop()
             renew_every = max(1, ex.lease_ttl_ms // 3)
             run = Run(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
@@ -240,9 +245,12 @@ class Worker:
                 run.stop.set(OutcomeStatus.cancelled)
             return
         assert isinstance(record, ExecutionRequested)
-        if record.execution_id in self.runs:  # a redelivery of what we run: lease says who
-            self.inbox.read(partition, offset)
+        current = self.runs.get(record.execution_id)
+        if current is not None and record.delivery <= current.execution.delivery:
+            self.inbox.read(partition, offset)  # this delivery (or an older one) is ours already
             return
+        # A newer delivery is the reaper handing the run on (our lease expired): it must run, or
+        # nobody ever claims it and it is lost. It waits in the inbox until our run has ended.
         self.inbox.add(partition, offset, record)
         self._prepare(record)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from connectors.base import Result, Stop
 from connectors.handlers import handler
@@ -21,4 +22,12 @@ def crash(_ex: ExecutionRequested, _stop: Stop) -> Result | None:
 def sleep(ex: ExecutionRequested, stop: Stop) -> Result | None:
     """Sleeps for the payload's seconds, stopping early when asked."""
     stop.wait(float(ex.payload or b"1"))
+    return None
+
+
+@handler("stubborn", tenants="*")
+def stubborn(ex: ExecutionRequested, _stop: Stop) -> Result | None:
+    """Sleeps for the payload's seconds and does not stop when asked (a target that ignores
+    cancellation): the worker holds the run until it returns."""
+    time.sleep(float(ex.payload or b"1"))
     return None

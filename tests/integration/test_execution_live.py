@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from apps.processes import ChildProcess
 from kadence.client import KadenceClient
 from kadence.models import (
     CancelRun,
@@ -35,6 +37,7 @@ from kadence.topics import delete_namespace
 
 from .execution_harness import (
     SECRET,
+    ReaperProcess,
     Stack,
     TargetServer,
     WorkerProcess,
@@ -45,6 +48,7 @@ from .execution_harness import (
     outcomes,
     until,
 )
+from .scheduler_harness import SchedulerProcess
 
 
 @pytest.fixture
@@ -400,3 +404,38 @@ def test_a_stopped_worker_finishes_its_run_first(
         stack.stop()
     assert (done.status, done.delivery) == (OutcomeStatus.succeeded, 1)
     assert not [h for h in history(xsettings) if h.decision is Decision.redelivered]
+
+
+@pytest.mark.slow
+def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_not_dropped(
+    xsettings: KadenceSettings, server: TargetServer, tmp_path: Path
+) -> None:
+    """The worker keeps its partition through a pause longer than its lease: the reaper's
+    redelivery (delivery 2) comes back to it while its own run (delivery 1, lease lost) is
+    still in hand. It used to drop delivery 2 as "a redelivery of what we run", and nobody
+    ever ran it (the chaos suite's net-fault scenario lost 19 occurrences that way)."""
+    sched = SchedulerProcess(xsettings, "s", tmp_path / "sched")
+    reaper = ReaperProcess(xsettings, tmp_path / "reaper")
+    worker = ChildProcess(
+        "apps.worker",
+        xsettings.model_copy(update={"instance_id": "w0"}),
+        log=tmp_path / "worker.log",
+        session_timeout_ms=20_000,  # the pause below does not cost the worker its partitions
+    )
+    with ExitStack() as started:
+        for proc in (sched, reaper):
+            started.callback(proc.stop)
+            proc.start()
+        started.callback(worker.stop)
+        worker.start().ready_when("partitions assigned", timeout=60)
+        job = once("lost-lease", server.url, in_s=1, timeout_ms=60_000).model_copy(
+            update={"target": HandlerTarget(name="stubborn"), "payload": b"14"}
+        )
+        put(xsettings, ScheduleDefinition.model_validate(job.model_dump()))
+        worker.wait_for("started acme/lost-lease", timeout=60)
+        worker.signal(signal.SIGSTOP)
+        time.sleep(8)  # past the 3 s lease and the reaper's grace: delivery 2 is written
+        worker.signal(signal.SIGCONT)  # its run goes on 5 s more: it ignores the stop
+        until(lambda: applied(xsettings, "lost-lease", Decision.succeeded), 90, "success")
+    by_delivery = {o.delivery: o.status for o in outcomes(xsettings) if o.job_id == "lost-lease"}
+    assert by_delivery == {1: OutcomeStatus.lease_lost, 2: OutcomeStatus.succeeded}
