@@ -41,7 +41,7 @@ test: deps broker lint typecheck schemas
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 run: deps
-	$(BIN)/python -m apps.run
+	$(BIN)/python -m apps.stack
 
 clean: broker-stop
 	rm -rf .run .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,1 +1,1 @@
-"""Kadence's processes and entry points: `make run` (apps.run) and the `kadence` CLI."""
+"""Kadence's processes and entry points: `make run` (apps.stack) and the `kadence` CLI."""

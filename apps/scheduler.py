@@ -60,7 +60,15 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     )
     runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
     registry = metrics.registry
-    registry.register(SchedulerCollector(runner, processor))
+    registry.register(
+        SchedulerCollector(
+            # a copy of the tasks: the loop thread may reassign partitions meanwhile
+            dead_letters=lambda: sum(
+                processor.dead_letter_depth(t) for t in list(runner.tasks.values())
+            ),
+            partitions=lambda: len(runner.tasks),
+        )
+    )
     registry.register(RuntimeCollector(runner))
     serve(settings.metrics_port, registry, settings.metrics_host)
     return runner

@@ -11,7 +11,6 @@ import sys
 
 from apps.processes import process_main
 from connectors import handlers
-from connectors.base import Target
 from connectors.http import HttpCaller
 from connectors.kafka_topic import KafkaTopicCaller
 from connectors.ssrf import AddressPolicy
@@ -19,8 +18,9 @@ from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.metrics import LagCollector, serve
 from kadence.settings import KadenceSettings
-from kadence.worker.metrics import WorkerMetrics
-from kadence.worker.runner import Worker
+from kadence.targets import Target
+from streams.worker.metrics import WorkerMetrics
+from streams.worker.runner import Worker
 
 
 def targets(settings: KadenceSettings) -> dict[str, Target]:

@@ -47,7 +47,7 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, delete_namespace, provision
-from kadence.worker.inbox import default_max_running
+from streams.worker.inbox import default_max_running
 
 HANDLERS = "bench.handlers"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from connectors.base import Result, Stop
 from connectors.handlers import handler
 from kadence.models import ExecutionRequested
+from kadence.targets import Result, Stop
 
 
 @handler("sleep", tenants="*")

@@ -3,7 +3,7 @@
     from connectors.handlers import handler
 
     @handler("send-digest", tenants=["acme"])   # or tenants="*": every tenant may call it
-    def send_digest(execution, stop):   # return None (success) or a connectors.base.Result
+    def send_digest(execution, stop):   # return None (success) or a kadence.targets.Result
         ...
 
 A handler serves only the tenants it names: a job of another tenant naming it fails as if it
@@ -19,9 +19,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 
-from connectors.base import Result, Stop
 from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
 from kadence.models.base import IDENT_RE
+from kadence.targets import Result, Stop
 
 Handler = Callable[[ExecutionRequested, Stop], Result | None]
 SHARED = "*"

@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from connectors.base import Result, Stop
 from connectors.ssrf import AddressPolicy, AddressRefused
 from kadence.headers import iso_utc, with_own
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
 from kadence.target_allow import IPAddress
+from kadence.targets import Result, Stop
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "Kadence-Webhook/1"

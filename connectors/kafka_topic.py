@@ -19,11 +19,11 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from connectors.base import Result, Stop
 from kadence.codec import Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.target_topics import MAX_TOPIC_NAME
+from kadence.targets import Result, Stop
 from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)

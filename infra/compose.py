@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from apps.run import METRICS_PORTS
+from apps.stack import METRICS_PORTS
 from infra.kafka.kafkactl import BrokerConfig, server_properties
 
 IMAGE = "apache/kafka:{version}"
@@ -83,7 +83,7 @@ services:
       KADENCE_METRICS_HOST: "0.0.0.0"
     ports:
       - "8080:8080"
-{metrics_ports()}    command: ["python", "-m", "apps.run"]
+{metrics_ports()}    command: ["python", "-m", "apps.stack"]
 
 volumes:
   kafka-data:

@@ -37,7 +37,7 @@ from kadence.errors import (
     UnknownSchemaError,
 )
 from kadence.models import RECORD_TYPES, WireModel
-from kadence.schemagen import schemas_dir
+from kadence.schema_files import schemas_dir
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10

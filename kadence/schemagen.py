@@ -27,6 +27,9 @@ from pydantic_core import PydanticUndefined
 from kadence.errors import SchemaError
 from kadence.models import RECORD_TYPES, WireModel
 from kadence.models.base import AVRO_NAMESPACE
+from kadence.schema_files import schemas_dir
+
+__all__ = ["check", "main", "render", "schema_for", "schemas_dir", "write"]
 
 Avro = Any  # an Avro schema node: a str, a list (union) or a dict
 
@@ -145,14 +148,6 @@ def schema_for(model: type[WireModel]) -> dict[str, Any]:
 
 def render(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2) + "\n"
-
-
-def schemas_dir() -> Path:
-    """The schemas folder: packaged copy when installed from a wheel, else the repo's."""
-    packaged = Path(__file__).resolve().parent / "_schemas"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "schemas"
 
 
 def check(root: Path) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from kadence.worker.metrics import WorkerMetrics
 from streams.reaper.metrics import ReaperMetrics
 from streams.scheduler.metrics import SchedulerMetrics
+from streams.worker.metrics import WorkerMetrics
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTED = {  # gauges yielded by collectors at scrape time (they need a live process)

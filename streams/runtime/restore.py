@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kadence.kafka_retry import retrying
+from streams.kafkaio.retry import retrying
 from streams.runtime.store import Batch, Store
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kadence.clock import Clock
-from kadence.kafka_retry import retrying
 from kadence.metrics import LagTracker
 from kadence.sizing import RECORD_LIMIT, check_fits
+from streams.kafkaio.retry import retrying
 from streams.runtime.restore import restore
 from streams.runtime.store import Batch, MemoryStore, RocksStore, Store, pack, payload_of, wake_of
 from streams.runtime.txn import (

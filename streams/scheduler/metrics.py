@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -12,11 +11,6 @@ from prometheus_client.registry import Collector
 from kadence.clock import datetime_to_ms
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
 from kadence.models import Decision, ExecutionRequested, HistoryRecord
-
-if TYPE_CHECKING:
-    from streams.runtime.runner import Runner
-    from streams.scheduler.processor import SchedulerProcessor
-
 
 NOT_RUN = frozenset(
     {
@@ -76,18 +70,21 @@ class SchedulerMetrics:
 
 
 class SchedulerCollector(Collector):
-    def __init__(self, runner: Runner, processor: SchedulerProcessor) -> None:
-        self.runner = runner
-        self.processor = processor
+    """Gauges read at scrape time: `dead_letters()` (dead letters of this process's jobs not
+    replayed) and `partitions()` (job partitions owned), both safe to call from any thread."""
+
+    def __init__(self, dead_letters: Callable[[], int], partitions: Callable[[], int]) -> None:
+        self.dead_letters = dead_letters
+        self.partitions = partitions
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        tasks = list(self.runner.tasks.values())  # a copy: the loop thread may reassign
-        depth = sum(self.processor.dead_letter_depth(t) for t in tasks)
         yield GaugeMetricFamily(
             "kadence_dead_letter_depth",
             "Dead letters of this process's jobs that were not replayed",
-            value=depth,
+            value=self.dead_letters(),
         )
         yield GaugeMetricFamily(
-            "kadence_scheduler_partitions", "Job partitions this process owns", value=len(tasks)
+            "kadence_scheduler_partitions",
+            "Job partitions this process owns",
+            value=self.partitions(),
         )

@@ -24,10 +24,10 @@ from confluent_kafka import (
 from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
-from kadence.kafka_retry import retrying
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from streams.kafkaio.retry import retrying
 from streams.views import apply
 from streams.views.store import ViewStore, offset_key
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from connectors import handlers
-from connectors.base import Result, Stop
 from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
+from kadence.targets import Result, Stop
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

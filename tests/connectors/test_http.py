@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import SecretStr
 
-from connectors.base import Result, Stop
 from connectors.http import HttpCaller, UnknownSecretError, secret_for, sign
 from connectors.ssrf import AddressPolicy
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
+from kadence.targets import Result, Stop
 from tests.integration.execution_harness import SECRET, TargetServer
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -10,11 +10,11 @@ from typing import Any
 
 from confluent_kafka.cimpl import NewTopic
 
-from connectors.base import Stop
 from connectors.kafka_topic import STOP_CHECK_S, KafkaTopicCaller
 from kadence.codec import Codec
 from kadence.examples import examples
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.targets import Stop
 
 
 class SlowAdmin:

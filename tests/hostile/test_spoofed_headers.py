@@ -15,13 +15,13 @@ from pydantic import BaseModel, ValidationError
 
 from apps.api.app import create_app
 from apps.api.auth import token_hash
-from connectors.base import Stop
 from connectors.http import HttpCaller
 from connectors.ssrf import AddressPolicy
 from kadence.models import ExecutionRequested, HttpTarget, KafkaTarget, OutcomeStatus
 from kadence.models.base import Identifier, split_job_key
 from kadence.models.commands import RequestId
 from kadence.settings import KadenceSettings
+from kadence.targets import Stop
 from tests.hostile.raw_http import RawReceiver
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

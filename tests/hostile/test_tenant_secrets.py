@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from apps.processes import settings_env
 from connectors import handlers
-from connectors.base import Result, Stop
 from connectors.http import HttpCaller
 from connectors.ssrf import AddressPolicy
 from kadence.client import KadenceClient
@@ -29,6 +28,7 @@ from kadence.models import (
     ScheduleDefinition,
 )
 from kadence.settings import KadenceSettings
+from kadence.targets import Result, Stop
 from kadence.topics import Topics
 from tests.hostile.raw_http import RawReceiver
 from tests.integration.execution_harness import (

@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from connectors.base import Stop
 from connectors.consumer import TopicConsumer, executions
 from connectors.kafka_topic import KafkaTopicCaller
 from kadence.codec import Codec
@@ -29,6 +28,7 @@ from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.target_topics import MAX_NAMESPACE, MAX_TENANT_AND_TOPIC, MAX_TOPIC_NAME
+from kadence.targets import Stop
 from kadence.topics import target_topic
 
 TENANTS = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,20}\Z")

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from apps.api.view_client import ViewClient
 from apps.processes import settings_env
-from apps.run import view_token
+from apps.stack import view_token
 from apps.views import build
 from kadence.clock import FakeClock
 from kadence.metrics import ANY_PORT

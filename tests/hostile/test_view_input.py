@@ -129,7 +129,7 @@ class FlakyConsumer:
 def test_a_leader_election_at_start_is_waited_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("kadence.kafka_retry.PAUSE_S", 0.0)
+    monkeypatch.setattr("streams.kafkaio.retry.PAUSE_S", 0.0)
     m = materializer(tmp_path)
     m.consumer.close()
     m.consumer = FlakyConsumer(m.topics, 3, KafkaError.NOT_LEADER_FOR_PARTITION)  # type: ignore[assignment]

@@ -6,9 +6,9 @@ import os
 import signal
 import time
 
-from connectors.base import Result, Stop
 from connectors.handlers import handler
 from kadence.models import ExecutionRequested
+from kadence.targets import Result, Stop
 
 
 @handler("crash", tenants="*")

@@ -53,7 +53,7 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         "KADENCE_VIEW_PORT": "0",  # say which (run.py tells the API where the view is)
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "apps.run"],
+        [sys.executable, "-m", "apps.stack"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kadence.kafka_retry import passing, retrying
+from streams.kafkaio.retry import passing, retrying
 
 
 def _failing(codes: list[int], result: str = "ok") -> tuple[list[int], object]:

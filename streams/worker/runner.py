@@ -23,13 +23,11 @@ from datetime import timedelta
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from connectors.base import Prepares, Result, Stop, Target
 from kadence import rejects
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
-from kadence.kafka_retry import retrying
 from kadence.metrics import LagTracker
 from kadence.models import (
     ErrorInfo,
@@ -44,9 +42,9 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from kadence.targets import Prepares, Result, Stop, Target
 from kadence.topics import EXECUTIONS, Topics
-from kadence.worker.inbox import Fairness, Inbox, Item
-from kadence.worker.metrics import WorkerMetrics
+from streams.kafkaio.retry import retrying
 from streams.runtime.txn import (
     HUNG_AFTER_S,
     OFFSETS_CALL_TIMEOUT_S,
@@ -55,6 +53,8 @@ from streams.runtime.txn import (
     fatal,
     until_done,
 )
+from streams.worker.inbox import Fairness, Inbox, Item
+from streams.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 OFFSET_COMMIT_INTERVAL_MS = 1_000
