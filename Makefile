@@ -40,11 +40,19 @@ schemas: deps
 test: deps broker lint typecheck schemas
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# line and branch coverage of the whole suite, child processes included (slower than `make test`)
+.PHONY: coverage
+coverage: deps broker
+	rm -f .coverage .coverage.*
+	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/coverage combine -q
+	$(BIN)/coverage report --format=total | sed 's/^/coverage: line+branch total %: /'
+
 run: deps
 	$(BIN)/python -m apps.stack
 
 clean: broker-stop
-	rm -rf .run .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf .run .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage .coverage.*
 
 # --- benchmarks (figures go to bench/results/, not into tests) --------------------------------
 .PHONY: bench-time
