@@ -104,7 +104,7 @@ bench-plots: peers-deps
 .PHONY: chaos soak
 SEED ?= 1
 chaos: deps broker
-	$(BIN)/python -m tests.chaos --seed $(SEED) $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(BIN)/python -m testkit.chaos --seed $(SEED) $(if $(SCENARIO),--scenario $(SCENARIO))
 
 soak: deps broker
-	$(BIN)/python -m tests.chaos --soak --seed $(SEED)
+	$(BIN)/python -m testkit.chaos --soak --seed $(SEED)

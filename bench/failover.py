@@ -3,9 +3,9 @@
     python -m bench.failover [--fault worker|scheduler|broker|all] [--jobs 50] [--seconds 60]
     (make bench-failover)
 
-The chaos suite's harness (tests/chaos) runs the stack: two schedulers, the reaper, two workers,
-an HTTP target in this process. `--jobs` jobs run every second for `--seconds` s (all fast, so
-lateness is the fault's alone); 20 s in (`--fault-at`), one fault:
+The chaos suite's harness (testkit.chaos_run) runs the stack: two schedulers, the reaper, two
+workers, an HTTP target in this process. `--jobs` jobs run every second for `--seconds` s (all
+fast, so lateness is the fault's alone); 20 s in (`--fault-at`), one fault:
 - worker:    kill -9 worker w0, not restarted (w1 takes its partitions and the reaper
              redelivers what w0 had claimed);
 - scheduler: kill -9 scheduler s0, not restarted (s1 takes its partitions and restores them
@@ -28,8 +28,8 @@ from typing import Any
 
 from bench.scheduler import RESULTS, percentiles
 from kadence.settings import KadenceSettings
-from tests.chaos.checker import Event, check
-from tests.chaos.harness import Run, now_ms
+from testkit.chaos_run import Run, now_ms
+from testkit.checker import Event, check
 
 FAULT_AT_S = 20
 """Seconds into the load when the fault lands (`--fault-at`)."""

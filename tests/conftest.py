@@ -21,7 +21,7 @@ from hypothesis import settings as hypothesis_settings
 from infra.kafka import kafkactl
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace, provision
-from tests import process_tree
+from testkit import process_tree
 
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 

@@ -27,15 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "infra": {"kadence", "apps"},
     # the shared test kit: stack harness, checker, network proxy, scenarios
     "testkit": {"kadence", "streams", "connectors", "apps", "infra"},
-    "bench": {
-        "kadence",
-        "streams",
-        "connectors",
-        "apps",
-        "infra",
-        "testkit",
-        "tests",
-    },  # FIXME(#15): tests until the test kit lands
+    "bench": {"kadence", "streams", "connectors", "apps", "infra", "testkit"},
     "tests": set(PACKAGES),
 }
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests import process_tree
+from testkit import process_tree
 
 REPO = Path(__file__).resolve().parents[1]
 

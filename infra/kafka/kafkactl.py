@@ -14,7 +14,7 @@ Environment (all optional):
     KADENCE_KAFKA_PORT         client port (default 19092); the controller uses port + 1.
                                port + 2 is a second client listener that advertises port + 3,
                                where the chaos suite's network-fault proxy listens
-                               (tests/chaos/netproxy.py); nothing else uses either.
+                               (testkit/netproxy.py); nothing else uses either.
 
 Usage: python -m infra.kafka.kafkactl {fetch,start,stop,kill,status,bootstrap} [--home DIR]
 """

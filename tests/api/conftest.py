@@ -20,13 +20,9 @@ from apps.api.auth import token_hash
 from apps.processes import ChildProcess
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace
+from testkit.stack import Stack, execution_settings, until
+from testkit.target_server import TargetServer
 from tests.conftest import provisioned
-from tests.integration.execution_harness import (
-    Stack,
-    TargetServer,
-    execution_settings,
-    until,
-)
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex", "*": "tok-admin"}
 VIEW_TOKEN = "api-tests-view-token"

@@ -6,8 +6,8 @@ from typing import Any
 
 from kadence.clock import datetime_to_ms
 from kadence.models import KafkaTarget, ScheduleDefinition
-from tests.chaos.checker import Event, check
-from tests.chaos.history_io import iso
+from testkit.checker import Event, check
+from testkit.history_io import iso
 
 T0 = 1_796_115_600_000  # 2026-12-01T09:00:00Z, a whole minute
 KEY = "acme/tick"

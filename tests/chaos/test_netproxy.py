@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from infra.kafka.kafkactl import BrokerConfig
-from tests.chaos.netproxy import NetProxy
+from testkit.netproxy import NetProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.scenarios import CI_TIER, SHORT, new_run
+from testkit.scenarios import CI_TIER, SHORT, new_run
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ from connectors.http import HttpCaller, UnknownSecretError, secret_for, sign
 from connectors.ssrf import AddressPolicy
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
 from kadence.targets import Result, Stop
-from tests.integration.execution_harness import SECRET, TargetServer
+from testkit.stack import SECRET
+from testkit.target_server import TargetServer
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

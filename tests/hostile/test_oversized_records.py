@@ -21,13 +21,8 @@ from kadence.rejects import EVIDENCE_BYTES, KEY_BYTES, rejected, rejected_key
 from kadence.settings import KadenceSettings
 from kadence.sizing import RECORD_LIMIT, record_bytes
 from kadence.topics import Topics
-from tests.integration.execution_harness import (
-    Stack,
-    TargetServer,
-    execution_settings,
-    records,
-    until,
-)
+from testkit.stack import Stack, execution_settings, records, until
+from testkit.target_server import TargetServer
 
 CODEC = Codec()
 HUGE_VALUE = b"\xff" * 600_000

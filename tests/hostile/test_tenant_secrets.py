@@ -30,16 +30,10 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
 from kadence.topics import Topics
+from testkit.stack import SECRET, Stack, execution_settings, outcomes, until
+from testkit.target_server import TargetServer
+from testkit.topic_reader import read_topic
 from tests.hostile.raw_http import RawReceiver
-from tests.integration.execution_harness import (
-    SECRET,
-    Stack,
-    TargetServer,
-    execution_settings,
-    outcomes,
-    until,
-)
-from tests.kafka_helpers import read_topic
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 GLOBEX_SECRET = "globex-signing-secret-0123456789"

@@ -24,7 +24,7 @@ from kadence.topics import (
     delete_namespace,
     provision,
 )
-from tests.integration.execution_harness import until
+from testkit.stack import until
 
 WEEK_MS = 7 * DAY_MS
 

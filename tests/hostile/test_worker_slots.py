@@ -13,7 +13,8 @@ import pytest
 from kadence.client import KadenceClient
 from kadence.models import HttpTarget, ScheduleDefinition
 from kadence.settings import KadenceSettings
-from tests.integration.execution_harness import Stack, TargetServer, execution_settings
+from testkit.stack import Stack, execution_settings
+from testkit.target_server import TargetServer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

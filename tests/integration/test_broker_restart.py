@@ -16,8 +16,8 @@ from kadence.models import OnceSchedule, ScheduleDefinition
 from kadence.models.schedule import KafkaTarget
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from testkit.topic_reader import read_topic
 from tests.conftest import provisioned
-from tests.kafka_helpers import read_topic
 
 from .test_sdk_roundtrip import T
 

@@ -34,12 +34,11 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace
-
-from .execution_harness import (
+from testkit.scheduler_process import SchedulerProcess
+from testkit.stack import (
     SECRET,
     ReaperProcess,
     Stack,
-    TargetServer,
     WorkerProcess,
     dead_letters,
     execution_settings,
@@ -48,7 +47,7 @@ from .execution_harness import (
     outcomes,
     until,
 )
-from .scheduler_harness import SchedulerProcess
+from testkit.target_server import TargetServer
 
 
 @pytest.fixture

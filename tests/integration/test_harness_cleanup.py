@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from kadence.settings import KadenceSettings
-from tests import process_tree
+from testkit import process_tree
+from testkit.scheduler_process import SchedulerProcess
+from testkit.stack import ReaperProcess, Stack
 from tests.conftest import session_broker
-from tests.integration.execution_harness import ReaperProcess, Stack
-from tests.integration.scheduler_harness import SchedulerProcess
 
 pytestmark = pytest.mark.kafka
 

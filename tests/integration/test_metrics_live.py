@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kadence.settings import KadenceSettings
-from tests.integration.execution_harness import Stack, TargetServer, execution_settings, outcomes
+from testkit.stack import Stack, execution_settings, outcomes
+from testkit.target_server import TargetServer
 from tests.integration.test_execution_live import once, put
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -30,9 +30,7 @@ from kadence.models import (
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from tests.kafka_helpers import read_topic
-
-from .scheduler_harness import (
+from testkit.scheduler_process import (
     SchedulerProcess,
     counts,
     executions,
@@ -40,6 +38,7 @@ from .scheduler_harness import (
     history,
     rejected,
 )
+from testkit.topic_reader import read_topic
 
 CODEC = Codec()
 MIN = 60_000

@@ -23,10 +23,9 @@ from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id
 from kadence.topics import Topics
+from testkit.scheduler_process import SchedulerProcess, counts, executions, not_too_early
+from testkit.topic_reader import read_topic
 from tests.conftest import provisioned
-from tests.kafka_helpers import read_topic
-
-from .scheduler_harness import SchedulerProcess, counts, executions, not_too_early
 
 
 def per_second(job: str, start: datetime, seconds: int, tenant: str = "acme") -> ScheduleDefinition:

@@ -29,7 +29,7 @@ from kadence.models import (
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from tests.kafka_helpers import read_topic
+from testkit.topic_reader import read_topic
 
 CODEC = Codec()
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ import http.client
 import threading
 import time
 
-from .execution_harness import TargetServer
+from testkit.target_server import TargetServer
 
 
 def test_sixty_simultaneous_runs_are_served_without_a_syn_retry() -> None:

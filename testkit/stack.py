@@ -1,18 +1,16 @@
-"""The execution path for integration tests: scheduler, reaper and workers as real processes,
-and a real HTTP target on loopback that records every request it gets."""
+"""The stack for live tests and the chaos suite: scheduler, reaper and workers as real processes
+on the real broker, the settings that let them call a loopback target, and readers of what they
+wrote."""
 
 from __future__ import annotations
 
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from apps.processes import ChildProcess
 from kadence.codec import Codec
@@ -20,108 +18,11 @@ from kadence.metrics import ANY_PORT
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, LeaseEvent
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from tests.kafka_helpers import read_topic
-
-from .scheduler_harness import SchedulerProcess
+from testkit.scheduler_process import SchedulerProcess
+from testkit.topic_reader import read_topic
 
 CODEC = Codec()
 SECRET = "whsec_" + "a2FkZW5jZS10ZXN0LXNlY3JldA=="  # base64 of "kadence-test-secret"
-
-
-@dataclass
-class Hit:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    at: float
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    """Fifty runs connect at the top of each second: the default backlog of 5 drops their
-    SYNs, and each dropped one is retried a second later (runs looked 1 s late)."""
-
-
-@dataclass
-class TargetServer:
-    """POST /ok -> 200; /fail -> 503; /flaky -> 503 on attempt 1, then 200; /slow?s=N -> 200
-    after N s; /hang -> never answers
-    (until the server stops); /redirect?to=URL -> 302."""
-
-    hits: list[Hit] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stopping: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> TargetServer:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                url = urlsplit(self.path)
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                with outer.lock:
-                    outer.hits.append(
-                        Hit(
-                            url.path,
-                            {k.lower(): v for k, v in self.headers.items()},
-                            body,
-                            time.time(),
-                        )
-                    )
-                query = parse_qs(url.query)
-                if url.path == "/slow":
-                    outer.stopping.wait(float(query["s"][0]))
-                elif url.path == "/hang":
-                    outer.stopping.wait(600)
-                first_try = self.headers.get("kadence-attempt") == "1"
-                if url.path == "/fail" or (url.path == "/flaky" and first_try):
-                    self._answer(503, b"target is down")
-                elif url.path == "/redirect":
-                    self.send_response(302)
-                    self.send_header("location", query["to"][0])
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                else:
-                    self._answer(200, b"ok")
-
-            def _answer(self, status: int, body: bytes) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the caller went away (killed, cancelled, timed out)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def seen(self, path: str | None = None) -> list[Hit]:
-        with self.lock:
-            return [h for h in self.hits if path is None or h.path == path]
-
-    def wait(self, count: int, path: str | None = None, timeout_s: float = 60) -> list[Hit]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if len(self.seen(path)) >= count:
-                return self.seen(path)
-            time.sleep(0.05)
-        raise TimeoutError(f"{count} requests to {path} expected, got {len(self.seen(path))}")
 
 
 def execution_settings(settings: KadenceSettings, **kw: Any) -> KadenceSettings:
@@ -129,7 +30,7 @@ def execution_settings(settings: KadenceSettings, **kw: Any) -> KadenceSettings:
     base: dict[str, Any] = {
         "target_allow_cidrs": ["127.0.0.0/8"],
         "webhook_secrets": {"acme": {"test": SECRET}},
-        "handler_modules": ["tests.integration.handlers_for_tests"],
+        "handler_modules": ["testkit.handlers"],
         "redelivery_cap": 3,
     }
     return settings.model_validate({**settings.model_dump(), **base, **kw})

@@ -1,4 +1,5 @@
-"""In-process handlers the integration tests' workers load (KADENCE_HANDLER_MODULES)."""
+"""In-process handlers the test stack's workers load (`handler_modules`, set by
+`testkit.stack.execution_settings`)."""
 
 from __future__ import annotations
 

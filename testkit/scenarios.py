@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from kadence.topics import Topics
-from tests.chaos.checker import Report
-from tests.chaos.harness import Run, Scenario, now_ms
+from testkit.chaos_run import Run, Scenario, now_ms
+from testkit.checker import Report
 
 SECONDS = 30
 """Each short scenario's jobs run for this long (every second); faults land inside it."""
@@ -46,7 +46,7 @@ def worker_kill(run: Run) -> Report:
 def rebalance_during_restore(run: Run) -> Report:
     """The scheduler loses its RocksDB and is killed; while it restores from the changelog a
     second scheduler joins (partitions move mid-restore), then that one is killed too."""
-    from tests.integration.scheduler_harness import SchedulerProcess  # noqa: PLC0415
+    from testkit.scheduler_process import SchedulerProcess  # noqa: PLC0415
 
     _defs, end = run.jobs(12, SECONDS)
     run.sleep_until(end - SECONDS * 1000 + 6_000)

@@ -41,20 +41,16 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics, delete_namespace, provision
 from streams.runtime.store import payload_of
 from streams.scheduler.state import load_state
-from tests.chaos import history_io
-from tests.chaos.checker import Event, Report, check
-from tests.chaos.netproxy import NetProxy
-from tests.integration.execution_harness import (
-    ReaperProcess,
-    TargetServer,
-    WorkerProcess,
-    execution_settings,
-)
-from tests.integration.scheduler_harness import SchedulerProcess
-from tests.kafka_helpers import read_topic
+from testkit import history_io
+from testkit.checker import Event, Report, check
+from testkit.netproxy import NetProxy
+from testkit.scheduler_process import SchedulerProcess
+from testkit.stack import ReaperProcess, WorkerProcess, execution_settings
+from testkit.target_server import TargetServer
+from testkit.topic_reader import read_topic
 
 CODEC = Codec()
-RESULTS = Path(__file__).resolve().parents[2] / ".run" / "chaos"
+RESULTS = Path(__file__).resolve().parents[1] / ".run" / "chaos"
 EXPLAINED = frozenset(
     {
         Decision.missed,
@@ -95,7 +91,7 @@ class Run:
     log: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.rng = random.Random(f"{self.name}/{self.seed}")
+        self.rng = random.Random(f"{self.name}/{self.seed}")  # noqa: S311 (seeded: a replayable run)
         base = KadenceSettings(
             bootstrap_servers=self.bootstrap,
             namespace=f"chaos-{self.name}-{uuid.uuid4().hex[:6]}",

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kadence.clock import ms_to_datetime
-from tests.chaos.checker import Event
+from testkit.checker import Event
 
 
 def iso(ms: int) -> str:

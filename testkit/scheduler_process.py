@@ -1,4 +1,5 @@
-"""Scheduler processes for integration tests: real subprocesses, real broker, real signals."""
+"""Scheduler processes for live tests and the chaos suite (real subprocesses, real broker, real
+signals), and readers of what schedulers wrote."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kadence.codec import Codec
 from kadence.models import ExecutionRequested, ExecutionRevoked, HistoryRecord, Rejected
 from kadence.settings import KadenceSettings
 from kadence.topics import EXECUTIONS, Topics
-from tests.kafka_helpers import read_topic
+from testkit.topic_reader import read_topic
 
 CODEC = Codec()
 

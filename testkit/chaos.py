@@ -1,4 +1,4 @@
-"""`python -m tests.chaos --seed N [--scenario NAME ...]` (`make chaos SEED=n`).
+"""`python -m testkit.chaos --seed N [--scenario NAME ...]` (`make chaos SEED=n`).
 
 Runs the short chaos scenarios against the local broker and prints each checker report; exits
 1 if any finds a lost, early, phantom or differently-keyed duplicate execution.
@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kadence.settings import KadenceSettings
-from tests.chaos.scenarios import SHORT, new_run, soak
+from testkit.scenarios import SHORT, new_run, soak
 
 
 def main(argv: list[str] | None = None) -> int:
