@@ -19,8 +19,8 @@ from streams.runtime.runner import InputRecord, Task
 from streams.runtime.store import Batch, MemoryStore
 from streams.scheduler.breaker import Breaker, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
-from tests.scheduler.test_logic import T0
-from tests.scheduler.test_logic import outcome as make_outcome
+from tests.scheduler.test_domain import T0
+from tests.scheduler.test_domain import outcome as make_outcome
 
 CFG = BreakerConfig(failure_ratio=0.5, min_attempts=4, window_ms=60_000, cooldown_ms=10_000)
 CODEC = Codec()

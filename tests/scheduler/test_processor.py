@@ -84,7 +84,7 @@ def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch:
     def boom(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("streams.scheduler.logic.apply_definition", boom)
+    monkeypatch.setattr("streams.scheduler.definitions.apply_definition", boom)
     d = ScheduleDefinition(
         tenant="acme",
         job_id="j",
