@@ -19,6 +19,7 @@ from kadence.models.commands import (
     TriggerNow,
 )
 from kadence.models.execution import (
+    REDELIVERY_CAP_ERROR,
     ErrorInfo,
     ExecutionOutcome,
     ExecutionRequested,
@@ -63,6 +64,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_MS",
     "RECORD_TYPES",
+    "REDELIVERY_CAP_ERROR",
     "Backfill",
     "CancelRun",
     "Command",

@@ -129,6 +129,12 @@ class OutcomeStatus(StrEnum):
     """The worker stopped itself because it could not renew its lease in time."""
 
 
+REDELIVERY_CAP_ERROR = "RedeliveryCap"
+"""`ErrorInfo.type` of the outcome the reaper writes when a run's lease ran out on as many
+deliveries in a row as the redelivery cap allows; the scheduler dead-letters such a run with
+reason `redelivery_cap`."""
+
+
 class ErrorInfo(WireModel):
     type: Annotated[str, Field(max_length=256)]
     message: Annotated[str, Field(max_length=4096)]

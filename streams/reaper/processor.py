@@ -5,49 +5,32 @@ worker, the lease expiry and the execution itself (from the `acquired` event). W
 expires with no `released` (the worker writes its outcome and the release in one transaction):
 - below the redelivery cap: the same execution, `delivery + 1`, trigger `redelivery`, goes back
   on `executions`, with a `redelivered` history record;
-- at the cap: a non-retryable `failed` outcome (`RedeliveryCap`) goes to `outcomes`, and the
-  scheduler dead-letters it: a job that kills every worker that runs it stops there.
+- at the cap: a non-retryable `failed` outcome (`REDELIVERY_CAP_ERROR`) goes to `outcomes`, and
+  the scheduler dead-letters it: a job that kills every worker that runs it stops there.
 Events of an older delivery than the current one (a worker that was paused past its lease)
-change nothing. All of it exactly-once on the processor runtime, like the scheduler.
+change nothing. The decisions are in `leases`; this module decodes, writes and routes.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import headers_for
-from kadence.models import (
-    Decision,
-    ErrorInfo,
-    ExecutionOutcome,
-    ExecutionRequested,
-    HistoryRecord,
-    LeaseEvent,
-    LeaseEventKind,
-    OutcomeStatus,
-    TriggerKind,
-    WireModel,
-)
-from kadence.models.base import IDENT_RE
+from kadence.models import LeaseEvent, WireModel
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import LEASES, Topics
+from streams.reaper import leases
+from streams.reaper.leases import Lease, Verdict
 from streams.reaper.metrics import ReaperMetrics
+from streams.runtime.context import ProcessorContext
 from streams.runtime.reject import reject, why_refused
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.runner import InputRecord
 
 log = logging.getLogger(__name__)
-LEASE_GRACE_MS = 2_000
-"""Waited past a lease's expiry before acting: room for clock skew between worker and reaper."""
-FORGET_AFTER_MS = 86_400_000
-"""How long a redelivered or given-up execution is remembered, to ignore its stale events."""
-REAPER_ID = "reaper"
 
 
 @dataclass(frozen=True)
@@ -60,33 +43,6 @@ class ReaperConfig:
     name: str = "reaper"
 
 
-@dataclass
-class Lease:
-    delivery: int
-    worker: str
-    expires_ms: int
-    execution: bytes | None
-    """The execution's Avro bytes, from the `acquired` event."""
-    active: bool = True
-    """False once redelivered or given up: only remembered to ignore stale events."""
-
-    def dump(self) -> bytes:
-        body = {
-            "d": self.delivery,
-            "w": self.worker,
-            "x": self.expires_ms,
-            "a": self.active,
-            "e": base64.b64encode(self.execution).decode() if self.execution else None,
-        }
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def load(cls, raw: bytes) -> Lease:
-        b = json.loads(raw)
-        execution = base64.b64decode(b["e"]) if b["e"] else None
-        return cls(b["d"], b["w"], b["x"], execution, b["a"])
-
-
 class ReaperProcessor:
     def __init__(
         self, cfg: ReaperConfig, codec: Codec, metrics: ReaperMetrics | None = None
@@ -97,21 +53,17 @@ class ReaperProcessor:
 
     # -- input -------------------------------------------------------------------------------
 
-    def process(self, task: Task, record: InputRecord, now_ms: int) -> None:
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         try:
             event = LEASES.decode(self.codec, record.value)
         except DecodeError as exc:
-            self._reject(task, record, exc.code, str(exc), now_ms)
+            self._reject(ctx, record, exc.code, str(exc), now_ms)
             return
         assert isinstance(event, LeaseEvent)
         key = event.execution_id.encode()
-        raw = task.get(key)
+        raw = ctx.get(key)
         lease = Lease.load(raw) if raw is not None else None
-        stale = lease is not None and (
-            event.delivery < lease.delivery
-            or (not lease.active and event.delivery == lease.delivery)
-        )
-        if lease is not None and stale:
+        if lease is not None and leases.is_stale(lease, event):
             self.metrics.stale_events.inc()
             log.info(
                 "stale %s of %s delivery %d (current %d): ignored",
@@ -121,159 +73,80 @@ class ReaperProcessor:
                 lease.delivery,
             )
             return
-        expires = int(event.expires_at.timestamp() * 1000)
-        if event.event is LeaseEventKind.released:
-            task.put(key, None, None)
-            return
-        if event.event is LeaseEventKind.renewed and lease is not None:
-            lease.expires_ms = max(lease.expires_ms, expires)
-            lease.worker = event.worker_id
-        else:
-            execution = (
-                self.codec.encode(event.execution)
-                if event.execution is not None
-                else (lease.execution if lease is not None else None)
-            )
-            lease = Lease(event.delivery, event.worker_id, expires, execution)
-        task.put(key, lease.dump(), lease.expires_ms + LEASE_GRACE_MS)
+        entry = leases.on_event(lease, event, self.codec)
+        ctx.put(key, entry.lease.dump() if entry.lease else None, entry.wake_ms)
 
     # -- timers ------------------------------------------------------------------------------
 
-    def fire(self, task: Task, key: bytes, now_ms: int) -> None:
-        raw = task.get(key)
+    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        raw = ctx.get(key)
         if raw is None:
             return
-        lease = Lease.load(raw)
-        if not lease.active:
-            task.put(key, None, None)  # remembered long enough
+        expiry = leases.on_timer(Lease.load(raw), now_ms, self.cfg.redelivery_cap, self.codec)
+        if expiry.verdict is Verdict.wait:
             return
-        if lease.expires_ms + LEASE_GRACE_MS > now_ms:
-            return
-        if lease.execution is None:
+        if expiry.verdict is Verdict.unknown:
             log.error("lease of %s expired and its execution is unknown", key.decode())
-            task.put(key, None, None)
-            return
-        ex = self.codec.decode_as(lease.execution, ExecutionRequested)
-        self.metrics.expiries.inc()
-        if lease.delivery < self.cfg.redelivery_cap:
-            self._redeliver(task, ex, lease, now_ms)
-            self.metrics.redeliveries.inc()
-        else:
-            self._give_up(task, ex, lease, now_ms)
-            self.metrics.gave_up.inc()
-        lease.active = False
-        task.put(key, lease.dump(), now_ms + FORGET_AFTER_MS)
+        ex = expiry.execution
+        if ex is not None:
+            self.metrics.expiries.inc()
+            job_partition = partition_for(ex.routing_key, self.cfg.job_partitions)
+            if expiry.redelivery is not None:
+                route = execution_route(ex.tenant, ex.job_id, self.cfg.tenant_shards)
+                partition = partition_for(route, self.cfg.execution_partitions)
+                self._forward(
+                    ctx, self.cfg.topics.executions, partition, ex.tenant, expiry.redelivery
+                )
+            if expiry.history is not None:
+                self._forward(ctx, self.cfg.topics.history, job_partition, ex.key, expiry.history)
+            if expiry.outcome is not None:
+                self._forward(ctx, self.cfg.topics.outcomes, job_partition, ex.key, expiry.outcome)
+            if expiry.verdict is Verdict.redeliver:
+                self.metrics.redeliveries.inc()
+            else:
+                self.metrics.gave_up.inc()
+        entry = expiry.entry
+        ctx.put(key, entry.lease.dump() if entry.lease else None, entry.wake_ms)
 
-    def _redeliver(self, task: Task, ex: ExecutionRequested, lease: Lease, now_ms: int) -> None:
-        again = ex.model_copy(
-            update={
-                "delivery": lease.delivery + 1,
-                "trigger": TriggerKind.redelivery,
-                "dispatched_at": ms_to_datetime(now_ms),
-            }
-        )
-        route = execution_route(ex.tenant, ex.job_id, self.cfg.tenant_shards)
-        partition = partition_for(route, self.cfg.execution_partitions)
-        self._emit(task, self.cfg.topics.executions, partition, ex.tenant, again)
-        why = (
-            f"lease of delivery {lease.delivery} (worker {lease.worker}) expired at "
-            f"{ms_to_datetime(lease.expires_ms).isoformat()} without an outcome"
-        )
-        self._history(task, ex, Decision.redelivered, now_ms, why, delivery=lease.delivery + 1)
-
-    def _give_up(self, task: Task, ex: ExecutionRequested, lease: Lease, now_ms: int) -> None:
-        message = (
-            f"the lease expired on {lease.delivery} deliveries in a row (cap "
-            f"{self.cfg.redelivery_cap}): the job may be killing or hanging its workers"
-        )
-        outcome = ExecutionOutcome(
-            execution_id=ex.execution_id,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=lease.delivery,
-            worker_id=REAPER_ID,
-            status=OutcomeStatus.failed,
-            retryable=False,
-            error=ErrorInfo(type="RedeliveryCap", message=message),
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            started_at=ms_to_datetime(now_ms),
-            finished_at=ms_to_datetime(now_ms),
-        )
-        partition = partition_for(ex.routing_key, self.cfg.job_partitions)
-        self._emit(task, self.cfg.topics.outcomes, partition, ex.key, outcome)
-
-    def _history(
-        self,
-        task: Task,
-        ex: ExecutionRequested,
-        decision: Decision,
-        now_ms: int,
-        reason: str,
-        *,
-        delivery: int,
+    def _forward(
+        self, ctx: ProcessorContext, topic: str, partition: int, key: str, record: WireModel
     ) -> None:
-        record = HistoryRecord(
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            decision=decision,
-            at=ms_to_datetime(now_ms),
-            execution_id=ex.execution_id,
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            attempt=ex.attempt,
-            delivery=delivery,
-            reason=reason,
-        )
-        partition = partition_for(ex.routing_key, self.cfg.job_partitions)
-        self._emit(task, self.cfg.topics.history, partition, ex.key, record)
-
-    def _emit(self, task: Task, topic: str, partition: int, key: str, record: WireModel) -> None:
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
-        task.emit(topic, partition, key.encode(), self.codec.encode(record), headers)
+        ctx.forward(topic, partition, key.encode(), self.codec.encode(record), headers)
 
-    def refuse(self, task: Task, record: InputRecord, exc: Exception, now_ms: int) -> None:
+    def refuse(
+        self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
+    ) -> None:
         """Applying a lease event raised and was undone: a `rejected` record says why."""
         code, reason = why_refused(record, exc)
         self.metrics.failures.labels("refused").inc()
-        self._reject(task, record, code, reason, now_ms)
+        self._reject(ctx, record, code, reason, now_ms)
 
-    def quarantine(self, task: Task, key: bytes, exc: Exception, now_ms: int) -> None:
+    def quarantine(self, ctx: ProcessorContext, key: bytes, exc: Exception, now_ms: int) -> None:
         """Handling an expired lease raised and was undone: the lease is kept but leaves the
         expiry index, so the loop goes on; a history record (when the execution id names a job),
         a log line and a metric say that this execution needs an operator."""
         log.error("expired lease %r failed; quarantined", key, exc_info=exc)
-        raw = task.get(key)
+        raw = ctx.get(key)
         if raw is not None:
-            task.put(key, raw, None)
+            ctx.put(key, raw, None)
         self.metrics.failures.labels("quarantined").inc()
-        job_key = key.decode(errors="replace").partition("@")[0]
-        tenant, _, job_id = job_key.partition("/")
-        if not (IDENT_RE.fullmatch(tenant) and IDENT_RE.fullmatch(job_id)):
-            return
-        record = HistoryRecord(
-            tenant=tenant,
-            job_id=job_id,
-            decision=Decision.quarantined,
-            at=ms_to_datetime(now_ms),
-            execution_id=key.decode(errors="replace")[:400],
-            reason=f"the reaper could not handle this expired lease: {type(exc).__name__}: {exc}"[
-                :2048
-            ],
-        )
-        partition = partition_for(job_key, self.cfg.job_partitions)
-        self._emit(task, self.cfg.topics.history, partition, job_key, record)
+        record = leases.quarantined(key, exc, now_ms)
+        if record is not None:
+            partition = partition_for(record.key, self.cfg.job_partitions)
+            self._forward(ctx, self.cfg.topics.history, partition, record.key, record)
 
-    def prefetch(self, task: Task, key: bytes) -> None:
+    def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         pass
 
-    def maintain(self, task: Task, now_ms: int) -> bool:
+    def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         return True
 
-    def _reject(self, task: Task, record: InputRecord, code: str, reason: str, now_ms: int) -> None:
+    def _reject(
+        self, ctx: ProcessorContext, record: InputRecord, code: str, reason: str, now_ms: int
+    ) -> None:
         reject(
-            task,
+            ctx,
             self.codec,
             to_topic=self.cfg.topics.rejected,
             processor=self.cfg.name,

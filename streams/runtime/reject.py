@@ -9,7 +9,8 @@ from kadence.codec import Codec
 from kadence.errors import KadenceError
 from kadence.headers import headers_for
 from kadence.models import Rejected
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.context import ProcessorContext
+from streams.runtime.runner import InputRecord
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def why_refused(record: InputRecord, exc: Exception) -> tuple[str, str]:
 
 
 def reject(
-    task: Task,
+    ctx: ProcessorContext,
     codec: Codec,
     *,
     to_topic: str,
@@ -61,6 +62,6 @@ def reject(
     headers = headers_for(rejected, codec.schema_fingerprint(Rejected))
     key = rejects.rejected_key(record.key)
     value = rejects.encoded(
-        codec, rejected, topic=to_topic, key=key, headers=headers, limit=task.record_limit
+        codec, rejected, topic=to_topic, key=key, headers=headers, limit=ctx.record_limit
     )
-    task.emit(to_topic, task.partition, key, value, headers)
+    ctx.forward(to_topic, ctx.partition, key, value, headers)

@@ -118,6 +118,15 @@ class Task:
     ) -> None:
         self._send(topic, partition, key, value, headers)
 
+    forward = emit
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        return self.store.keys_after(after, limit)
+
+    @property
+    def timers_loaded_until_ms(self) -> int:
+        return self.loaded_until_ms
+
     def _send(
         self,
         topic: str,

@@ -13,7 +13,9 @@ probe succeeded --> closed; probe failed --> open again
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+
+from kadence.models import ExecutionOutcome, OutcomeStatus
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,17 @@ class Gate:
     retry_at_ms: int = 0
 
 
-ALL_THROUGH = Gate()
-"""The closed breaker's gate."""
+def after_outcome(
+    breaker: Breaker, outcome: ExecutionOutcome, now_ms: int, cfg: BreakerConfig
+) -> tuple[Breaker, str | None] | None:
+    """The breaker after counting `outcome`, and what changed ("opened", "closed", or None);
+    None when the outcome does not count: a lost lease or a cancel says nothing about whether
+    the tenant's target works."""
+    if outcome.status in (OutcomeStatus.lease_lost, OutcomeStatus.cancelled):
+        return None
+    counted = replace(breaker)
+    failed = outcome.status is not OutcomeStatus.succeeded
+    return counted, counted.record(outcome.execution_id, failed, now_ms, cfg)
+
+
 DEFAULTS = BreakerConfig()

@@ -169,14 +169,14 @@ def test_a_job_that_breaks_while_firing_is_quarantined_and_the_others_still_fire
     bad, good = per_second_job("mallory", "breaks"), per_second_job("alice", "fine")
     for d in (bad, good):
         h.send(h.topics.schedules, d.key.encode(), d)
-    real_on_due = __import__("streams.scheduler.logic", fromlist=["on_due"]).on_due
+    real_on_due = __import__("streams.scheduler.firing", fromlist=["on_due"]).on_due
 
     def on_due(state: Any, ctx: Any) -> Any:
         if state.definition(CODEC).job_id == "breaks":
             raise RuntimeError("a bug that only this job's state triggers")
         return real_on_due(state, ctx)
 
-    monkeypatch.setattr("streams.scheduler.logic.on_due", on_due)
+    monkeypatch.setattr("streams.scheduler.firing.on_due", on_due)
     due = load_state(h.task.get(bad.key.encode()) or b"").wake_ms or 0
     h.out.clear()
     assert not h.fire(bad.key.encode(), due)
@@ -190,7 +190,7 @@ def test_a_job_that_breaks_while_firing_is_quarantined_and_the_others_still_fire
     )
     assert h.proc.metrics.failures.labels("quarantined")._value.get() == 1
     # a command re-arms it once the cause is gone
-    monkeypatch.setattr("streams.scheduler.logic.on_due", real_on_due)
+    monkeypatch.setattr("streams.scheduler.firing.on_due", real_on_due)
     assert h.send(
         h.topics.commands,
         bad.key.encode(),

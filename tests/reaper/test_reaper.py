@@ -20,7 +20,8 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.reaper.processor import LEASE_GRACE_MS, ReaperConfig, ReaperProcessor
+from streams.reaper.leases import LEASE_GRACE_MS
+from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.runtime.runner import InputRecord, Task
 from streams.runtime.store import Batch, MemoryStore
 

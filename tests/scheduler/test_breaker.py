@@ -16,11 +16,11 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.runner import InputRecord, Task
-from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.store import Batch, Store
 from streams.scheduler.breaker import Breaker, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
-from tests.scheduler.test_logic import T0
-from tests.scheduler.test_logic import outcome as make_outcome
+from tests.scheduler.test_domain import T0
+from tests.scheduler.test_domain import outcome as make_outcome
 
 CFG = BreakerConfig(failure_ratio=0.5, min_attempts=4, window_ms=60_000, cooldown_ms=10_000)
 CODEC = Codec()
@@ -54,13 +54,13 @@ def test_a_failed_probe_opens_it_again_and_a_new_window_forgets() -> None:
 
 
 class Scheduler:
-    """The scheduler processor on an in-memory task, with commits."""
+    """The scheduler processor on a task over `store`, with commits."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
         self.topics = Topics(KadenceSettings(partitions=1))
         cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=CFG)
         self.proc = SchedulerProcessor(cfg, CODEC)
-        self.task = Task(0, MemoryStore(), T0, 60_000)
+        self.task = Task(0, store, T0, 60_000)
         self.out: list[tuple[Any, ...]] = []
         self.task._emit = lambda *a: self.out.append(a)
         self.task.changelog = self.topics.scheduler_changelog
@@ -91,8 +91,8 @@ class Scheduler:
         return [r for r in got if isinstance(r, kind)]
 
 
-def test_a_failing_tenant_s_retries_pause_and_resume_after_a_probe() -> None:
-    s = Scheduler()
+def test_a_failing_tenant_s_retries_pause_and_resume_after_a_probe(store: Store) -> None:
+    s = Scheduler(store)
     for i in range(5):
         d = ScheduleDefinition(
             tenant="acme",

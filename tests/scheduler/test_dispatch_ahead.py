@@ -20,10 +20,10 @@ from kadence.models import (
     PauseJob,
     ResumeJob,
 )
-from streams.scheduler import logic
-from streams.scheduler.logic import Result
+from streams.scheduler import commands, definitions, firing, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
-from tests.scheduler.test_logic import (
+from streams.scheduler.step import Effects
+from tests.scheduler.test_domain import (
     CODEC,
     MIN,
     T0,
@@ -39,22 +39,22 @@ from tests.scheduler.test_logic import (
 AHEAD = 30_000
 
 
-def revoked(result: Result) -> list[ExecutionRevoked]:
+def revoked(result: Effects) -> list[ExecutionRevoked]:
     return [e.record for e in result.out if isinstance(e.record, ExecutionRevoked)]
 
 
-def due(state: JobState, now: int, **kw: Any) -> Result:
-    return logic.on_due(state, ctx(now, ahead_ms=AHEAD, **kw))
+def due(state: JobState, now: int, **kw: Any) -> Effects:
+    return firing.on_due(state, ctx(now, ahead_ms=AHEAD, **kw))
 
 
-def command(state: JobState, cmd: Any, now: int) -> Result:
-    return logic.apply_command(state, cmd, ctx(now, ahead_ms=AHEAD))
+def command(state: JobState, cmd: Any, now: int) -> Effects:
+    return commands.apply_command(state, cmd, ctx(now, ahead_ms=AHEAD))
 
 
 def created(at: int = T0, **kw: Any) -> JobState:
     """A job created with look-ahead on (the create step settles its wake time)."""
     d = definition(**kw)
-    result = logic.apply_definition(None, d, CODEC.encode(d), at, ctx(at, ahead_ms=AHEAD))
+    result = definitions.apply_definition(None, d, CODEC.encode(d), at, ctx(at, ahead_ms=AHEAD))
     assert result.state is not None
     return result.state
 
@@ -85,7 +85,7 @@ def test_look_ahead_off_fires_at_the_due_time_as_before() -> None:
     state = create()
     assert state.early_ms == 0
     assert state.wake_ms == T0 + MIN
-    assert executions(logic.on_due(state, ctx(T0 + MIN - 1))) == []
+    assert executions(firing.on_due(state, ctx(T0 + MIN - 1))) == []
 
 
 def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() -> None:
@@ -114,7 +114,7 @@ def test_jobs_whose_decision_depends_on_other_runs_wait_for_the_due_time() -> No
     # the first is "running" now, so the next one waits for its due time and the overlap check
     assert first.state.early_ms == 0
     assert first.state.wake_ms == T0 + 2 * MIN
-    finished = logic.apply_outcome(
+    finished = outcomes.apply_outcome(
         first.state, outcome(ex, OutcomeStatus.succeeded), ctx(T0 + MIN + 5_000, ahead_ms=AHEAD)
     )
     assert finished.state is not None
@@ -164,7 +164,9 @@ def test_a_change_before_due_revokes_and_the_new_version_decides() -> None:
     assert state is not None
     now = T0 + MIN - 20_000
     v2 = definition(version=2, payload=b"new")
-    changed = logic.apply_definition(state, v2, CODEC.encode(v2), now, ctx(now, ahead_ms=AHEAD))
+    changed = definitions.apply_definition(
+        state, v2, CODEC.encode(v2), now, ctx(now, ahead_ms=AHEAD)
+    )
     [rev] = revoked(changed)
     assert rev.definition_version == 1
     assert changed.state is not None
@@ -173,7 +175,7 @@ def test_a_change_before_due_revokes_and_the_new_version_decides() -> None:
     [ex] = executions(due(changed.state, now))
     assert (ex.execution_id, ex.definition_version, ex.payload) == (rev.execution_id, 2, b"new")
     v3 = definition(version=3, schedule={"kind": "cron", "spread_s": 0, "expression": "30 9 * * *"})
-    moved = logic.apply_definition(state, v3, CODEC.encode(v3), now, ctx(now, ahead_ms=AHEAD))
+    moved = definitions.apply_definition(state, v3, CODEC.encode(v3), now, ctx(now, ahead_ms=AHEAD))
     assert [r.execution_id for r in revoked(moved)] == [rev.execution_id]
     assert moved.state is not None
     assert moved.state.next_nominal_ms == T0 + 30 * MIN  # 09:01 is no longer an occurrence
@@ -182,7 +184,7 @@ def test_a_change_before_due_revokes_and_the_new_version_decides() -> None:
 def test_delete_before_due_revokes() -> None:
     state = due(created(), T0 + MIN - AHEAD).state
     assert state is not None
-    result = logic.apply_delete(state, ctx(T0 + MIN - 1, ahead_ms=AHEAD))
+    result = definitions.apply_delete(state, ctx(T0 + MIN - 1, ahead_ms=AHEAD))
     assert [r.reason for r in revoked(result)] == ["job deleted before it was due"]
     assert decisions(result) == [Decision.cancelled, Decision.deleted]
     assert result.state is None

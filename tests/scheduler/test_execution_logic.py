@@ -13,9 +13,9 @@ from kadence.models import (
     ReplayDeadLetter,
 )
 from kadence.models.records import DeadLetter
-from streams.scheduler import logic
-from streams.scheduler.logic import Result
-from tests.scheduler.test_logic import (
+from streams.scheduler import commands, outcomes
+from streams.scheduler.step import Effects
+from tests.scheduler.test_domain import (
     MIN,
     T0,
     create,
@@ -28,7 +28,7 @@ from tests.scheduler.test_logic import (
 )
 
 
-def dead(result: Result) -> list[DeadLetter]:
+def dead(result: Effects) -> list[DeadLetter]:
     return [e.record for e in result.out if isinstance(e.record, DeadLetter)]
 
 
@@ -41,10 +41,10 @@ def test_a_second_outcome_of_the_same_attempt_is_recorded_not_applied() -> None:
     [ex] = executions(fired)
     assert fired.state is not None
     failed = outcome(ex, OutcomeStatus.failed, retryable=True)
-    first = logic.apply_outcome(fired.state, failed, ctx(T0 + MIN + 1_000))
+    first = outcomes.apply_outcome(fired.state, failed, ctx(T0 + MIN + 1_000))
     assert first.state is not None
     assert len(first.state.retries) == 1
-    again = logic.apply_outcome(first.state, failed, ctx(T0 + MIN + 2_000))
+    again = outcomes.apply_outcome(first.state, failed, ctx(T0 + MIN + 2_000))
     assert again.state is not None
     assert len(again.state.retries) == 1  # not a second retry of the same failure
     assert decisions(again) == [Decision.failed]
@@ -58,7 +58,7 @@ def test_the_reapers_give_up_dead_letters_as_redelivery_cap() -> None:
     capped = outcome(ex, OutcomeStatus.failed).model_copy(
         update={"error": ErrorInfo(type="RedeliveryCap", message="killed 3 workers")}
     )
-    result = logic.apply_outcome(fired.state, capped, ctx(T0 + MIN + 1_000))
+    result = outcomes.apply_outcome(fired.state, capped, ctx(T0 + MIN + 1_000))
     [letter] = dead(result)
     assert letter.reason == "redelivery_cap"
     assert result.state is not None
@@ -69,24 +69,24 @@ def test_replay_runs_a_dead_letter_again_with_a_fresh_retry_budget() -> None:
     fired = due(create(definition(retry={"max_attempts": 1})), T0 + MIN)
     [ex] = executions(fired)
     assert fired.state is not None
-    gone = logic.apply_outcome(fired.state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 1))
+    gone = outcomes.apply_outcome(fired.state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 1))
     assert gone.state is not None
     assert len(dead(gone)) == 1
     assert gone.dead_delta == 1  # the dead-letter depth metric counts it ...
     replay = ReplayDeadLetter(request_id="r1", **common())
-    result = logic.apply_command(gone.state, replay, ctx(T0 + 2 * MIN - 1))
+    result = commands.apply_command(gone.state, replay, ctx(T0 + 2 * MIN - 1))
     [again] = executions(result)
     assert (again.execution_id, again.attempt, again.trigger) == (ex.execution_id, 1, "replay")
     assert result.state is not None
     assert result.state.dead == ()
     assert result.dead_delta == -1  # ... until it is replayed
     # its outcome applies (the earlier attempt-1 outcome does not make it a duplicate)
-    ok = logic.apply_outcome(
+    ok = outcomes.apply_outcome(
         result.state, outcome(again, OutcomeStatus.succeeded), ctx(T0 + 2 * MIN)
     )
     assert decisions(ok) == [Decision.succeeded]
     assert ok.out[0].record.details == {}  # type: ignore[attr-defined]
-    nothing = logic.apply_command(
+    nothing = commands.apply_command(
         result.state,
         ReplayDeadLetter(request_id="r2", **common()),
         ctx(T0 + 2 * MIN),
@@ -100,7 +100,7 @@ def test_cancelling_a_running_execution_tells_its_worker() -> None:
     [ex] = executions(fired)
     assert fired.state is not None
     cancel = CancelRun(request_id="c", execution_id=ex.execution_id, **common())
-    result = logic.apply_command(fired.state, cancel, ctx(T0 + MIN + 500))
+    result = commands.apply_command(fired.state, cancel, ctx(T0 + MIN + 500))
     [rev] = [e.record for e in result.out if isinstance(e.record, ExecutionRevoked)]
     assert rev.execution_id == ex.execution_id
     assert decisions(result) == [Decision.cancel_requested]

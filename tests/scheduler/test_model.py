@@ -21,11 +21,11 @@ from kadence.models import (
     ResumeJob,
     TriggerNow,
 )
-from streams.scheduler import logic
-from streams.scheduler.logic import Result
+from streams.scheduler import commands, definitions, firing, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
-from tests.scheduler.test_logic import CODEC, T0, ctx, definition
-from tests.scheduler.test_logic import outcome as make_outcome
+from streams.scheduler.step import Effects
+from tests.scheduler.test_domain import CODEC, T0, ctx, definition
+from tests.scheduler.test_domain import outcome as make_outcome
 
 AHEAD = 30_000
 PERIOD = 10_000  # "*/10 * * * * *"
@@ -40,7 +40,7 @@ class SchedulerModel(RuleBasedStateMachine):
             retry={"max_attempts": 3, "initial_backoff_ms": 1_000, "jitter": "none"},
         )
         self.now = T0
-        result = logic.apply_definition(None, d, CODEC.encode(d), T0, self.ctx())
+        result = definitions.apply_definition(None, d, CODEC.encode(d), T0, self.ctx())
         assert result.state is not None
         self.state: JobState = result.state
         self.net: Counter[str] = Counter()
@@ -59,7 +59,7 @@ class SchedulerModel(RuleBasedStateMachine):
     def ctx(self) -> Any:
         return ctx(self.now, ahead_ms=AHEAD)
 
-    def apply(self, result: Result) -> None:
+    def apply(self, result: Effects) -> None:
         for emit in result.out:
             r = emit.record
             if isinstance(r, ExecutionRequested):
@@ -84,7 +84,7 @@ class SchedulerModel(RuleBasedStateMachine):
             wake = self.state.wake_ms
             if wake is None or wake > self.now:
                 return
-            self.apply(logic.on_due(self.state, self.ctx()))
+            self.apply(firing.on_due(self.state, self.ctx()))
         raise AssertionError("the job keeps waking at the same time")
 
     @rule(dt=st.integers(min_value=0, max_value=95_000))
@@ -97,7 +97,7 @@ class SchedulerModel(RuleBasedStateMachine):
         cmd = PauseJob(
             tenant="acme", job_id="job", request_id=self.fresh("p"), issued_at=ms_to_datetime(T0)
         )
-        self.apply(logic.apply_command(self.state, cmd, self.ctx()))
+        self.apply(commands.apply_command(self.state, cmd, self.ctx()))
         self.paused = True
 
     @rule()
@@ -105,7 +105,7 @@ class SchedulerModel(RuleBasedStateMachine):
         cmd = ResumeJob(
             tenant="acme", job_id="job", request_id=self.fresh("r"), issued_at=ms_to_datetime(T0)
         )
-        self.apply(logic.apply_command(self.state, cmd, self.ctx()))
+        self.apply(commands.apply_command(self.state, cmd, self.ctx()))
         self.paused = False
         self.pump()
 
@@ -114,7 +114,7 @@ class SchedulerModel(RuleBasedStateMachine):
         cmd = TriggerNow(
             tenant="acme", job_id="job", request_id=request, issued_at=ms_to_datetime(T0)
         )
-        self.apply(logic.apply_command(self.state, cmd, self.ctx()))
+        self.apply(commands.apply_command(self.state, cmd, self.ctx()))
         self.requests.add(request)
 
     @precondition(lambda self: bool(self.running))
@@ -124,7 +124,7 @@ class SchedulerModel(RuleBasedStateMachine):
         ex = self.running.pop(eid)
         status = OutcomeStatus.succeeded if ok else OutcomeStatus.failed
         outcome = make_outcome(ex, status, retryable=True)
-        self.apply(logic.apply_outcome(self.state, outcome, self.ctx()))
+        self.apply(outcomes.apply_outcome(self.state, outcome, self.ctx()))
 
     @rule()
     def crash_and_restore(self) -> None:
@@ -134,7 +134,7 @@ class SchedulerModel(RuleBasedStateMachine):
     @rule(dt=st.integers(min_value=0, max_value=60_000))
     def crash_before_commit(self, dt: int) -> None:
         """A step whose transaction aborted: its outputs and state never happened."""
-        logic.on_due(self.state, ctx(self.now + dt, ahead_ms=AHEAD))
+        firing.on_due(self.state, ctx(self.now + dt, ahead_ms=AHEAD))
 
     @invariant()
     def each_occurrence_out_once_and_all_of_them(self) -> None:

@@ -1,4 +1,5 @@
-"""The scheduler processor on an in-memory task: no broker, real decode/encode and state."""
+"""The scheduler processor on a task over the memory store and over RocksDB: no broker, real
+decode/encode and state."""
 
 from __future__ import annotations
 
@@ -6,23 +7,43 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
-from kadence.models import Decision, HistoryRecord, KafkaTarget, ScheduleDefinition
+from kadence.models import (
+    DeadLetter,
+    Decision,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HistoryRecord,
+    KafkaTarget,
+    OutcomeStatus,
+    ReplayDeadLetter,
+    ScheduleDefinition,
+)
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.runner import InputRecord, Task
-from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.store import Batch, Store
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
+from tests.scheduler.test_breaker import Scheduler
+from tests.scheduler.test_domain import T0
+from tests.scheduler.test_domain import outcome as make_outcome
 
 CODEC = Codec()
 NOW = int(datetime(2026, 12, 1, 9, 0, 30, tzinfo=UTC).timestamp() * 1000)
 
 
-def setup(tzdb: str) -> tuple[SchedulerProcessor, Task, list[tuple[Any, ...]]]:
-    topics = Topics(KadenceSettings(partitions=1))
-    proc = SchedulerProcessor(SchedulerConfig(topics, 1, 1, tzdb), CODEC)
-    task = Task(0, MemoryStore(), NOW, 60_000)
+def processor(tzdb: str) -> SchedulerProcessor:
+    return SchedulerProcessor(
+        SchedulerConfig(Topics(KadenceSettings(partitions=1)), 1, 1, tzdb), CODEC
+    )
+
+
+def setup(tzdb: str, store: Store) -> tuple[SchedulerProcessor, Task, list[tuple[Any, ...]]]:
+    proc = processor(tzdb)
+    topics = proc.cfg.topics
+    task = Task(0, store, NOW, 60_000)
     out: list[tuple[Any, ...]] = []
     task._emit = lambda *a: out.append(a)
     task.changelog = topics.scheduler_changelog
@@ -34,8 +55,8 @@ def commit(task: Task) -> None:
     task.batch = Batch()
 
 
-def test_maintain_recomputes_every_job_once_after_a_tz_database_change() -> None:
-    proc, task, out = setup("2020a")
+def test_maintain_recomputes_every_job_once_after_a_tz_database_change(store: Store) -> None:
+    proc, task, out = setup("2020a", store)
     for i in range(5):
         d = ScheduleDefinition(
             tenant="acme",
@@ -63,7 +84,7 @@ def test_maintain_recomputes_every_job_once_after_a_tz_database_change() -> None
     wrong = load_state(raw).evolve(next_nominal_ms=NOW + 1, next_due_ms=NOW + 1)
     task.put(key, dump_state(wrong), NOW + 1)
     commit(task)
-    proc2, _, _ = setup("2099a")
+    proc2 = processor("2099a")
     out.clear()
     assert proc2.maintain(task, NOW)
     commit(task)
@@ -78,13 +99,15 @@ def test_maintain_recomputes_every_job_once_after_a_tz_database_change() -> None
     assert proc2.maintain(task, NOW)  # done: nothing to do the second time
 
 
-def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch: Any) -> None:
-    proc, task, out = setup("2025b")
+def test_an_unexpected_error_rejects_the_record_instead_of_crashing(
+    monkeypatch: Any, store: Store
+) -> None:
+    proc, task, out = setup("2025b", store)
 
     def boom(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("streams.scheduler.logic.apply_definition", boom)
+    monkeypatch.setattr("streams.scheduler.definitions.apply_definition", boom)
     d = ScheduleDefinition(
         tenant="acme",
         job_id="j",
@@ -103,3 +126,43 @@ def test_an_unexpected_error_rejects_the_record_instead_of_crashing(monkeypatch:
     rejected = CODEC.decode(value)
     assert getattr(rejected, "code", None) == "processing_error"
     assert "RuntimeError: boom" in getattr(rejected, "reason", "")
+
+
+def test_groups_dead_letters_and_refusals_through_the_processor(store: Store) -> None:
+    """The state the processor keeps beside the jobs (the group index, the dead-letter count)
+    and what a refused definition leaves, read back from the store with the cache dropped."""
+    s = Scheduler(store)
+    once = {"kind": "once", "run_at": "2026-12-01T09:01:00Z"}
+    for job in ("a", "b"):
+        d = ScheduleDefinition(
+            tenant="acme", job_id=job, version=1, schedule=once, concurrency_key="db",
+            target=KafkaTarget(topic="o"),
+        )  # fmt: skip
+        s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+    bad = ScheduleDefinition(
+        tenant="acme", job_id="bad", version=1, target=KafkaTarget(topic="o"),
+        schedule={"kind": "cron", "expression": "* * * * *", "timezone": "Mars/Base"},
+    )  # fmt: skip
+    s.feed(s.topics.schedules, bad.key, CODEC.encode(bad), T0)
+    [rejected] = [h for h in s.take(HistoryRecord) if h.job_id == "bad"]
+    assert rejected.decision is Decision.definition_rejected
+    assert s.task.get(b"acme/bad") is None
+    s.tick(T0 + 60_000)  # both due; the group lets one run
+    [ex] = s.take(ExecutionRequested)
+    skipped = [h for h in s.take(HistoryRecord) if h.decision is Decision.skipped_overlap]
+    assert len(skipped) == 1
+    assert s.task.get(b"~group/acme/~db") is not None
+    s.task.cache.clear()  # what follows reads the store
+    failed: ExecutionOutcome = make_outcome(ex, OutcomeStatus.failed)
+    s.feed(s.topics.outcomes, ex.key, CODEC.encode(failed), T0 + 61_000)
+    assert [d.execution.execution_id for d in s.take(DeadLetter)] == [ex.execution_id]
+    assert s.proc.dead_letter_depth(s.task) == 1
+    assert s.task.get(b"~group/acme/~db") is None  # no runs left in the group
+    replay = ReplayDeadLetter(
+        tenant="acme", job_id=ex.job_id, request_id="r1", issued_at=ms_to_datetime(T0 + 62_000)
+    )
+    s.out.clear()
+    s.feed(s.topics.commands, ex.key, CODEC.encode(replay), T0 + 62_000)
+    [again] = s.take(ExecutionRequested)
+    assert (again.execution_id, again.trigger) == (ex.execution_id, "replay")
+    assert s.proc.dead_letter_depth(s.task) == 0

@@ -25,9 +25,9 @@ from kadence.models import (
     TriggerNow,
 )
 from kadence.models.records import DeadLetter
-from streams.scheduler import logic
-from streams.scheduler.logic import Context, Refused, Result, Sink
+from streams.scheduler import catchup, commands, definitions, firing, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
+from streams.scheduler.step import Effects, Facts, Refused, Sink
 
 CODEC = Codec()
 T0 = datetime_to_ms(datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC))  # a whole minute
@@ -47,31 +47,31 @@ def definition(**kw: Any) -> ScheduleDefinition:
     return ScheduleDefinition.model_validate(base)
 
 
-def ctx(now: int, **kw: Any) -> Context:
-    return Context(now, CODEC, "2025b", **kw)
+def ctx(now: int, **kw: Any) -> Facts:
+    return Facts(now, CODEC, "2025b", **kw)
 
 
 def create(d: ScheduleDefinition | None = None, at: int = T0) -> JobState:
     d = d or definition()
-    result = logic.apply_definition(None, d, CODEC.encode(d), at, ctx(at))
+    result = definitions.apply_definition(None, d, CODEC.encode(d), at, ctx(at))
     assert result.state is not None
     return result.state
 
 
-def executions(result: Result) -> list[ExecutionRequested]:
+def executions(result: Effects) -> list[ExecutionRequested]:
     return [e.record for e in result.out if isinstance(e.record, ExecutionRequested)]
 
 
-def history(result: Result) -> list[HistoryRecord]:
+def history(result: Effects) -> list[HistoryRecord]:
     return [e.record for e in result.out if isinstance(e.record, HistoryRecord)]
 
 
-def decisions(result: Result) -> list[Decision]:
+def decisions(result: Effects) -> list[Decision]:
     return [h.decision for h in history(result)]
 
 
-def due(state: JobState, now: int, **kw: Any) -> Result:
-    return logic.on_due(state, ctx(now, **kw))
+def due(state: JobState, now: int, **kw: Any) -> Effects:
+    return firing.on_due(state, ctx(now, **kw))
 
 
 def outcome(
@@ -133,19 +133,19 @@ def test_updates_need_a_newer_version() -> None:
     state = create()
     same = definition()
     with pytest.raises(Refused) as err:
-        logic.apply_definition(state, same, CODEC.encode(same), T0, ctx(T0))
+        definitions.apply_definition(state, same, CODEC.encode(same), T0, ctx(T0))
     assert err.value.code == "stale_version"
     newer = definition(
         version=2, schedule={"kind": "cron", "spread_s": 0, "expression": "*/5 * * * *"}
     )
-    result = logic.apply_definition(state, newer, CODEC.encode(newer), T0, ctx(T0))
+    result = definitions.apply_definition(state, newer, CODEC.encode(newer), T0, ctx(T0))
     assert result.state is not None
     assert result.state.next_due_ms == T0 + 5 * MIN  # recomputed from the same cursor
     assert result.state.cursor_ms == state.cursor_ms
 
 
 def test_delete_leaves_nothing_behind() -> None:
-    result = logic.apply_delete(create(), ctx(T0))
+    result = definitions.apply_delete(create(), ctx(T0))
     assert result.state is None
     assert decisions(result) == [Decision.deleted]
 
@@ -191,7 +191,7 @@ def test_overlap_buffer_one_runs_the_buffered_one_when_the_running_one_ends() ->
     assert decisions(r3) == [Decision.skipped_overlap]  # only one may wait
     assert r3.state is not None
     ex1 = ExecutionRequested.model_validate({**_ex_fields(first.execution_id, T0 + MIN)})
-    done = logic.apply_outcome(
+    done = outcomes.apply_outcome(
         r3.state, outcome(ex1, OutcomeStatus.succeeded), ctx(T0 + 3 * MIN + 5)
     )
     [ex] = executions(done)
@@ -258,7 +258,7 @@ def test_a_run_that_never_reports_stops_blocking_after_timeout_plus_lease() -> N
 # --- missed runs -----------------------------------------------------------------------------
 
 
-def _after_downtime(mode: str, minutes: int = 5, **missed: Any) -> Result:
+def _after_downtime(mode: str, minutes: int = 5, **missed: Any) -> Effects:
     state = create(definition(missed={"mode": mode, **missed}))
     return due(state, T0 + minutes * MIN + 40_000)  # five occurrences, all late (grace 30 s)
 
@@ -311,7 +311,7 @@ def test_a_long_outage_lists_a_bounded_number_of_misses() -> None:
     now = T0 + 2 * 3600 * 1000  # a per-second job, two hours down; the window is one hour
     result = due(create(d), now)
     missed = [h for h in history(result) if h.decision is Decision.missed]
-    assert len(missed) == logic.MISSED_LISTED + 2
+    assert len(missed) == catchup.MISSED_LISTED + 2
     listed, ranged, summary = missed[:-2], missed[-2], missed[-1]
     assert all(h.execution_id for h in listed)
     assert ranged.details["range_to"] == str(now - 3600 * 1000)
@@ -322,7 +322,7 @@ def test_a_long_outage_lists_a_bounded_number_of_misses() -> None:
     assert min(e.nominal_at for e in fired) == ms_to_datetime(now - 30_000)
     assert summary.details == {"unlisted": str(3601 - 31)}
     assert result.state is not None
-    assert result.state.missed == logic.MISSED_LISTED + 3601 - 31
+    assert result.state.missed == catchup.MISSED_LISTED + 3601 - 31
     assert result.state.next_due_ms == now + 1000
 
 
@@ -358,12 +358,12 @@ def cmd(kind: type, **kw: Any) -> Any:
 
 def test_pause_and_resume() -> None:
     state = create(definition(missed={"mode": "latest_once"}))
-    paused = logic.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + 1))
+    paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + 1))
     assert decisions(paused) == [Decision.paused]
     assert paused.state is not None
     assert executions(due(paused.state, T0 + 3 * MIN)) == []
     resume = cmd(ResumeJob, request_id="r1")
-    resumed = logic.apply_command(paused.state, resume, ctx(T0 + 3 * MIN + 5_000))
+    resumed = commands.apply_command(paused.state, resume, ctx(T0 + 3 * MIN + 5_000))
     [ex] = executions(resumed)  # the policy decides what the pause missed, at once
     assert ex.execution_id.endswith("09:03:00.000Z")
     assert ex.trigger == "catch_up"
@@ -372,9 +372,9 @@ def test_pause_and_resume() -> None:
 
 def test_a_short_pause_still_misses_under_mode_none() -> None:
     state = create(definition(missed={"mode": "none"}))
-    paused = logic.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + MIN - 2_000))
+    paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + MIN - 2_000))
     assert paused.state is not None
-    resumed = logic.apply_command(
+    resumed = commands.apply_command(
         paused.state, cmd(ResumeJob, request_id="r1"), ctx(T0 + MIN + 3_000)
     )
     assert executions(resumed) == []  # 3 s late, inside the grace, but it fell due while paused
@@ -383,13 +383,15 @@ def test_a_short_pause_still_misses_under_mode_none() -> None:
 
 def test_trigger_now_is_idempotent_by_request_id() -> None:
     state = create()
-    first = logic.apply_command(state, cmd(TriggerNow, request_id="t1", payload=b"x"), ctx(T0 + 7))
+    first = commands.apply_command(
+        state, cmd(TriggerNow, request_id="t1", payload=b"x"), ctx(T0 + 7)
+    )
     [ex] = executions(first)
     assert ex.execution_id == "acme/job@manual:t1"
     assert ex.trigger == "manual"
     assert ex.payload == b"x"
     assert first.state is not None
-    again = logic.apply_command(first.state, cmd(TriggerNow, request_id="t1"), ctx(T0 + 9))
+    again = commands.apply_command(first.state, cmd(TriggerNow, request_id="t1"), ctx(T0 + 9))
     assert again.out == []
 
 
@@ -399,7 +401,7 @@ def test_backfill_fires_what_was_never_dispatched_and_refuses_the_rest() -> None
     )
     for at in (T0 - 9 * MIN + 100, T0 - 8 * MIN + 100, T0 - 3 * MIN - 20_000):
         assert state is not None  # 08:51 and 08:52 on time, then down until 08:56:40
-        state = logic.on_due(state, ctx(at)).state
+        state = firing.on_due(state, ctx(at)).state
     assert state is not None
     window = cmd(
         Backfill,
@@ -407,7 +409,7 @@ def test_backfill_fires_what_was_never_dispatched_and_refuses_the_rest() -> None
         start=ms_to_datetime(T0 - 30 * MIN),
         end=ms_to_datetime(T0 + 30 * MIN),
     )
-    result = logic.apply_command(state, window, ctx(T0))
+    result = commands.apply_command(state, window, ctx(T0))
     fired = {datetime_to_ms(e.nominal_at) for e in executions(result)}
     skipped = {
         datetime_to_ms(h.nominal_at)
@@ -419,14 +421,14 @@ def test_backfill_fires_what_was_never_dispatched_and_refuses_the_rest() -> None
     assert {T0 - 7 * MIN, T0 - 6 * MIN, T0 - 5 * MIN, T0 - 4 * MIN} <= fired  # missed
     assert max(fired) <= state.cursor_ms  # never ahead of the cursor: that would be early
     assert all(e.trigger == "backfill" for e in executions(result))
-    forced = logic.apply_command(
+    forced = commands.apply_command(
         state, Backfill(**{**window.model_dump(), "request_id": "b2", "force": True}), ctx(T0)
     )
     assert {T0 - 9 * MIN, T0 - 8 * MIN} <= {
         datetime_to_ms(e.nominal_at) for e in executions(forced)
     }
     assert result.state is not None  # a second backfill leaves out what the first one fired
-    again = logic.apply_command(
+    again = commands.apply_command(
         result.state, Backfill(**{**window.model_dump(), "request_id": "b3"}), ctx(T0)
     )
     assert executions(again) == []
@@ -438,14 +440,14 @@ def test_cancel_a_buffered_run_and_request_cancel_of_a_running_one() -> None:
     buffered = due(state, T0 + 2 * MIN).state
     assert buffered is not None
     target = buffered.buffered[0].execution_id
-    result = logic.apply_command(
+    result = commands.apply_command(
         buffered, cmd(CancelRun, request_id="c1", execution_id=target), ctx(T0 + 2 * MIN)
     )
     assert decisions(result) == [Decision.cancelled]
     assert result.state is not None
     assert result.state.buffered == ()
     running = buffered.running[0].execution_id
-    result2 = logic.apply_command(
+    result2 = commands.apply_command(
         buffered, cmd(CancelRun, request_id="c2", execution_id=running), ctx(T0 + 2 * MIN)
     )
     assert decisions(result2) == [Decision.cancel_requested]
@@ -462,7 +464,7 @@ def _first_run(**kw: Any) -> tuple[JobState, ExecutionRequested]:
 
 def test_retry_with_backoff_then_dead_letter() -> None:
     state, ex = _first_run(retry={"max_attempts": 2, "initial_backoff_ms": 1_000})
-    failed = logic.apply_outcome(
+    failed = outcomes.apply_outcome(
         state, outcome(ex, OutcomeStatus.failed, retryable=True), ctx(T0 + MIN + 500)
     )
     assert decisions(failed) == [Decision.retry_scheduled]
@@ -474,7 +476,7 @@ def test_retry_with_backoff_then_dead_letter() -> None:
     [ex2] = executions(retried)
     assert (ex2.execution_id, ex2.attempt, ex2.trigger) == (ex.execution_id, 2, "retry")
     assert retried.state is not None
-    final = logic.apply_outcome(
+    final = outcomes.apply_outcome(
         retried.state, outcome(ex2, OutcomeStatus.failed, retryable=True), ctx(pending.due_ms + 10)
     )
     [dead] = [e.record for e in final.out if isinstance(e.record, DeadLetter)]
@@ -485,7 +487,7 @@ def test_retry_with_backoff_then_dead_letter() -> None:
 
 def test_not_retryable_goes_straight_to_dead_letter() -> None:
     state, ex = _first_run()
-    result = logic.apply_outcome(state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 5))
+    result = outcomes.apply_outcome(state, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 5))
     assert [e.sink for e in result.out] == [Sink.dead_letter, Sink.history]
 
 
@@ -494,8 +496,8 @@ def test_backoff_is_deterministic_and_bounded() -> None:
         retry={"initial_backoff_ms": 1_000, "max_backoff_ms": 5_000, "multiplier": 3}
     )
     c = ctx(T0)
-    values = [logic.backoff_ms(state, c, "x", n) for n in range(1, 6)]
-    assert values == [logic.backoff_ms(state, c, "x", n) for n in range(1, 6)]
+    values = [outcomes.backoff_ms(state, c, "x", n) for n in range(1, 6)]
+    assert values == [outcomes.backoff_ms(state, c, "x", n) for n in range(1, 6)]
     assert all(
         0 <= v <= cap for v, cap in zip(values, [1_000, 3_000, 5_000, 5_000, 5_000], strict=True)
     )
@@ -510,7 +512,7 @@ def test_a_late_outcome_of_an_older_attempt_does_not_overwrite() -> None:
             ),
         )
     )
-    result = logic.apply_outcome(newer, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 5))
+    result = outcomes.apply_outcome(newer, outcome(ex, OutcomeStatus.failed), ctx(T0 + MIN + 5))
     assert result.state is newer
     [h] = history(result)
     assert h.details == {"stale": "true"}
@@ -524,14 +526,14 @@ def test_state_round_trips_through_its_stored_form() -> None:
 
 def test_a_tz_database_update_recomputes_and_reports_a_moved_occurrence() -> None:
     state = create().evolve(tzdb="2020a", next_nominal_ms=T0 + 5 * MIN, next_due_ms=T0 + 5 * MIN)
-    result = logic.apply_tzdb(state, ctx(T0))
+    result = definitions.apply_tzdb(state, ctx(T0))
     assert result.state is not None
     assert result.state.tzdb == "2025b"
     assert result.state.next_nominal_ms == T0 + MIN
     [h] = history(result)
     assert h.decision is Decision.rescheduled
     assert "tz database 2020a -> 2025b" in h.reason
-    unchanged = logic.apply_tzdb(create().evolve(tzdb="2020a"), ctx(T0))
+    unchanged = definitions.apply_tzdb(create().evolve(tzdb="2020a"), ctx(T0))
     assert history(unchanged) == []
     assert unchanged.state is not None
     assert unchanged.state.tzdb == "2025b"

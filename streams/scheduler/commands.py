@@ -1,0 +1,93 @@
+"""Commands on a job: trigger now, pause, resume, backfill, cancel a run, replay dead letters.
+A repeated request id changes nothing; a refused command leaves a `refused` history record."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kadence.models import (
+    Backfill,
+    CancelRun,
+    Command,
+    Decision,
+    PauseJob,
+    ReplayDeadLetter,
+    ResumeJob,
+    TriggerKind,
+    TriggerNow,
+)
+from kadence.timeengine.identity import manual_execution_id
+from streams.scheduler.backfill import backfill
+from streams.scheduler.catchup import catch_up
+from streams.scheduler.dispatch import fire, revoke, room_for, stop_running
+from streams.scheduler.outcomes import replay
+from streams.scheduler.state import JobState, remember
+from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
+
+
+def apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
+    """Apply `command`; when it is refused, the refusal carries a history record saying why."""
+    try:
+        return settle(_apply_command(state, command, facts), facts)
+    except Refused as exc:
+        why = f"{type(command).__name__} {command.request_id} refused: {exc.reason}"
+        told = keyed_history(command.key.encode(), Decision.refused, why, facts.now_ms)
+        raise Refused(exc.code, exc.reason, [*exc.out, *([told] if told else [])]) from None
+
+
+def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
+    if command.request_id in state.request_ids:
+        return Effects(state)
+    state = state.evolve(request_ids=remember(state.request_ids, command.request_id))
+    effects = Effects(state)
+    if isinstance(command, TriggerNow):
+        room_for(state, facts, 1, "a trigger")
+        key = state.definition(facts.codec).key
+        exec_id = manual_execution_id(key, command.request_id)
+        shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
+        effects.state = fire(state, effects, facts, shot)
+    elif isinstance(command, PauseJob):
+        state = revoke(state, effects, facts, "job paused before it was due", rewind=True)
+        effects.state = state.evolve(paused=True, paused_at_ms=facts.now_ms)
+        effects.history(state, facts, Decision.paused, reason=command.reason or "paused")
+    elif isinstance(command, ResumeJob):
+        effects.history(state, facts, Decision.resumed, reason="resumed")
+        state = state.evolve(paused=False, paused_at_ms=None)
+        if state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
+            # what fell due while paused was missed, however short the pause: the job's
+            # missed-run policy decides, with no grace for being "only a little late"
+            state = catch_up(state, effects, replace(facts, misfire_grace_ms=-1))
+        effects.state = state
+    elif isinstance(command, Backfill):
+        effects.state = backfill(state, effects, command, facts)
+    elif isinstance(command, CancelRun):
+        effects.state = _cancel(state, effects, command, facts)
+    elif isinstance(command, ReplayDeadLetter):
+        effects.state = replay(state, effects, command, facts)
+    return effects
+
+
+def _cancel(state: JobState, effects: Effects, cmd: CancelRun, facts: Facts) -> JobState:
+    """Cancel one run: revoke it if it went out ahead, drop it if it waits (buffered or a
+    retry), or ask its worker to stop it if it runs."""
+    target = cmd.execution_id
+    reason = cmd.reason or f"cancelled by request {cmd.request_id}"
+    if any(a.execution_id == target and a.due_ms > facts.now_ms for a in state.ahead):
+        return revoke(state, effects, facts, reason, rewind=False, only=target)
+    kept_buffer = tuple(p for p in state.buffered if p.execution_id != target)
+    kept_retries = tuple(p for p in state.retries if p.execution_id != target)
+    if len(kept_buffer) != len(state.buffered) or len(kept_retries) != len(state.retries):
+        effects.history(state, facts, Decision.cancelled, execution_id=target, reason=reason)
+        return state.evolve(buffered=kept_buffer, retries=kept_retries)
+    run = next((r for r in state.running if r.execution_id == target), None)
+    if run is not None:
+        stop_running(state, effects, facts, run, reason)
+        return state
+    effects.history(
+        state,
+        facts,
+        Decision.cancel_requested,
+        execution_id=target,
+        reason=f"{reason} (not pending or running here: nothing to cancel)",
+    )
+    return state

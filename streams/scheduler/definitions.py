@@ -1,0 +1,112 @@
+"""A job's definition: admit it, create or update the job, delete it, and recompute it when
+the tz database changes."""
+
+from __future__ import annotations
+
+from kadence.acceptance import refusal
+from kadence.clock import ms_to_datetime
+from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefinition
+from streams.scheduler.dispatch import revoke
+from streams.scheduler.state import JobState
+from streams.scheduler.step import (
+    HISTORY_REASON_CHARS,
+    Effects,
+    Emit,
+    Facts,
+    Refused,
+    Sink,
+    advance_to,
+    settle,
+)
+
+
+def admit(
+    state: JobState | None,
+    definition: ScheduleDefinition,
+    facts: Facts,
+    *,
+    key: bytes,
+    partition: int,
+    partitions: int,
+) -> None:
+    """Refuse a definition the scheduler will not take (wrong key or partition, stale version,
+    a schedule that does not compile). An invalid schedule also gets a `definition_rejected`
+    history record, so the job's history says why its change did not take."""
+    current = state.definition(facts.codec).version if state is not None else None
+    refused = refusal(key, partition, partitions, definition, current)
+    if refused is None:
+        return
+    out: list[Emit] = []
+    if refused.code == "invalid_schedule":
+        record = HistoryRecord(
+            tenant=definition.tenant,
+            job_id=definition.job_id,
+            decision=Decision.definition_rejected,
+            at=ms_to_datetime(facts.now_ms),
+            reason=refused.reason[:HISTORY_REASON_CHARS],
+        )
+        out.append(Emit(Sink.history, record))
+    raise Refused(refused.code, refused.reason, out)
+
+
+def apply_definition(
+    state: JobState | None,
+    definition: ScheduleDefinition,
+    raw: bytes,
+    record_ts_ms: int,
+    facts: Facts,
+) -> Effects:
+    """Create or update a job. A version not above the current one is refused.
+
+    Occurrences the old version dispatched ahead and that are not due yet are revoked and the
+    cursor goes back before them, so the new version decides about them.
+    """
+    effects = Effects(state)
+    if state is not None:
+        current = state.definition(facts.codec).version
+        if definition.version <= current:
+            raise Refused(
+                "stale_version",
+                f"version {definition.version} of {definition.key} is not newer than {current}",
+            )
+        why = f"job changed to version {definition.version} before it was due"
+        state = revoke(state, effects, facts, why, rewind=True)
+    if state is None:
+        if isinstance(definition.schedule, OnceSchedule):
+            cursor = int(definition.schedule.run_at.timestamp() * 1000) - 1
+        else:
+            cursor = record_ts_ms
+        state = JobState(raw, cursor, cursor, None, None, facts.tzdb)
+    else:
+        state = state.evolve(definition_bytes=raw)
+    state = state.evolve(
+        paused=definition.paused, paused_at_ms=facts.now_ms if definition.paused else None
+    )
+    effects.state = advance_to(state, state.cursor_ms, facts)
+    return settle(effects, facts)
+
+
+def apply_tzdb(state: JobState, facts: Facts) -> Effects:
+    """Recompute the next occurrence under the running tz database; report it if it moved."""
+    new = advance_to(state, state.cursor_ms, facts)
+    effects = Effects(new)
+    if new.next_nominal_ms != state.next_nominal_ms:
+        old = ms_to_datetime(state.next_nominal_ms).isoformat() if state.next_nominal_ms else "none"
+        moved = ms_to_datetime(new.next_nominal_ms).isoformat() if new.next_nominal_ms else "none"
+        effects.history(
+            new,
+            facts,
+            Decision.rescheduled,
+            nominal_at=ms_to_datetime(new.next_nominal_ms) if new.next_nominal_ms else None,
+            reason=f"tz database {state.tzdb} -> {facts.tzdb}: next occurrence {old} -> {moved}",
+            details={"old_nominal_ms": str(state.next_nominal_ms), "tzdb": facts.tzdb},
+        )
+    return settle(effects, facts)
+
+
+def apply_delete(state: JobState, facts: Facts) -> Effects:
+    """Delete the job: revoke what went out ahead; nothing fires after this."""
+    effects = Effects(None)
+    revoke(state, effects, facts, "job deleted before it was due", rewind=False)
+    effects.history(state, facts, Decision.deleted, reason="job deleted; nothing fires after this")
+    return effects

@@ -1,0 +1,188 @@
+"""How an attempt ended: free its overlap slot, retry it after a backoff, or dead-letter it;
+count it in the tenant's circuit breaker; and replay dead letters on request."""
+
+from __future__ import annotations
+
+import hashlib
+
+from kadence.clock import ms_to_datetime
+from kadence.models import (
+    REDELIVERY_CAP_ERROR,
+    DeadLetter,
+    DeadLetterReason,
+    Decision,
+    ErrorInfo,
+    ExecutionOutcome,
+    JitterMode,
+    OutcomeStatus,
+    ReplayDeadLetter,
+    TriggerKind,
+)
+from streams.scheduler.breaker import after_outcome
+from streams.scheduler.dispatch import drain_buffer, execution, fire, room_for
+from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, remember
+from streams.scheduler.step import Effects, Emit, Facts, Shot, Sink, settle
+
+
+def apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
+    """Record how an attempt ended (see `_apply_outcome`), and count it in the breaker of
+    `facts` (the outcome's tenant's)."""
+    effects = settle(_apply_outcome(state, outcome, facts), facts)
+    counted = after_outcome(facts.breaker, outcome, facts.now_ms, facts.breaker_cfg)
+    if counted is not None:
+        effects.breaker, effects.breaker_change = counted
+    return effects
+
+
+def dead_letter_depth(depth: int, effects: Effects) -> int:
+    """The partition's count of dead letters not replayed, after `effects`. Never below zero:
+    replaying a dead letter written before the count existed takes nothing from it."""
+    return max(0, depth + effects.dead_delta)
+
+
+def backoff_ms(state: JobState, facts: Facts, exec_id: str, failed_attempt: int) -> int:
+    """Exponential backoff with full jitter, deterministic per (execution, attempt)."""
+    retry = state.definition(facts.codec).retry
+    ceiling = min(
+        retry.max_backoff_ms,
+        int(retry.initial_backoff_ms * retry.multiplier ** (failed_attempt - 1)),
+    )
+    if retry.jitter is JitterMode.none or ceiling == 0:
+        return ceiling
+    digest = hashlib.blake2b(f"{exec_id}#{failed_attempt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (ceiling + 1)
+
+
+def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Facts) -> JobState:
+    """Run dead letters again: same execution id, attempt 1, the retry policy afresh."""
+    chosen = [p for p in state.dead if cmd.execution_id in (None, p.execution_id)]
+    if not chosen:
+        what = cmd.execution_id or "any dead letter"
+        effects.history(
+            state,
+            facts,
+            Decision.cancelled,
+            execution_id=cmd.execution_id,
+            reason=f"replay {cmd.request_id}: {what} is not among this job's recent dead letters",
+        )
+        return state
+    room_for(state, facts, len(chosen), f"a replay of {len(chosen)} dead letters")
+    ids = {p.execution_id for p in chosen}
+    state = state.evolve(
+        dead=tuple(p for p in state.dead if p.execution_id not in ids),
+        finished=tuple(f for f in state.finished if f.rpartition("#")[0] not in ids),
+    )
+    effects.dead_delta -= len(chosen)
+    for p in chosen:
+        shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay)
+        state = fire(state, effects, facts, shot)
+    return state
+
+
+def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
+    """Free the overlap slot, retry, or dead-letter. A late outcome of an earlier attempt, a
+    lost lease, or a second outcome of one attempt is recorded in history, not applied."""
+    effects = Effects(state)
+    run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)
+    done = f"{outcome.execution_id}#{outcome.attempt}"
+    common = {
+        "execution_id": outcome.execution_id,
+        "attempt": outcome.attempt,
+        "delivery": outcome.delivery,
+        "nominal_at": outcome.nominal_at,
+        "error": outcome.error,
+    }
+    if run is not None and outcome.attempt < run.attempt:
+        effects.history(
+            state,
+            facts,
+            Decision.failed if outcome.error else Decision.succeeded,
+            reason=f"late outcome of attempt {outcome.attempt}; attempt {run.attempt} is current",
+            details={"stale": "true"},
+            **common,
+        )
+        return effects
+    if outcome.status is OutcomeStatus.lease_lost:
+        why = "worker lost its lease; the reaper redelivers the run (this outcome is not applied)"
+        effects.history(
+            state, facts, Decision.failed, reason=why, details={"stale": "true"}, **common
+        )
+        return effects
+    if done in state.finished:
+        effects.history(
+            state,
+            facts,
+            Decision.succeeded if outcome.status is OutcomeStatus.succeeded else Decision.failed,
+            reason=f"another outcome of attempt {outcome.attempt} was applied first; not applied",
+            details={"stale": "true"},
+            **common,
+        )
+        return effects
+    state = state.evolve(
+        running=tuple(r for r in state.running if r.execution_id != outcome.execution_id),
+        finished=remember(state.finished, done),
+    )
+    if outcome.status is OutcomeStatus.succeeded:
+        effects.history(state, facts, Decision.succeeded, **common)
+    elif outcome.status is OutcomeStatus.cancelled:
+        effects.history(state, facts, Decision.cancelled, **common)
+    else:
+        state = _failed(state, effects, outcome, facts)
+    effects.state = drain_buffer(state, effects, facts)
+    return effects
+
+
+def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts: Facts) -> JobState:
+    """Retry a retryable failure while attempts remain; otherwise dead-letter the execution."""
+    d = state.definition(facts.codec)
+    error = outcome.error or ErrorInfo(type=outcome.status.value, message=outcome.status.value)
+    retryable = outcome.retryable or outcome.status is OutcomeStatus.timed_out
+    if retryable and outcome.attempt < d.retry.max_attempts:
+        delay = backoff_ms(state, facts, outcome.execution_id, outcome.attempt)
+        due = facts.now_ms + delay
+        effects.history(
+            state,
+            facts,
+            Decision.retry_scheduled,
+            execution_id=outcome.execution_id,
+            attempt=outcome.attempt + 1,
+            nominal_at=outcome.nominal_at,
+            due_at=ms_to_datetime(due),
+            error=error,
+            reason=f"attempt {outcome.attempt} {outcome.status.value}: {error.message}",
+            details={"backoff_ms": str(delay)},
+        )
+        nominal = int(outcome.nominal_at.timestamp() * 1000)
+        pending = Pending(outcome.execution_id, nominal, due, outcome.attempt + 1, "retry")
+        return state.evolve(retries=(*state.retries, pending))
+    reason = DeadLetterReason.retries_exhausted if retryable else DeadLetterReason.not_retryable
+    if error.type == REDELIVERY_CAP_ERROR:
+        reason = DeadLetterReason.redelivery_cap
+    nominal = int(outcome.nominal_at.timestamp() * 1000)
+    trigger = TriggerKind.retry if outcome.attempt > 1 else TriggerKind.schedule
+    due = int(outcome.due_at.timestamp() * 1000)
+    shot = Shot(outcome.execution_id, nominal, due, trigger, outcome.attempt)
+    effects.out.append(
+        Emit(
+            Sink.dead_letter,
+            DeadLetter(
+                execution=execution(state, facts, shot),
+                reason=reason,
+                last_error=error,
+                dead_lettered_at=ms_to_datetime(facts.now_ms),
+            ),
+        )
+    )
+    effects.history(
+        state,
+        facts,
+        Decision.dead_lettered,
+        execution_id=outcome.execution_id,
+        attempt=outcome.attempt,
+        nominal_at=outcome.nominal_at,
+        error=error,
+        reason=f"{reason.value} after attempt {outcome.attempt}: {error.message}",
+    )
+    dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
+    effects.dead_delta += 1 - max(0, len(state.dead) + 1 - DEAD_LIMIT)  # the oldest may drop out
+    return state.evolve(dead=(*state.dead, dead)[-DEAD_LIMIT:])

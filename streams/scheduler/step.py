@@ -1,0 +1,175 @@
+"""One step of the scheduler's domain: what it knows (`Facts`), what it decides (`Effects`),
+and `settle`, which ends every step.
+
+A step is a pure function (job state, input, facts) -> effects. No Kafka, no clock, no storage:
+the processor feeds inputs in and writes what comes out, all inside one transaction. That is
+what makes fire-and-advance atomic and these rules testable on a fake clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
+from kadence.models import Decision, HistoryRecord, OverlapPolicy, TriggerKind, WireModel
+from kadence.models.base import IDENT_RE
+from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, Gate
+from streams.scheduler.state import JobState
+
+HISTORY_REASON_CHARS = 2048
+"""A history record's reason is cut to this many characters (the wire limit)."""
+
+
+class Sink(StrEnum):
+    executions = "executions"
+    history = "history"
+    dead_letter = "dead_letter"
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    sink: Sink
+    record: WireModel
+
+
+class Refused(Exception):  # noqa: N818 - a decision, not a failure
+    """The input is not applied; the processor writes `out` (history saying why, when the job
+    should know), then a `rejected` record with this reason."""
+
+    def __init__(self, code: str, reason: str, out: list[Emit] | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.out = out or []
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a step knows besides the job's state and its input."""
+
+    now_ms: int
+    codec: Codec
+    tzdb: str
+    misfire_grace_ms: int = 30_000
+    """An occurrence noticed later than this after its due time is late: the missed policy
+    decides whether it still fires."""
+    group_busy: bool = False
+    """Another job of this job's concurrency group is running."""
+    breaker: Breaker = field(default_factory=Breaker)
+    """The tenant's retry circuit breaker as stored (for an outcome: the outcome's tenant)."""
+    breaker_cfg: BreakerConfig = DEFAULTS
+    ahead_ms: int = 0
+    """Dispatch scheduled occurrences up to this long before they are due, when the decision
+    to fire cannot depend on what happens until then (see `may_go_early`)."""
+
+    @property
+    def gate(self) -> Gate:
+        """What the tenant's breaker lets through now: whether retries may fire."""
+        return self.breaker.gate(self.now_ms, self.breaker_cfg)
+
+
+@dataclass(frozen=True, slots=True)
+class Shot:
+    """One execution to dispatch now."""
+
+    execution_id: str
+    nominal_ms: int
+    due_ms: int
+    trigger: TriggerKind
+    attempt: int = 1
+    payload: bytes | None = None
+
+
+@dataclass
+class Effects:
+    """What one step decided: the job's new state (None: delete it) and the records to write."""
+
+    state: JobState | None
+    out: list[Emit] = field(default_factory=list)
+    missed_listed: int = 0
+    missed_unlisted: int = 0
+    probe: str | None = None
+    """A retry fired as the tenant breaker's half-open probe."""
+    dead_delta: int = 0
+    """Dead letters added (written) minus removed (replayed) by this step."""
+    breaker: Breaker | None = None
+    """The tenant's breaker after this step, when the step changed it: to be written."""
+    breaker_change: str | None = None
+    """What the change did to the circuit ("opened", "closed"), for the log."""
+
+    def history(self, state: JobState, facts: Facts, decision: Decision, **kw: object) -> None:
+        d = state.definition(facts.codec)
+        self.out.append(
+            Emit(
+                Sink.history,
+                HistoryRecord(
+                    tenant=d.tenant,
+                    job_id=d.job_id,
+                    decision=decision,
+                    at=ms_to_datetime(facts.now_ms),
+                    **kw,
+                ),
+            )
+        )
+
+
+def keyed_history(key: bytes | None, decision: Decision, reason: str, now_ms: int) -> Emit | None:
+    """A history record for the job a record key names, None when the key names no job (then
+    the `rejected` record is all there is)."""
+    tenant, _, job_id = (key or b"").decode(errors="replace").partition("/")
+    if not (IDENT_RE.fullmatch(tenant) and IDENT_RE.fullmatch(job_id)):
+        return None
+    record = HistoryRecord(
+        tenant=tenant,
+        job_id=job_id,
+        decision=decision,
+        at=ms_to_datetime(now_ms),
+        reason=reason[:HISTORY_REASON_CHARS],
+    )
+    return Emit(Sink.history, record)
+
+
+def settle(effects: Effects, facts: Facts) -> Effects:
+    """Every public step ends here: drop look-ahead entries that are now due, and decide
+    whether the job's next occurrence may go out early (that sets its wake time)."""
+    state = effects.state
+    if state is not None:
+        ahead = tuple(a for a in state.ahead if a.due_ms > facts.now_ms)
+        early = facts.ahead_ms if may_go_early(state, facts) else 0
+        if ahead != state.ahead or early != state.early_ms:
+            effects.state = state.evolve(ahead=ahead, early_ms=early)
+    return effects
+
+
+def may_go_early(state: JobState, facts: Facts) -> bool:
+    """Whether the next scheduled occurrence may be dispatched before it is due.
+
+    Only when nothing between now and its due time can change the decision to fire it: not
+    paused, no concurrency group, nothing buffered, and either overlap=allow or no run active.
+    (Manual triggers and retries ignore the overlap policy anyway.) Otherwise it waits for the
+    due time and the normal checks.
+    """
+    if facts.ahead_ms <= 0 or state.paused or state.next_due_ms is None or state.buffered:
+        return False
+    d = state.definition(facts.codec)
+    if d.concurrency_key:
+        return False
+    return d.overlap is OverlapPolicy.allow or not busy(state, facts)
+
+
+def busy(state: JobState, facts: Facts) -> bool:
+    """A run of this job, or of another job of its concurrency group, is active."""
+    return facts.group_busy or any(r.expires_ms > facts.now_ms for r in state.running)
+
+
+def advance_to(state: JobState, cursor_ms: int, facts: Facts) -> JobState:
+    """Move the cursor to `cursor_ms`; the next occurrence is the first one after it."""
+    occ = state.compiled(facts.codec).next_after(cursor_ms)
+    return state.evolve(
+        cursor_ms=cursor_ms,
+        next_nominal_ms=occ.nominal_ms if occ else None,
+        next_due_ms=occ.due_ms if occ else None,
+        tzdb=facts.tzdb,
+    )
