@@ -132,7 +132,7 @@ def test_a_write_that_loses_a_race_answers_409_and_the_view_shows_the_winner(api
     refuses the second as stale. The view used to show the second and both callers got 200."""
     h = api.as_("acme")
     assert api.http.post("/v1/jobs/race", json=api.job(), headers=h).status_code == 201
-    client = api.http.app.state.client  # type: ignore[attr-defined]
+    client = api.http.app.state.services.client  # type: ignore[attr-defined]
     real_put = client.put
 
     def racing_put(definition: ScheduleDefinition) -> Any:

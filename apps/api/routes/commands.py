@@ -1,0 +1,93 @@
+"""Commands to a job: pause, resume, trigger now, cancel a run. Each answers 202 once the
+command is on its topic; `send` is also how backfill and dead-letter replay send theirs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field, ValidationError
+
+from apps.api.auth import tenant_of
+from apps.api.deps import Auth, Services, Svc, check_id, invalid
+from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
+from kadence.timeengine.identity import manual_execution_id
+
+router = APIRouter(tags=["commands"])
+
+
+class RequestIn(BaseModel):
+    request_id: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+    """Idempotency: the same request id changes nothing the second time (default: new)."""
+    reason: str = Field(default="", max_length=512)
+
+
+class TriggerIn(RequestIn):
+    payload: str | None = Field(default=None, description="replaces the payload for this run")
+
+
+def send(
+    svc: Services,
+    tenant: str,
+    job_id: str,
+    kind: type[Command],
+    body: RequestIn | None,
+    **fields: Any,
+) -> Any:
+    """Send `kind` for the caller's job (404 if it has none): the request id from the
+    body (or a new one), the rest from `fields`."""
+    check_id(job_id)
+    job = svc.job(tenant, job_id)
+    ck = job["definition"].get("concurrency_key")
+    try:
+        cmd = kind(
+            tenant=tenant,
+            job_id=job_id,
+            request_id=_request_id(body),
+            issued_at=datetime.now(UTC),
+            **fields,
+        )
+    except ValidationError as exc:
+        raise invalid(exc) from exc
+    written = svc.write(lambda: svc.client.send(cmd, ck))
+    return {"request_id": cmd.request_id, "accepted": True, "offset": written.offset}
+
+
+def _request_id(body: RequestIn | None) -> str:
+    return (body.request_id if body and body.request_id else None) or uuid.uuid4().hex
+
+
+@router.post("/v1/jobs/{job_id}/pause", status_code=202)
+def pause(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
+    reason = body.reason if body else ""
+    return send(svc, tenant_of(who), job_id, PauseJob, body, reason=reason)
+
+
+@router.post("/v1/jobs/{job_id}/resume", status_code=202)
+def resume(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
+    return send(svc, tenant_of(who), job_id, ResumeJob, body)
+
+
+@router.post("/v1/jobs/{job_id}/trigger", status_code=202)
+def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> Any:
+    """Run once now. Idempotent by request_id: the run's execution id derives from it.
+    429 past the tenant's triggers per minute."""
+    svc.quotas.triggers.take(tenant_of(who))
+    body = body or TriggerIn()
+    body.request_id = _request_id(body)  # fixed here: the execution id derives from it
+    payload = body.payload.encode() if body.payload is not None else None
+    out = send(svc, tenant_of(who), job_id, TriggerNow, body, payload=payload)
+    eid = manual_execution_id(f"{tenant_of(who)}/{job_id}", body.request_id)
+    return {**out, "execution_id": eid}
+
+
+@router.post("/v1/jobs/{job_id}/runs/{run_id:path}/cancel", status_code=202)
+def cancel(svc: Svc, who: Auth, job_id: str, run_id: str, body: RequestIn | None = None) -> Any:
+    """Stop a run in flight, a pending retry, or a run dispatched ahead of its due time."""
+    tenant = tenant_of(who)
+    if not run_id.startswith(f"{tenant}/{job_id}@"):
+        raise HTTPException(404, f"no run {run_id} of job {job_id}")
+    reason = body.reason if body else ""
+    return send(svc, tenant, job_id, CancelRun, body, execution_id=run_id, reason=reason)

@@ -1,0 +1,42 @@
+"""What happened to a job: every recorded event, and one entry per occurrence."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from apps.api.auth import tenant_of
+from apps.api.deps import Auth, Svc, check_id
+
+router = APIRouter(tags=["history"])
+
+
+@router.get("/v1/jobs/{job_id}/history")
+def history(
+    svc: Svc,
+    who: Auth,
+    job_id: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
+    """Every recorded event of the job, newest first: decisions with their reasons,
+    attempts with outcome and error, dead letters."""
+    tenant = tenant_of(who)
+    check_id(job_id)
+    svc.job(tenant, job_id)
+    return svc.view.get(f"/jobs/{tenant}/{job_id}/history", limit=limit)
+
+
+@router.get("/v1/jobs/{job_id}/runs")
+def runs(
+    svc: Svc,
+    who: Auth,
+    job_id: str,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> Any:
+    """One entry per occurrence, newest first: status, when it started, how late, attempts
+    and deliveries, the last error, or the reason it did not run."""
+    tenant = tenant_of(who)
+    check_id(job_id)
+    svc.job(tenant, job_id)
+    return svc.view.get(f"/jobs/{tenant}/{job_id}/runs", limit=limit)

@@ -1,0 +1,124 @@
+"""The local broker's settings: where it keeps its files, which ports it listens on, which
+Kafka version it runs, and the KRaft server properties (docker-compose.yml mirrors them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KAFKA_VERSION = "4.1.2"
+DEFAULT_PORT = 19092
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+MIN_JAVA = 17
+
+
+class BrokerError(RuntimeError):
+    """The local broker could not be fetched, started or reached; the message says what to do."""
+
+
+def env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Where one local broker keeps its files and which ports it listens on."""
+
+    home: Path
+    port: int = DEFAULT_PORT
+    kafka_version: str = KAFKA_VERSION
+    cache_dir: Path = Path.home() / ".cache" / "kadence"
+    kafka_home: Path | None = None
+    heap: str = "512m"
+
+    @classmethod
+    def from_env(cls, home: Path | None = None, port: int | None = None) -> BrokerConfig:
+        env_home = env("KADENCE_KAFKA_DIR")
+        env_port = env("KADENCE_KAFKA_PORT")
+        env_cache = env("KADENCE_CACHE_DIR")
+        env_kafka_home = env("KAFKA_HOME")
+        return cls(
+            home=(home or Path(env_home or REPO / ".run" / "kafka")).resolve(),
+            port=port or int(env_port or DEFAULT_PORT),
+            kafka_version=env("KADENCE_KAFKA_VERSION") or KAFKA_VERSION,
+            cache_dir=Path(env_cache) if env_cache else Path.home() / ".cache" / "kadence",
+            kafka_home=Path(env_kafka_home) if env_kafka_home else None,
+        )
+
+    @property
+    def controller_port(self) -> int:
+        return self.port + 1
+
+    @property
+    def proxied_port(self) -> int:
+        """A second client listener. It advertises `proxy_port`, so a client that bootstraps
+        through a TCP proxy there keeps every later connection going through that proxy."""
+        return self.port + 2
+
+    @property
+    def proxy_port(self) -> int:
+        return self.port + 3
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def libs(self) -> Path:
+        if self.kafka_home is not None:
+            return self.kafka_home / "libs"
+        return self.cache_dir / f"kafka-{self.kafka_version}" / "libs"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "broker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "broker.log"
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+
+def server_properties(cfg: BrokerConfig) -> str:
+    """The single-node KRaft settings. docker-compose.yml mirrors these one for one."""
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{cfg.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+            f"CONTROLLER://127.0.0.1:{cfg.controller_port},"
+            f"PROXIED://127.0.0.1:{cfg.proxied_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+            f"PROXIED://127.0.0.1:{cfg.proxy_port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "PROXIED:PLAINTEXT",
+            f"log.dirs={cfg.data_dir}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=8",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=8",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=false",
+            "log.cleaner.dedupe.buffer.size=16777216",
+            "log.retention.check.interval.ms=60000",
+            "message.max.bytes=1048588",
+            "",
+        ]
+    )
