@@ -113,7 +113,7 @@ class KadenceSettings(BaseSettings):
     purpose (docker-compose.yml sets 0.0.0.0 inside its container)."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
-    """The HTTP API and dashboard (apps/api.py)."""
+    """The HTTP API and dashboard (apps/api/)."""
     api_tokens: dict[str, str] = Field(default_factory=dict)
     """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
     object). The tenant `*` is the admin role (operators: every tenant, via the

@@ -1,6 +1,6 @@
 """A userspace TCP proxy between Kafka clients and the broker, for network faults.
 
-The local broker has a second listener that advertises the proxy's port (infra/kafka/kafkactl.py,
+The local broker has a second listener that advertises the proxy's port (infra/kafka/config.py,
 `proxied_port` / `proxy_port`), so a client bootstrapped through the proxy makes every later
 connection through it too, while the harness itself reads the topics directly.
 

@@ -1,4 +1,4 @@
-"""The query view's internal JSON endpoint (127.0.0.1 only; the public API in apps/api.py does
+"""The query view's internal JSON endpoint (127.0.0.1 only; the public API in apps/api/ does
 authentication and tenancy, then asks here). Every query may carry `wait=topic:partition:offset`
 (repeatable): it answers once those records are applied, so the API reads its own writes.
 Only the API is answered: a loopback Host and the shared token (streams/views/access.py).
