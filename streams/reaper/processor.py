@@ -39,8 +39,9 @@ from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import LEASES, Topics
 from streams.reaper.metrics import ReaperMetrics
+from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.task import Task
 
 log = logging.getLogger(__name__)
 LEASE_GRACE_MS = 2_000

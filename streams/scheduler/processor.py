@@ -34,8 +34,9 @@ from kadence.models import (
 from kadence.models.base import IDENT_RE
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
+from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.task import Task
 from streams.scheduler import logic
 from streams.scheduler.breaker import ALL_THROUGH, DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.logic import Context, Refused, Result, Sink

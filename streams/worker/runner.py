@@ -44,8 +44,7 @@ from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.targets import Prepares, Result, Stop, Target
 from kadence.topics import EXECUTIONS, Topics
-from streams.kafkaio.retry import retrying
-from streams.runtime.txn import (
+from streams.kafkaio.errors import (
     HUNG_AFTER_S,
     OFFSETS_CALL_TIMEOUT_S,
     ProducerStuckError,
@@ -53,6 +52,7 @@ from streams.runtime.txn import (
     fatal,
     until_done,
 )
+from streams.kafkaio.retry import retrying
 from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.metrics import WorkerMetrics
 

@@ -8,8 +8,8 @@ import pytest
 
 from kadence.errors import RecordTooLargeError
 from kadence.sizing import RECORD_LIMIT, check_fits, record_bytes
-from streams.runtime.runner import Task
 from streams.runtime.store import MemoryStore
+from streams.runtime.task import Task
 
 NOW = 1_000_000
 

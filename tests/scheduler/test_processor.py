@@ -10,8 +10,9 @@ from kadence.codec import Codec
 from kadence.models import Decision, HistoryRecord, KafkaTarget, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.task import Task
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
 

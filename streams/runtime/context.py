@@ -1,0 +1,56 @@
+"""What a processor sees of the partition it runs on: read and write state, forward records,
+units of work, the timer horizon. Nothing else (no store, batch, wheel or producer)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Headers = list[tuple[str, str | bytes | None]]
+
+
+class ProcessorContext(Protocol):
+    @property
+    def partition(self) -> int:
+        """The partition this context belongs to (state, timers and outputs of one key)."""
+        ...
+
+    @property
+    def record_limit(self) -> int:
+        """The largest record (key + value + headers) that may be forwarded, in bytes."""
+        ...
+
+    @property
+    def cache(self) -> dict[bytes, Any]:
+        """Processor-owned decoded state; dropped on abort and revoke."""
+        ...
+
+    @property
+    def timers_loaded_until_ms(self) -> int:
+        """Wake times up to here are already in the timer wheel (-1: none yet): a state written
+        with such a wake time fires without another index scan."""
+        ...
+
+    def get(self, key: bytes) -> bytes | None:
+        """Read your own writes: this turn's writes first, then the store."""
+        ...
+
+    def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
+        """Write state (None deletes), changelogged in the open transaction; `wake_ms` sets
+        when `fire` runs for this key."""
+        ...
+
+    def forward(
+        self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
+    ) -> None:
+        """Produce a record in the open transaction (sized against `record_limit` first)."""
+        ...
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        """Up to `limit` stored keys greater than `after`, in order (a resumable full scan)."""
+        ...
+
+    def attempt(self, work: Callable[[], None], on_error: Callable[[Exception], None]) -> bool:
+        """Run `work` as one unit of work: all its writes and records, or none (then
+        `on_error(exc)` runs as a unit of its own). True when `work` succeeded."""
+        ...
