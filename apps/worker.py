@@ -27,7 +27,7 @@ from streams.worker.metrics import WorkerMetrics
 def targets(settings: KadenceSettings) -> dict[str, Target]:
     handlers.load(settings.handler_modules)
     kafka = KafkaTopicCaller(
-        settings.bootstrap_servers,
+        settings.kafka_common(),
         settings.namespace,
         settings.execution_partitions,
         Codec(),
