@@ -15,10 +15,11 @@ from kadence.codec import Codec
 from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from streams.kafkaio.clients import KafkaClients
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
+from streams.runtime.loop import Runner, RunnerConfig
 from streams.runtime.metrics import RuntimeCollector
-from streams.runtime.runner import Runner, RunnerConfig
 
 APP = "reaper"
 
@@ -41,14 +42,18 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
         instance_id=settings.instance_id,
-        bootstrap=settings.bootstrap_servers,
         input_topics=[topics.leases],
         changelog_topic=topics.reaper_changelog,
         state_dir=None if in_memory else state_dir,
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    runner = Runner(
+        cfg,
+        processor,
+        SystemClock(settings.clock_offset_ms),
+        KafkaClients(settings),
+    )
     metrics.registry.register(RuntimeCollector(runner))
     serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return runner

@@ -17,8 +17,9 @@ from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics
+from streams.kafkaio.clients import KafkaClients
+from streams.runtime.loop import Runner, RunnerConfig
 from streams.runtime.metrics import RuntimeCollector
-from streams.runtime.runner import Runner, RunnerConfig
 from streams.scheduler.breaker import BreakerConfig
 from streams.scheduler.metrics import SchedulerCollector, SchedulerMetrics
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
@@ -51,14 +52,18 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
         instance_id=settings.instance_id,
-        bootstrap=settings.bootstrap_servers,
         input_topics=[topics.schedules, topics.commands, topics.outcomes],
         changelog_topic=topics.scheduler_changelog,
         state_dir=None if in_memory else state_dir,
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    runner = Runner(cfg, processor, SystemClock(settings.clock_offset_ms))
+    runner = Runner(
+        cfg,
+        processor,
+        SystemClock(settings.clock_offset_ms),
+        KafkaClients(settings),
+    )
     registry = metrics.registry
     registry.register(
         SchedulerCollector(

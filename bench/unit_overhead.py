@@ -1,4 +1,4 @@
-"""What running each timer firing as a unit of work costs (streams/runtime/runner.py,
+"""What running each timer firing as a unit of work costs (streams/runtime/task.py,
 `Task.attempt`: state writes and records staged, undone if the firing raises), against calling
 the scheduler processor directly. No broker: N one-off jobs due at one instant on an in-memory
 task, fired both ways, alternating, several rounds; the ratio is the figure (the machine is
@@ -18,8 +18,9 @@ from kadence.codec import Codec
 from kadence.models import KafkaTarget, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 
 CODEC = Codec()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -48,6 +49,18 @@ class TenantLabels:
         return "other"
 
 
+class Positions(Protocol):
+    """What the lag is read from: a consumer (confluent_kafka's, or a test's)."""
+
+    def assignment(self) -> list[TopicPartition]: ...
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]: ...
+
+
 class LagTracker:
     """Consumer lag per topic, measured by the thread that owns the consumer (a librdkafka
     consumer's calls wait while another thread is inside consume(), so a scrape must not
@@ -59,7 +72,7 @@ class LagTracker:
         self.per_topic: dict[str, int] = {}
         self._last = 0.0
 
-    def update(self, consumer: Consumer) -> None:
+    def update(self, consumer: Positions) -> None:
         now = time.monotonic()
         if now - self._last < self.every_s:
             return

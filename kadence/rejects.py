@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
+from kadence.headers import Headers, headers_for
 from kadence.models import Rejected
 from kadence.sizing import RECORD_LIMIT, HeaderList, record_bytes
 
@@ -113,3 +114,40 @@ def encoded(
         update={"original_value": None, "original_headers": {}, "truncated": True}
     )
     return codec.encode(bare)
+
+
+def rejected_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, str | bytes | None]],
+    code: str,
+    reason: str,
+    processor: str,
+    now_ms: int,
+    codec: Codec,
+    to_topic: str,
+    limit: int = RECORD_LIMIT,
+) -> tuple[bytes | None, bytes, Headers]:
+    """The one reject path: the (key, value, headers) of the `rejected` record, for `to_topic`,
+    that says why the input at `topic`[`partition`]@`offset` could not be used."""
+    record = rejected(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        value=value,
+        headers=headers,
+        code=code,
+        reason=reason,
+        processor=processor,
+        now_ms=now_ms,
+    )
+    out_headers = headers_for(record, codec.schema_fingerprint(Rejected))
+    out_key = rejected_key(key)
+    out_value = encoded(
+        codec, record, topic=to_topic, key=out_key, headers=out_headers, limit=limit
+    )
+    return out_key, out_value, out_headers

@@ -27,8 +27,8 @@ from streams.reaper import leases
 from streams.reaper.leases import Lease, Verdict
 from streams.reaper.metrics import ReaperMetrics
 from streams.runtime.context import ProcessorContext
+from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.runtime.runner import InputRecord
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from streams.runtime.runner import Runner
+from streams.runtime.loop import Runner
 
 
 class RuntimeCollector(Collector):

@@ -7,10 +7,8 @@ import logging
 from kadence import rejects
 from kadence.codec import Codec
 from kadence.errors import KadenceError
-from kadence.headers import headers_for
-from kadence.models import Rejected
 from streams.runtime.context import ProcessorContext
-from streams.runtime.runner import InputRecord
+from streams.runtime.records import InputRecord
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +46,19 @@ def reject(
         code,
         reason,
     )
-    rejected = rejects.rejected(
+    key, value, headers = rejects.rejected_record(
         topic=record.topic,
         partition=record.partition,
         offset=record.offset,
+        key=record.key,
         value=record.value,
         headers=record.headers,
         code=code,
         reason=reason,
         processor=processor,
         now_ms=now_ms,
-    )
-    headers = headers_for(rejected, codec.schema_fingerprint(Rejected))
-    key = rejects.rejected_key(record.key)
-    value = rejects.encoded(
-        codec, rejected, topic=to_topic, key=key, headers=headers, limit=ctx.record_limit
+        codec=codec,
+        to_topic=to_topic,
+        limit=ctx.record_limit,
     )
     ctx.forward(to_topic, ctx.partition, key, value, headers)

@@ -12,8 +12,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
+from streams.kafkaio.clients import Clients
+from streams.kafkaio.ports import ConsumerLike
 from streams.kafkaio.retry import retrying
 from streams.runtime.store import Batch, Store
 
@@ -32,7 +34,7 @@ class Restored:
 def restore(
     store: Store,
     reopen: Callable[[bool], Store],
-    bootstrap: str,
+    clients: Clients,
     topic: str,
     partition: int,
     *,
@@ -41,15 +43,13 @@ def restore(
     """Replay the changelog tail into `store`. `reopen(wipe)` gives a fresh store if needed;
     `progress(done, total)` hears how far the replay is after each batch."""
     started = time.monotonic()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"restore-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+    consumer = clients.consumer(
+        f"restore-{uuid.uuid4().hex}",
+        f"restore.{topic}.{partition}",
+        **{
             "enable.partition.eof": True,
             "queued.max.messages.kbytes": 16_384,  # bounded prefetch: restore is CPU-bound
-        }
+        },
     )
     try:
         tp = TopicPartition(topic, partition)
@@ -84,7 +84,7 @@ broker aborts it (transaction.timeout.ms); give up only well after that."""
 
 
 def _drain(
-    consumer: Consumer,
+    consumer: ConsumerLike,
     store: Store,
     tp: TopicPartition,
     high: int,
@@ -120,7 +120,7 @@ def _drain(
             return records
 
 
-def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+def _watermarks(consumer: ConsumerLike, tp: TopicPartition) -> tuple[int, int]:
     """The changelog partition's offsets, waiting out a leader election (a fresh topic, a
     restarted broker)."""
     low, high = retrying(

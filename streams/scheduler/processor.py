@@ -32,8 +32,8 @@ from kadence.models import (
 from kadence.partitioning import execution_route, partition_for
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
 from streams.runtime.context import ProcessorContext
+from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.runtime.runner import InputRecord
 from streams.scheduler import commands, definitions, firing, groups, outcomes
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig
 from streams.scheduler.metrics import SchedulerMetrics

@@ -24,8 +24,9 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.sizing import RECORD_LIMIT
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore, wake_of
+from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import RUNNING_LIMIT, Running, dump_state, fit_state, load_state
 

@@ -16,8 +16,9 @@ from kadence.models import ScheduleDefinition
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import load_state
 from streams.views import apply

@@ -22,8 +22,9 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.reaper.leases import LEASE_GRACE_MS
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
+from streams.runtime.task import Task
 
 CODEC = Codec()
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

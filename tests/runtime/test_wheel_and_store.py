@@ -86,7 +86,7 @@ def test_rocksdb_state_survives_reopen(tmp_path: Path) -> None:
 
 
 def test_a_new_task_fires_what_fell_due_while_nobody_owned_the_partition() -> None:
-    from streams.runtime.runner import Task  # noqa: PLC0415
+    from streams.runtime.task import Task  # noqa: PLC0415
 
     now = 1_800_000_000_000  # a real instant: wakes an hour back stay positive
     store = MemoryStore()

@@ -15,8 +15,9 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, Store
+from streams.runtime.task import Task
 from streams.scheduler.breaker import Breaker, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from tests.scheduler.test_domain import T0

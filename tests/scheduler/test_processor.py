@@ -22,8 +22,9 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.runtime.runner import InputRecord, Task
+from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, Store
+from streams.runtime.task import Task
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
 from tests.scheduler.test_breaker import Scheduler

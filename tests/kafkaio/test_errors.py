@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streams.runtime import txn
+from streams.kafkaio import errors
 
 
 def failing(times: int, **flags: bool) -> tuple[list[int], Callable[[], None]]:
@@ -26,30 +26,30 @@ def failing(times: int, **flags: bool) -> tuple[list[int], Callable[[], None]]:
 def test_a_retriable_error_is_retried_until_the_call_succeeds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    monkeypatch.setattr(errors, "RETRY_PAUSE_S", 0)
     calls, call = failing(3, retriable=True)
     between: list[int] = []
-    txn.until_done(call, "committing", between=lambda: between.append(1))
+    errors.until_done(call, "committing", between=lambda: between.append(1))
     assert (len(calls), len(between)) == (4, 3)
 
 
 def test_other_errors_are_raised_and_classified(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    monkeypatch.setattr(errors, "RETRY_PAUSE_S", 0)
     _calls, abortable = failing(1, txn_requires_abort=True)
     with pytest.raises(KafkaException) as info:
-        txn.until_done(abortable, "committing")
-    assert txn.requires_abort(info.value) and not txn.fatal(info.value)
+        errors.until_done(abortable, "committing")
+    assert errors.requires_abort(info.value) and not errors.fatal(info.value)
     _calls, fenced = failing(1, fatal=True, retriable=True)
     with pytest.raises(KafkaException) as info:
-        txn.until_done(fenced, "committing")
-    assert txn.fatal(info.value)
+        errors.until_done(fenced, "committing")
+    assert errors.fatal(info.value)
 
 
 def test_retrying_gives_up_after_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0.01)
+    monkeypatch.setattr(errors, "RETRY_PAUSE_S", 0.01)
     _calls, call = failing(10**9, retriable=True)
     with pytest.raises(KafkaException):
-        txn.until_done(call, "sending offsets", give_up_after_s=0.05)
+        errors.until_done(call, "sending offsets", give_up_after_s=0.05)
 
 
 def test_a_call_that_never_returns_is_abandoned() -> None:
@@ -59,20 +59,20 @@ def test_a_call_that_never_returns_is_abandoned() -> None:
         release.wait(30)
 
     started = time.monotonic()
-    with pytest.raises(txn.ProducerStuckError, match="did not return within"):
-        txn.within(hang, 0.2, "sending offsets")
+    with pytest.raises(errors.ProducerStuckError, match="did not return within"):
+        errors.within(hang, 0.2, "sending offsets")
     assert time.monotonic() - started < 5
     release.set()
     with pytest.raises(ValueError, match="boom"):
-        txn.within(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "x")
-    txn.within(lambda: None, 5, "x")
+        errors.within(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "x")
+    errors.within(lambda: None, 5, "x")
 
 
 def test_an_attempt_that_hangs_after_retriable_failures_is_abandoned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The network-fault shape: a call times out retriably, and its retry never returns."""
-    monkeypatch.setattr(txn, "RETRY_PAUSE_S", 0)
+    monkeypatch.setattr(errors, "RETRY_PAUSE_S", 0)
     release = threading.Event()
     calls: list[int] = []
 
@@ -83,8 +83,8 @@ def test_an_attempt_that_hangs_after_retriable_failures_is_abandoned(
         release.wait(30)
 
     started = time.monotonic()
-    with pytest.raises(txn.ProducerStuckError):
-        txn.until_done(call, "sending offsets", give_up_after_s=60, attempt_timeout_s=0.2)
+    with pytest.raises(errors.ProducerStuckError):
+        errors.until_done(call, "sending offsets", give_up_after_s=60, attempt_timeout_s=0.2)
     assert len(calls) == 2
     assert time.monotonic() - started < 5  # the attempt limit, not give_up_after_s
     release.set()

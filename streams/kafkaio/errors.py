@@ -1,4 +1,4 @@
-"""Transactional producer calls that survive a broker outage.
+"""Transactional producer errors, and calls that survive a broker outage.
 
 librdkafka's rule: a transactional call that fails with a *retriable* error (the broker or the
 coordinator is unreachable, the call timed out) has not failed; calling it again resumes it.

@@ -1,0 +1,35 @@
+"""What the runtime drives: a processor, called with the narrow context of one partition."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from streams.runtime.context import ProcessorContext
+from streams.runtime.records import InputRecord
+
+
+class Processor(Protocol):
+    """Every call runs inside the open transaction, as a unit of work of its own: what it
+    wrote and forwarded takes effect whole or not at all."""
+
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None: ...
+
+    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None: ...
+
+    def refuse(
+        self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
+    ) -> None:
+        """`process` raised: record why (a `rejected` record) and go on with the next input."""
+        ...
+
+    def quarantine(self, ctx: ProcessorContext, key: bytes, exc: Exception, now_ms: int) -> None:
+        """`fire` raised for `key`: keep it from firing again, say so, and go on."""
+        ...
+
+    def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
+        """`key` entered the timer window: decode ahead, not at the due time."""
+        ...
+
+    def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
+        """One bounded step of after-assignment upkeep; True when there is nothing left."""
+        ...

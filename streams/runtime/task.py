@@ -1,0 +1,184 @@
+"""A partition's task: its store, the open batch, its timer wheel, units of work.
+
+The task is what a processor's `ProcessorContext` is made of (streams/runtime/context.py): it
+reads your own writes, changelogs every write in the open transaction, stages records so a unit
+of work takes effect whole or not at all, and loads due timers from the store's index.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kadence.sizing import RECORD_LIMIT, check_fits
+from streams.runtime.context import Headers
+from streams.runtime.store import Batch, Store, pack, payload_of, wake_of
+from streams.runtime.wheel import TimerWheel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Unit:
+    """What one unit of work did so far: batch entries before it touched them, its records."""
+
+    undo: dict[bytes, tuple[bool, bytes | None]] = field(default_factory=dict)
+    staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers]] = field(
+        default_factory=list
+    )
+
+
+class Task:
+    """Everything one partition owns: its store, the open batch, its timer wheel, a cache."""
+
+    def __init__(self, partition: int, store: Store, now_ms: int, window_ms: int) -> None:
+        self.partition = partition
+        self.store = store
+        self.batch = Batch()
+        self.wheel = TimerWheel(now_ms)
+        self.window_ms = window_ms
+        self.loaded_until_ms = -1
+        """The due index is loaded into the wheel up to here; -1: nothing yet, so the first
+        load also picks up everything that fell due while no one owned the partition."""
+        self.cache: dict[bytes, Any] = {}
+        """Processor-owned decoded state; dropped on abort and revoke."""
+        self._emit: Callable[[str, int | None, bytes | None, bytes | None, Headers], None] = (
+            lambda *_: None
+        )
+        """Where finished units' records go: the runner's transactional produce (tests collect
+        them here)."""
+        self.changelog: str = ""
+        self.maintenance_pending = True
+        """The processor's `maintain` runs, in bounded steps, until it reports done."""
+        self.prefetch: Callable[[bytes], None] = lambda _key: None
+        """Called for each key entering the timer window: decode ahead, not at the due time."""
+        self.record_limit = RECORD_LIMIT
+        self._units: list[_Unit] = []
+
+    # -- state -------------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """Read your own writes: the open batch first, then the store."""
+        value = self.batch.values[key] if key in self.batch.values else self.store.get(key)
+        return payload_of(value) if value is not None else None
+
+    def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
+        """Write state (None deletes); it is changelogged in this transaction."""
+        value = pack(wake_ms, payload) if payload is not None else None
+        if self._units:
+            undo = self._units[-1].undo
+            if key not in undo:
+                undo[key] = (key in self.batch.values, self.batch.values.get(key))
+        self.batch.put(key, value)
+        self._send(self.changelog, self.partition, key, value, [])
+        if wake_ms is not None and wake_ms <= self.loaded_until_ms:
+            self.wheel.insert(wake_ms, key)
+
+    def forward(
+        self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
+    ) -> None:
+        """Produce a record in the open transaction (sized against `record_limit` first)."""
+        self._send(topic, partition, key, value, headers)
+
+    emit = forward
+    """The former name of `forward`."""
+
+    def keys_after(self, after: bytes, limit: int) -> list[bytes]:
+        """Up to `limit` stored keys greater than `after`, in order (a resumable full scan of
+        the store; this turn's writes are not in it yet)."""
+        return self.store.keys_after(after, limit)
+
+    @property
+    def timers_loaded_until_ms(self) -> int:
+        return self.loaded_until_ms
+
+    def _send(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> None:
+        check_fits(topic, key, value, headers, self.record_limit)
+        if self._units:
+            self._units[-1].staged.append((topic, partition, key, value, headers))
+        else:
+            self._emit(topic, partition, key, value, headers)
+
+    # -- units of work -----------------------------------------------------------------------
+
+    def attempt(self, work: Callable[[], None], on_error: Callable[[Exception], None]) -> bool:
+        """Run `work` as one unit: its state writes and records take effect together or not at
+        all. If it raises (a bug, a record too large to write), everything it did is undone
+        and `on_error(exc)` runs as a unit of its own (refuse the input, quarantine the key);
+        should that fail too, it is undone and logged. Units nest: an inner unit that fails
+        leaves what the outer one did. True when `work` succeeded."""
+        self._units.append(_Unit())
+        try:
+            work()
+        except Exception as exc:
+            self._rollback()
+            self._units.append(_Unit())
+            try:
+                on_error(exc)
+            except Exception:
+                self._rollback()
+                log.exception("partition %d: handling a failed unit failed too", self.partition)
+            else:
+                self._finish()
+            return False
+        self._finish()
+        return True
+
+    def _finish(self) -> None:
+        unit = self._units.pop()
+        if self._units:
+            outer = self._units[-1]
+            for key, before in unit.undo.items():
+                outer.undo.setdefault(key, before)
+            outer.staged.extend(unit.staged)
+            return
+        for record in unit.staged:
+            self._emit(*record)
+
+    def _rollback(self) -> None:
+        unit = self._units.pop()
+        for key, (present, before) in unit.undo.items():
+            if present:
+                self.batch.values[key] = before
+            else:
+                self.batch.values.pop(key, None)
+            self.cache.pop(key, None)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def due(self, now_ms: int, limit: int) -> list[bytes]:
+        """Keys whose wake time has come (never early), loading the next window from the index."""
+        horizon = now_ms + self.window_ms
+        if horizon > self.loaded_until_ms:
+            self.wheel.advance_to(now_ms)
+            for wake, key in self.store.due_between(self.loaded_until_ms, horizon):
+                if not self.wheel.insert(wake, key):
+                    raise RuntimeError(
+                        f"timer wheel span too small for the {self.window_ms} ms window"
+                    )
+                self.prefetch(key)
+            self.loaded_until_ms = horizon
+        keys: list[bytes] = []
+        for wake, key in self.wheel.pop_due(now_ms, limit):
+            value = self.batch.values[key] if key in self.batch.values else self.store.get(key)
+            current = wake_of(value)
+            if current is not None and current == wake:  # stale entries were moved or deleted
+                keys.append(key)
+        return keys
+
+    def reset_after_abort(self, now_ms: int) -> None:
+        self.maintenance_pending = True
+        self._units.clear()
+        self.batch = Batch()
+        self.cache.clear()
+        self.wheel.clear(now_ms)
+        self.loaded_until_ms = -1
