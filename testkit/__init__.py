@@ -1,0 +1,1 @@
+"""The shared test kit: stack harness, checker, network proxy, scenarios, the test driver."""
