@@ -164,7 +164,11 @@ class MemoryConsumer:
             found = []
             for tp in partitions:
                 offset, meta = offsets.get((tp.topic, tp.partition), (OFFSET_INVALID, None))
-                found.append(TopicPartition(tp.topic, tp.partition, offset, metadata=meta))
+                found.append(
+                    TopicPartition(tp.topic, tp.partition, offset, metadata=meta)
+                    if meta is not None
+                    else TopicPartition(tp.topic, tp.partition, offset)
+                )
             return found
 
     def get_watermark_offsets(
