@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaError
 
-Headers = list[tuple[str, bytes | None]]
+Headers = list[tuple[str, str | bytes | None]]
+"""As librdkafka hands them back (values are bytes; str only in the type, for the ports)."""
 
 
 @dataclass(slots=True)

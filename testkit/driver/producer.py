@@ -8,19 +8,19 @@ when produced; delivery reports are served by `poll`, `flush` and `commit_transa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kadence.partitioning import partition_for
+from streams.kafkaio.ports import DeliveryCallback
 from testkit.driver.cluster import Cluster, Transaction, kafka_error
 from testkit.driver.groups import GroupMetadata
 from testkit.driver.log import Headers, MemoryMessage
 from testkit.driver.metadata import cluster_metadata
 
-Report = tuple[Callable[[KafkaError | None, MemoryMessage], None], KafkaError | None, MemoryMessage]
+Report = tuple[DeliveryCallback, KafkaError | None, MemoryMessage]
 _ALLOWED_WHEN_ABORTABLE = frozenset({"abort_transaction"})
 
 
@@ -131,10 +131,10 @@ class MemoryProducer:
         value: str | bytes | None = None,
         key: str | bytes | None = None,
         partition: int = -1,
-        on_delivery: Callable[[KafkaError | None, MemoryMessage], None] | None = None,
+        on_delivery: DeliveryCallback | None = None,
         timestamp: int = 0,
         headers: Any = None,
-        callback: Callable[[KafkaError | None, MemoryMessage], None] | None = None,
+        callback: DeliveryCallback | None = None,
     ) -> None:
         self._gate("produce")
         txn = self._open("produce") if self.transactional_id is not None else None
