@@ -17,6 +17,7 @@ from apps.processes import announce, process_main
 from kadence.clock import SystemClock
 from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
+from streams.kafkaio.clients import KafkaClients
 from streams.views.access import ViewAccess
 from streams.views.materializer import Materializer
 from streams.views.server import serve
@@ -30,7 +31,12 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threa
     path = settings.state_dir / settings.namespace / APP / settings.instance_id
     if in_memory:
         ViewStore.wipe(path)
-    materializer = Materializer(settings, ViewStore(path), SystemClock(settings.clock_offset_ms))
+    materializer = Materializer(
+        settings,
+        ViewStore(path),
+        SystemClock(settings.clock_offset_ms),
+        clients=KafkaClients(settings),
+    )
     server = serve(settings.view_port, materializer, access=access)
     announce("view", *server.socket.getsockname()[:2])
 

@@ -19,14 +19,15 @@ from kadence.codec import Codec
 from kadence.metrics import LagCollector, serve
 from kadence.settings import KadenceSettings
 from kadence.targets import Target
+from streams.kafkaio.clients import KafkaClients
+from streams.worker.loop import Worker
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.runner import Worker
 
 
 def targets(settings: KadenceSettings) -> dict[str, Target]:
     handlers.load(settings.handler_modules)
     kafka = KafkaTopicCaller(
-        settings.bootstrap_servers,
+        settings.kafka_common(),
         settings.namespace,
         settings.execution_partitions,
         Codec(),
@@ -38,7 +39,8 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
 
 def build(settings: KadenceSettings) -> Worker:
     metrics = WorkerMetrics()
-    worker = Worker(settings, SystemClock(settings.clock_offset_ms), targets(settings), metrics)
+    clock = SystemClock(settings.clock_offset_ms)
+    worker = Worker(settings, clock, targets(settings), metrics, KafkaClients(settings))
     metrics.registry.register(LagCollector(worker.lag))
     serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return worker

@@ -35,6 +35,7 @@ from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import TENANT
 from kadence.models import ExecutionRequested
+from kadence.settings import KafkaOptions, kafka_config
 from kadence.topics import target_topic
 
 RecordHeaders = Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]]
@@ -125,11 +126,12 @@ def foreign(
 
 
 class TopicConsumer:
-    """Consume one target topic of `tenant`; deliver its own executions, each once."""
+    """Consume one target topic of `tenant`; deliver its own executions, each once. `kafka`
+    is the bootstrap address, or the librdkafka options every client shares (security...)."""
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: str | KafkaOptions,
         topic: str,
         group: str,
         *,
@@ -142,18 +144,16 @@ class TopicConsumer:
         self.recent = RecentIds()
         self.refusals = Refusals(registry)
         self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-            }
+            kafka_config(
+                kafka,
+                {"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"},
+            )
         )
 
     @classmethod
     def for_target(
         cls,
-        bootstrap: str,
+        kafka: str | KafkaOptions,
         namespace: str,
         tenant: str,
         topic: str,
@@ -163,7 +163,7 @@ class TopicConsumer:
     ) -> TopicConsumer:
         """The consumer of the topic a job of `tenant` names `topic` (KafkaTarget(topic=...))."""
         name = target_topic(namespace, tenant, topic)
-        return cls(bootstrap, name, group, tenant=tenant, registry=registry)
+        return cls(kafka, name, group, tenant=tenant, registry=registry)
 
     def accept(self, msg: _Record) -> ExecutionRequested | None:
         """The record's execution if it is this tenant's and not seen recently, else None."""

@@ -22,6 +22,7 @@ from confluent_kafka.cimpl import NewTopic
 from kadence.codec import Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.settings import KafkaOptions, kafka_config
 from kadence.target_topics import MAX_TOPIC_NAME
 from kadence.targets import Result, Stop
 from kadence.topics import target_topic
@@ -36,7 +37,7 @@ __all__ = ["KafkaTopicCaller", "target_topic"]
 class KafkaTopicCaller:
     def __init__(
         self,
-        bootstrap: str,
+        kafka: str | KafkaOptions,
         namespace: str,
         partitions: int,
         codec: Codec,
@@ -46,10 +47,8 @@ class KafkaTopicCaller:
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.codec = codec
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2}
-        )
+        self.admin = AdminClient(kafka_config(kafka, {}))
+        self.producer = Producer(kafka_config(kafka, {"enable.idempotence": True, "linger.ms": 2}))
         self._known: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()

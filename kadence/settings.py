@@ -5,8 +5,9 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -219,3 +220,13 @@ class KadenceSettings(BaseSettings):
     def kafka_common(self) -> dict[str, str | int | float | bool]:
         """librdkafka settings every client of this process shares."""
         return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id}
+
+
+KafkaOptions = Mapping[str, str | int | float | bool]
+
+
+def kafka_config(common: str | KafkaOptions, role: KafkaOptions) -> dict[str, Any]:
+    """A client's librdkafka config: the shared options (`KadenceSettings.kafka_common()`, or
+    just a bootstrap address), then the role's own. For clients outside the streams layer."""
+    base = {"bootstrap.servers": common} if isinstance(common, str) else dict(common)
+    return {**base, **role}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from kadence.settings import DEFAULT_BOOTSTRAP, KadenceSettings
+from kadence.settings import DEFAULT_BOOTSTRAP, KadenceSettings, kafka_config
 
 
 def test_defaults_point_at_the_local_broker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,3 +42,10 @@ def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as err:
         KadenceSettings.model_validate({field: value})
     assert err.value.errors()[0]["loc"] == (field,)
+
+
+def test_a_client_config_is_the_shared_options_then_the_roles() -> None:
+    common = KadenceSettings(bootstrap_servers="b:1").kafka_common()
+    config = kafka_config({**common, "security.protocol": "SSL"}, {"linger.ms": 2})
+    assert config == {**common, "security.protocol": "SSL", "linger.ms": 2}
+    assert kafka_config("h:9", {"group.id": "g"}) == {"bootstrap.servers": "h:9", "group.id": "g"}

@@ -166,17 +166,24 @@ class TransactionalSession:
             until_done(
                 lambda: producer.commit_transaction(t.commit_s), "committing", between=between
             )
-        except ProducerStuckError as exc:
-            return self._replace(str(exc))
-        except KafkaException as exc:
-            log.error("transaction failed: %s", error_of(exc))
-            if requires_abort(exc):
-                return self.abort(between)
-            if fatal(exc) or retriable(exc):  # unusable, or still failing after give_up_after_s
-                return self._replace(f"producer error {error_of(exc)}")
-            return self.abort(between)
+        except (KafkaException, ProducerStuckError) as exc:
+            return self.abandon(exc, between)
         self.open = False
         return Outcome.committed
+
+    def abandon(
+        self, exc: KafkaException | ProducerStuckError, between: Callable[[], None] = _nothing
+    ) -> Outcome:
+        """End the open transaction after `exc` (from producing or committing it): abort, or
+        replace the producer when it is stuck, unusable or still failing retriably."""
+        if isinstance(exc, ProducerStuckError):
+            return self._replace(str(exc))
+        log.error("transaction failed: %s", error_of(exc))
+        if requires_abort(exc):
+            return self.abort(between)
+        if fatal(exc) or retriable(exc):  # unusable, or still failing after give_up_after_s
+            return self._replace(f"producer error {error_of(exc)}")
+        return self.abort(between)
 
     def abort(self, between: Callable[[], None] = _nothing) -> Outcome:
         """Abort the open transaction, through an outage; a producer that turns out unusable

@@ -12,14 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
@@ -27,6 +20,8 @@ from kadence.errors import DecodeError
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from streams.kafkaio.clients import Clients, KafkaClients
+from streams.kafkaio.ports import MessageLike
 from streams.kafkaio.retry import retrying
 from streams.views import apply
 from streams.views.store import ViewStore, offset_key
@@ -41,6 +36,8 @@ class Materializer:
     store: ViewStore
     clock: Clock = field(default_factory=SystemClock)
     codec: Codec = field(default_factory=Codec)
+    clients: Clients | None = None
+    """Where the consumer comes from; None: the cluster in `settings`."""
     skipped: int = 0
     applied: int = 0
     failed: int = 0
@@ -66,14 +63,10 @@ class Materializer:
             self.topics.outcomes,
             self.topics.dead_letter,
         )
-        self.consumer = Consumer(
-            {
-                **self.settings.kafka_common(),
-                "group.id": f"{self.settings.namespace}.views",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-            }
+        clients = self.clients or KafkaClients(self.settings)
+        self.consumer = clients.consumer(
+            f"{self.settings.namespace}.views",
+            f"{self.settings.namespace}.views.{self.settings.instance_id}",
         )
 
     def stop(self) -> None:
@@ -158,7 +151,7 @@ class Materializer:
             self.caught_up = True
             log.info("query view caught up (%d records applied)", self.applied)
 
-    def _apply(self, m: Message) -> None:
+    def _apply(self, m: MessageLike) -> None:
         err = m.error()
         if err is not None:
             if err.code() != KafkaError._PARTITION_EOF:

@@ -8,6 +8,7 @@ import pytest
 
 from kadence.errors import RecordTooLargeError
 from kadence.sizing import RECORD_LIMIT, check_fits, record_bytes
+from streams.runtime.context import ProcessorContext
 from streams.runtime.store import MemoryStore
 from streams.runtime.task import Task
 
@@ -118,3 +119,20 @@ def test_record_size_counts_key_value_and_every_header() -> None:
     check_fits("t", None, b"x" * (RECORD_LIMIT - 1), [("h", None)])
     with pytest.raises(RecordTooLargeError):
         check_fits("t", b"k", b"x" * RECORD_LIMIT)
+
+
+def test_a_task_is_the_context_a_processor_sees() -> None:
+    t, out = task()
+    ctx: ProcessorContext = t
+    assert ctx.timers_loaded_until_ms == -1
+    t.due(NOW, 10)
+    assert ctx.timers_loaded_until_ms == NOW + 60_000
+    ctx.put(b"a", b"1", NOW + 1)  # inside the loaded window: in the wheel without a scan
+    t.store.apply(t.batch)
+    ctx.put(b"b", b"2", None)
+    t.store.apply(t.batch)
+    ctx.forward("out", None, b"k", b"v", [])
+    assert out[-1] == ("out", None, b"k", b"v", [])
+    assert ctx.keys_after(b"", 10) == [b"a", b"b"]
+    assert ctx.keys_after(b"a", 10) == [b"b"]
+    assert t.due(NOW + 1, 10) == [b"a"]

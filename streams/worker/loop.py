@@ -18,72 +18,38 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import timedelta
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kadence import rejects
-from kadence.clock import Clock, ms_to_datetime
+from kadence.clock import Clock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.metrics import LagTracker
 from kadence.models import (
-    ErrorInfo,
-    ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
-    LeaseEvent,
     LeaseEventKind,
     OutcomeStatus,
-    Rejected,
     WireModel,
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.targets import Prepares, Result, Stop, Target
 from kadence.topics import EXECUTIONS, Topics
-from streams.kafkaio.errors import (
-    HUNG_AFTER_S,
-    OFFSETS_CALL_TIMEOUT_S,
-    ProducerStuckError,
-    error_of,
-    fatal,
-    until_done,
-)
+from streams.kafkaio.clients import Clients, KafkaClients
+from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
-from streams.worker.inbox import Fairness, Inbox, Item
+from streams.kafkaio.session import Outcome, TransactionalSession
+from streams.worker.active import ActiveRun, TxnWork, invoke
+from streams.worker.inbox import Fairness, Inbox
 from streams.worker.metrics import WorkerMetrics
+from streams.worker.records import lease_event, outcome_of
 
 log = logging.getLogger(__name__)
 OFFSET_COMMIT_INTERVAL_MS = 1_000
-STUCK_AFTER_S = 30.0
-"""A transactional call that has not returned after this long is stuck: replace the producer."""
-
-
-@dataclass(eq=False)
-class Run:
-    item: Item
-    stop: Stop
-    started_ms: int
-    lease_expires_ms: int
-    next_renew_ms: int
-    future: Future[Result] | None = None
-    lease_lost: bool = False
-
-    @property
-    def execution(self) -> ExecutionRequested:
-        return self.item.execution
-
-
-@dataclass
-class _Txn:
-    """What one transaction carries, and what to do once it commits."""
-
-    claims: list[Run] = field(default_factory=list)
-    renewals: list[Run] = field(default_factory=list)
-    finished: list[tuple[Run, Result]] = field(default_factory=list)
 
 
 class Worker:
@@ -93,6 +59,7 @@ class Worker:
         clock: Clock,
         targets: dict[str, Target],
         metrics: WorkerMetrics | None = None,
+        clients: Clients | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -106,50 +73,28 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
         self.inbox = Inbox(Fairness.of(settings))
-        self.runs: dict[str, Run] = {}
+        self.runs: dict[str, ActiveRun] = {}
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
         self.lag = LagTracker(f"{settings.namespace}.workers")
-        self.consumer = Consumer(
-            {
-                **settings.kafka_common(),
-                "client.id": self.worker_id,
-                "group.id": f"{settings.namespace}.workers",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": settings.session_timeout_ms,
-                "heartbeat.interval.ms": max(500, settings.session_timeout_ms // 5),
-            }
+        self.clients = clients or KafkaClients(settings)
+        self.consumer = self.clients.consumer(f"{settings.namespace}.workers", self.worker_id)
+        self.session = TransactionalSession(
+            self.clients, self.worker_id, producer_options={"linger.ms": 2}
         )
-        self.producer = self._new_producer()
-
-    def _new_producer(self) -> Producer:
-        """The worker's transactional producer; a new one fences every older one."""
-        producer = Producer(
-            {
-                **self.settings.kafka_common(),
-                "client.id": self.worker_id,
-                "transactional.id": self.worker_id,
-                "transaction.timeout.ms": 10_000,
-                "linger.ms": 2,
-            }
-        )
-        until_done(lambda: producer.init_transactions(30), "initialising transactions")
-        return producer
 
     # -- assignment --------------------------------------------------------------------------
 
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, _consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
         gone = {tp.partition for tp in partitions}
         self.inbox.forget(gone)
         for p in gone:
             self._last_offsets.pop(p, None)
         log.info("partitions revoked: %s (held executions go to their next owner)", sorted(gone))
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
         committed = retrying(
             lambda: consumer.committed(partitions, timeout=30), "committed offsets"
         )
@@ -180,7 +125,7 @@ class Worker:
             self._read(msg)
         now = self.clock.now_ms()
         self._police(now)
-        txn = _Txn()
+        txn = TxnWork()
         free = self.settings.worker_concurrency - len(self.runs)
         running = Counter(r.item.execution.tenant for r in self.runs.values())
         claiming: set[str] = set()
@@ -192,7 +137,7 @@ class Worker:
             claiming.add(ex.execution_id)
             stop = Stop()
             renew_every = max(1, ex.lease_ttl_ms // 3)
-            run = Run(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
+            run = ActiveRun(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
             txn.claims.append(run)
         for run in self.runs.values():
             if run.future is None or run.lease_lost:
@@ -211,7 +156,7 @@ class Worker:
         if txn.claims or txn.renewals or txn.finished or self._rejects or periodic:
             self._commit(txn, now, offsets)
 
-    def _read(self, msg: Message) -> None:
+    def _read(self, msg: MessageLike) -> None:
         err = msg.error()
         if err is not None:
             if err.code() != KafkaError._PARTITION_EOF:
@@ -284,8 +229,9 @@ class Worker:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _commit(self, txn: _Txn, now: int, offsets: dict[int, tuple[int, str]]) -> None:
-        self.producer.begin_transaction()
+    def _commit(self, txn: TxnWork, now: int, offsets: dict[int, tuple[int, str]]) -> None:
+        police = lambda: self._police(self.clock.now_ms())  # noqa: E731 - while retrying
+        self.session.begin()
         try:
             for run in txn.claims:
                 self._lease(run, LeaseEventKind.acquired, now, with_execution=True)
@@ -296,27 +242,18 @@ class Worker:
                 if not run.lease_lost:  # a lost lease is not released: the reaper redelivers
                     self._lease(run, LeaseEventKind.released, now)
             for reject in self._rejects:
-                self._produce(*reject)
-            police = lambda: self._police(self.clock.now_ms())  # noqa: E731 - while retrying
-            if offsets:
-                tps = [
-                    TopicPartition(self.topics.executions, p, o, metadata=meta)
-                    for p, (o, meta) in offsets.items()
-                ]
-                group = self.consumer.consumer_group_metadata()
-                producer = self.producer
-                until_done(
-                    lambda: producer.send_offsets_to_transaction(
-                        tps, group, OFFSETS_CALL_TIMEOUT_S
-                    ),
-                    "sending offsets",
-                    between=police,
-                    give_up_after_s=STUCK_AFTER_S,
-                    attempt_timeout_s=HUNG_AFTER_S,
-                )
-            until_done(lambda: self.producer.commit_transaction(10), "committing", between=police)
-        except (KafkaException, ProducerStuckError) as exc:
-            self._failed(txn, exc)
+                self.session.produce(*reject)
+        except KafkaException as exc:
+            outcome = self.session.abandon(exc, police)
+        else:
+            tps = [
+                TopicPartition(self.topics.executions, p, o, metadata=meta)
+                for p, (o, meta) in offsets.items()
+            ]
+            group = self.consumer.consumer_group_metadata()
+            outcome = self.session.commit(tps, group, between=police)
+        if outcome is not Outcome.committed:
+            self._failed(txn, outcome)
             return
         self._rejects.clear()
         self._last_offsets = offsets
@@ -331,31 +268,14 @@ class Worker:
         for run in txn.claims:
             self._start(run, now)
 
-    def _failed(self, txn: _Txn, exc: KafkaException | ProducerStuckError) -> None:
-        """Abort (retrying through a broker outage, self-fencing runs whose lease runs out
-        meanwhile), or replace a stuck or fenced producer; claims go back to the inbox,
-        renewals do not count."""
-        error = error_of(exc) if isinstance(exc, KafkaException) else exc
-        log.warning("transaction failed (%s): claims not started, renewals not counted", error)
+    def _failed(self, txn: TxnWork, outcome: Outcome) -> None:
+        """The transaction was aborted (or its producer replaced, which aborts it): claims go
+        back to the inbox, renewals do not count, outcomes are written again next turn."""
+        log.warning("transaction %s: claims not started, renewals not counted", outcome.value)
         for run in txn.claims:
             self.inbox.hold(run.item)
-        if isinstance(exc, ProducerStuckError) or fatal(exc):
-            log.error("replacing the transactional producer (%s)", error)
-            self.producer = self._new_producer()
-            return
-        try:
-            until_done(
-                lambda: self.producer.abort_transaction(10),
-                "aborting",
-                between=lambda: self._police(self.clock.now_ms()),
-            )
-        except KafkaException as abort_exc:
-            if not fatal(abort_exc):
-                raise
-            log.error("fatal error while aborting (%s): a new producer", error_of(abort_exc))
-            self.producer = self._new_producer()
 
-    def _start(self, run: Run, now: int) -> None:
+    def _start(self, run: ActiveRun, now: int) -> None:
         ex = run.execution
         self.runs[ex.execution_id] = run
         lateness_s = max(0, now - run.item.due_ms) / 1000
@@ -375,96 +295,46 @@ class Worker:
             run.future = Future()
             run.future.set_result(result)
             return
-        run.future = self.pool.submit(_invoke, caller, ex, run.stop, deadline)
+        run.future = self.pool.submit(invoke, caller, ex, run.stop, deadline)
 
     # -- records -----------------------------------------------------------------------------
 
     def _lease(
-        self, run: Run, kind: LeaseEventKind, now: int, *, with_execution: bool = False
+        self, run: ActiveRun, kind: LeaseEventKind, now: int, *, with_execution: bool = False
     ) -> None:
+        event = lease_event(run, kind, now, self.worker_id, with_execution=with_execution)
         ex = run.execution
-        expires = now + ex.lease_ttl_ms if kind is not LeaseEventKind.released else now
-        event = LeaseEvent(
-            execution_id=ex.execution_id,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=ex.delivery,
-            worker_id=self.worker_id,
-            event=kind,
-            at=ms_to_datetime(now),
-            expires_at=ms_to_datetime(expires),
-            execution=ex if with_execution else None,
-        )
         partition = partition_for(ex.execution_id, self.settings.partitions)
         self._emit(self.topics.leases, partition, ex.execution_id.encode(), event)
 
-    def _outcome(self, run: Run, result: Result, now: int) -> None:
+    def _outcome(self, run: ActiveRun, result: Result, now: int) -> None:
         ex = run.execution
-        status, error = result.status, result.error
-        if run.lease_lost and status is not OutcomeStatus.lease_lost:
-            what = status.value + (f" ({error.message})" if error else "")
-            error = ErrorInfo(
-                type="LeaseLost",
-                message=f"the lease expired before the run ended; the target said: {what}",
-            )
-            status = OutcomeStatus.lease_lost
-        elif status is OutcomeStatus.timed_out and error is None:
-            error = ErrorInfo(type="Timeout", message=f"no result within {ex.timeout_ms} ms")
-        elif status is OutcomeStatus.cancelled and error is None:
-            error = ErrorInfo(type="Cancelled", message="cancelled while running")
-        outcome = ExecutionOutcome(
-            execution_id=ex.execution_id,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=ex.delivery,
-            worker_id=self.worker_id,
-            status=status,
-            retryable=result.retryable,
-            error=error,
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            started_at=ms_to_datetime(run.started_ms),
-            finished_at=ms_to_datetime(max(now, run.started_ms)),
-        )
+        outcome = outcome_of(run, result, now, self.worker_id)
         partition = partition_for(ex.routing_key, self.settings.partitions)
         self._emit(self.topics.outcomes, partition, ex.key.encode(), outcome)
 
     def _emit(self, topic: str, partition: int, key: bytes, record: WireModel) -> None:
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
-        self._produce(topic, partition, key, self.codec.encode(record), headers)
+        self.session.produce(topic, partition, key, self.codec.encode(record), headers)
 
-    def _produce(
-        self, topic: str, partition: int, key: bytes | None, value: bytes, headers: Headers
-    ) -> None:
-        while True:
-            try:
-                self.producer.produce(
-                    topic, key=key, value=value, partition=partition, headers=headers
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.05)
-
-    def _reject(self, msg: Message, code: str, reason: str) -> None:
+    def _reject(self, msg: MessageLike, code: str, reason: str) -> None:
+        """Queue a `rejected` record for an unusable execution (written with the next
+        transaction, with the offsets that move past it)."""
         log.warning("rejected executions[%d]@%d: %s", msg.partition(), msg.offset(), reason)
         raw = msg.headers() or []
-        rejected = rejects.rejected(
+        key, value, headers = rejects.rejected_record(
             topic=msg.topic() or "",
             partition=msg.partition() or 0,
             offset=msg.offset() or 0,
+            key=msg.key(),
             value=msg.value(),
             headers=list(raw.items()) if isinstance(raw, dict) else list(raw),
             code=code,
             reason=reason,
             processor="worker",
             now_ms=self.clock.now_ms(),
-        )
-        headers = headers_for(rejected, self.codec.schema_fingerprint(Rejected))
-        key = rejects.rejected_key(msg.key())
-        value = rejects.encoded(
-            self.codec, rejected, topic=self.topics.rejected, key=key, headers=headers
+            codec=self.codec,
+            to_topic=self.topics.rejected,
         )
         self._rejects.append((self.topics.rejected, msg.partition() or 0, key, value, headers))
 
@@ -478,7 +348,7 @@ class Worker:
         while self.runs and time.monotonic() < deadline:
             now = self.clock.now_ms()
             self._police(now)
-            txn = _Txn()
+            txn = TxnWork()
             for run in self.runs.values():
                 if run.future is not None and run.future.done():
                     txn.finished.append((run, run.future.result()))
@@ -501,12 +371,4 @@ class Worker:
         try:
             self.consumer.close()
         finally:
-            self.producer.flush(10)
-
-
-def _invoke(caller: Target, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
-    try:
-        return caller(ex, stop, deadline)
-    except Exception as exc:  # a target bug must not kill the worker
-        log.exception("target %s failed for %s", ex.target.kind, ex.execution_id)
-        return Result.failed(type(exc).__name__, str(exc), retryable=True)
+            self.session.close()

@@ -1,0 +1,51 @@
+"""A run this worker has claimed, and what one of its transactions carries."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from kadence.models import ExecutionRequested
+from kadence.targets import Result, Stop, Target
+from streams.worker.inbox import Item
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """An execution claimed under a lease: its invocation, stop signal and lease times."""
+
+    item: Item
+    stop: Stop
+    started_ms: int
+    lease_expires_ms: int
+    next_renew_ms: int
+    future: Future[Result] | None = None
+    """Set once the claim has committed and the invocation started."""
+    lease_lost: bool = False
+    """The lease ran out before a renewal or the outcome committed: the run was told to stop
+    and reports `lease_lost`, which the scheduler records but does not apply."""
+
+    @property
+    def execution(self) -> ExecutionRequested:
+        return self.item.execution
+
+
+@dataclass
+class TxnWork:
+    """What one transaction carries, and what to do once it commits."""
+
+    claims: list[ActiveRun] = field(default_factory=list)
+    renewals: list[ActiveRun] = field(default_factory=list)
+    finished: list[tuple[ActiveRun, Result]] = field(default_factory=list)
+
+
+def invoke(caller: Target, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+    """Run the target (on the invocation pool); a target that raises is a retryable failure."""
+    try:
+        return caller(ex, stop, deadline)
+    except Exception as exc:  # a target bug must not kill the worker
+        log.exception("target %s failed for %s", ex.target.kind, ex.execution_id)
+        return Result.failed(type(exc).__name__, str(exc), retryable=True)

@@ -1,0 +1,67 @@
+"""The records the worker writes about a run: lease events and the outcome."""
+
+from __future__ import annotations
+
+from kadence.clock import ms_to_datetime
+from kadence.models import ErrorInfo, ExecutionOutcome, LeaseEvent, LeaseEventKind, OutcomeStatus
+from kadence.targets import Result
+from streams.worker.active import ActiveRun
+
+
+def lease_event(
+    run: ActiveRun,
+    kind: LeaseEventKind,
+    now_ms: int,
+    worker_id: str,
+    *,
+    with_execution: bool = False,
+) -> LeaseEvent:
+    """A claim (`acquired`, carrying the execution for the reaper to redeliver), a renewal or
+    a release; a released lease expires at once."""
+    ex = run.execution
+    expires = now_ms + ex.lease_ttl_ms if kind is not LeaseEventKind.released else now_ms
+    return LeaseEvent(
+        execution_id=ex.execution_id,
+        tenant=ex.tenant,
+        job_id=ex.job_id,
+        attempt=ex.attempt,
+        delivery=ex.delivery,
+        worker_id=worker_id,
+        event=kind,
+        at=ms_to_datetime(now_ms),
+        expires_at=ms_to_datetime(expires),
+        execution=ex if with_execution else None,
+    )
+
+
+def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> ExecutionOutcome:
+    """The run's outcome. A run whose lease was lost reports `lease_lost` whatever the target
+    said (the reaper has handed it on); a timeout or cancel without an error gets one."""
+    ex = run.execution
+    status, error = result.status, result.error
+    if run.lease_lost and status is not OutcomeStatus.lease_lost:
+        what = status.value + (f" ({error.message})" if error else "")
+        error = ErrorInfo(
+            type="LeaseLost",
+            message=f"the lease expired before the run ended; the target said: {what}",
+        )
+        status = OutcomeStatus.lease_lost
+    elif status is OutcomeStatus.timed_out and error is None:
+        error = ErrorInfo(type="Timeout", message=f"no result within {ex.timeout_ms} ms")
+    elif status is OutcomeStatus.cancelled and error is None:
+        error = ErrorInfo(type="Cancelled", message="cancelled while running")
+    return ExecutionOutcome(
+        execution_id=ex.execution_id,
+        tenant=ex.tenant,
+        job_id=ex.job_id,
+        attempt=ex.attempt,
+        delivery=ex.delivery,
+        worker_id=worker_id,
+        status=status,
+        retryable=result.retryable,
+        error=error,
+        nominal_at=ex.nominal_at,
+        due_at=ex.due_at,
+        started_at=ms_to_datetime(run.started_ms),
+        finished_at=ms_to_datetime(max(now_ms, run.started_ms)),
+    )
