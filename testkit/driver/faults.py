@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError
@@ -48,6 +49,7 @@ class _Armed:
     times: int
     error: KafkaError | None = None
     hang: Hang | None = None
+    action: Callable[[], None] | None = None
 
 
 class Faults:
@@ -78,6 +80,20 @@ class Faults:
             self._hangs.append(hang)
         return hang
 
+    def on(
+        self,
+        method: str,
+        action: Callable[[], None],
+        *,
+        times: int = 1,
+        client: str | None = None,
+    ) -> None:
+        """Run `action()` as the next `times` calls of `method` begin, before they do their
+        work (and before an armed failure or hang): a rebalance right before offsets are sent,
+        time passing during a retried commit."""
+        with self._lock:
+            self._armed.append(_Armed(method, client, times, action=action))
+
     def clear(self) -> None:
         """Disarm everything and release every hang (a test's teardown)."""
         with self._lock:
@@ -91,19 +107,18 @@ class Faults:
         and returns the error the call must fail with, if one is armed."""
         with self._lock:
             self.calls[method] += 1
-            armed = next(
-                (
-                    a
-                    for a in self._armed
-                    if a.method == method and a.client in (None, client) and a.times > 0
-                ),
-                None,
-            )
-            if armed is None:
-                return None
-            armed.times -= 1
-            if armed.times == 0:
-                self._armed.remove(armed)
+            matching = [a for a in self._armed if a.method == method and a.client in (None, client)]
+            actions = [a for a in matching if a.action is not None]
+            armed = next((a for a in matching if a.action is None), None)
+            for used in [*actions, *([armed] if armed else [])]:
+                used.times -= 1
+                if used.times == 0:
+                    self._armed.remove(used)
+        for a in actions:
+            assert a.action is not None
+            a.action()
+        if armed is None:
+            return None
         if armed.hang is not None:
             armed.hang.entered.set()
             armed.hang.released.wait()
