@@ -49,7 +49,7 @@ class _Armed:
     times: int
     error: KafkaError | None = None
     hang: Hang | None = None
-    action: Callable[[], None] | None = None
+    action: Callable[[], object] | None = None
 
 
 class Faults:
@@ -83,7 +83,7 @@ class Faults:
     def on(
         self,
         method: str,
-        action: Callable[[], None],
+        action: Callable[[], object],
         *,
         times: int = 1,
         client: str | None = None,
