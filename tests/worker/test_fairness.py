@@ -105,7 +105,7 @@ def test_fifo_serves_in_due_order_so_the_flood_goes_first() -> None:
 
 
 def hanging_turns(fairness: Fairness, slots: int, turns: int) -> Counter[str]:
-    """The worker loop's claims (runner.Worker.turn: free slots, runs per tenant) when no run
+    """The worker loop's claims (loop.Worker.turn: free slots, runs per tenant) when no run
     ever finishes: tenant `flood` has 1 000 executions due at T, `small` one due a minute later.
     What each tenant holds at the end."""
     inbox = Inbox(fairness)
