@@ -1,0 +1,255 @@
+"""The processor runtime's loop (streams/runtime/loop.py) on the in-memory cluster: what a turn
+commits, what an abort undoes, what a revoke and a restore keep, on RocksDB and in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from streams.runtime.context import ProcessorContext
+from streams.runtime.loop import Runner, RunnerConfig
+from streams.runtime.records import InputRecord
+from testkit.driver import Driver, abort_error, fatal_error, retriable_error
+
+IN, OUT, CHANGELOG = "in", "out", "app-changelog"
+
+
+class Counter:
+    """Counts records per key in state and forwards each new count: a duplicate or lost input
+    shows in the output as a repeated or skipped number."""
+
+    def __init__(self) -> None:
+        self.during: Callable[[], object] = lambda: None
+        """Runs inside `process`, with the transaction open."""
+
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        count = int(ctx.get(record.key) or b"0") + 1
+        ctx.put(record.key, str(count).encode(), None)
+        ctx.forward(OUT, ctx.partition, record.key, str(count).encode(), [])
+        self.during()
+
+    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        pass
+
+    def refuse(
+        self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
+    ) -> None:
+        pass
+
+    def quarantine(self, ctx: ProcessorContext, key: bytes, exc: Exception, now_ms: int) -> None:
+        pass
+
+    def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
+        pass
+
+    def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
+        return True
+
+
+@pytest.fixture(params=["rocksdb", "memory"])
+def state_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path | None:
+    return tmp_path / "state" if request.param == "rocksdb" else None
+
+
+@pytest.fixture
+def topics(driver: Driver) -> Driver:
+    driver.create_topic(IN, 2)
+    driver.create_topic(OUT, 2)
+    driver.create_topic(CHANGELOG, 2)
+    return driver
+
+
+def config(instance: str, state_dir: Path | None) -> RunnerConfig:
+    return RunnerConfig(
+        app="app",
+        instance_id=instance,
+        input_topics=[IN],
+        changelog_topic=CHANGELOG,
+        state_dir=state_dir / instance if state_dir else None,
+    )
+
+
+def outputs(driver: Driver) -> list[tuple[bytes | None, bytes | None]]:
+    return sorted((m.key(), m.value()) for m in driver.messages(OUT))
+
+
+def stored(runner: Runner, key: bytes, partition: int) -> bytes | None:
+    return runner.tasks[partition].get(key)
+
+
+def feed(driver: Driver, *keys: bytes) -> None:
+    for key in keys:
+        driver.produce(IN, b"x", key=key, partition=0)
+
+
+def test_a_commit_makes_outputs_state_and_offsets_visible_together(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    driver, counter = topics, Counter()
+    runner = driver.runner(config("a", state_dir), counter)
+    seen_inside: list[tuple[int, int, dict[tuple[str, int], int]]] = []
+    counter.during = lambda: seen_inside.append(
+        (
+            len(driver.messages(OUT)),
+            len(driver.messages(CHANGELOG)),
+            driver.cluster.committed("app"),
+        )
+    )
+    feed(driver, b"k", b"k", b"j")
+    driver.turn(runner)
+    assert seen_inside == [(0, 0, {})] * 3  # nothing visible while the turn's transaction runs
+    assert outputs(driver) == [(b"j", b"1"), (b"k", b"1"), (b"k", b"2")]
+    assert len(driver.messages(CHANGELOG)) == 3
+    assert driver.cluster.committed("app") == {(IN, 0): 3, (IN, 1): 0}
+    assert stored(runner, b"k", 0) == b"2"  # applied to the store after the commit
+    assert runner.tasks[0].store.changelog_offset() is not None
+
+
+@pytest.mark.parametrize("call", ["send_offsets_to_transaction", "commit_transaction"])
+def test_a_failure_that_requires_abort_rewinds_and_reads_the_input_again(
+    topics: Driver, state_dir: Path | None, call: str
+) -> None:
+    driver = topics
+    runner = driver.runner(config("a", state_dir), Counter())
+    driver.turn(runner)  # assigned
+    feed(driver, b"k", b"k")
+    driver.cluster.faults.fail(call, abort_error())
+    driver.turn(runner)
+    assert runner.stats.aborts == 1
+    assert driver.messages(OUT) == []
+    assert driver.messages(CHANGELOG) == []
+    assert driver.cluster.committed("app").get((IN, 0), 0) == 0
+    assert stored(runner, b"k", 0) is None  # the aborted writes never reached the store
+    driver.turn(runner)
+    assert outputs(driver) == [(b"k", b"1"), (b"k", b"2")]  # read again, counted once
+    assert stored(runner, b"k", 0) == b"2"
+    assert driver.cluster.committed("app")[(IN, 0)] == 2
+
+
+def test_a_retriable_failure_at_commit_is_retried_and_commits_once(topics: Driver) -> None:
+    driver = topics
+    runner = driver.runner(config("a", None), Counter())
+    feed(driver, b"k")
+    driver.cluster.faults.fail("commit_transaction", retriable_error(), times=3)
+    driver.turn(runner)
+    assert runner.stats.aborts == 0
+    assert driver.cluster.faults.calls["commit_transaction"] == 4
+    assert outputs(driver) == [(b"k", b"1")]
+
+
+@pytest.mark.parametrize("how", ["fatal", "stuck"])
+def test_an_unusable_producer_is_replaced_and_the_turn_read_again(
+    topics: Driver, state_dir: Path | None, how: str
+) -> None:
+    driver = topics
+    runner = driver.runner(config("a", state_dir), Counter())
+    driver.turn(runner)
+    feed(driver, b"k")
+    first = runner.session.producer
+    if how == "fatal":
+        driver.cluster.faults.fail("commit_transaction", fatal_error())
+    else:
+        driver.cluster.faults.hang("send_offsets_to_transaction")
+    driver.turn(runner)
+    assert runner.session.replacements == 1
+    assert runner.session.producer is not first
+    assert driver.messages(OUT) == []
+    driver.turn(runner)
+    assert outputs(driver) == [(b"k", b"1")]
+    assert stored(runner, b"k", 0) == b"1"
+
+
+def test_a_zombie_that_lost_its_partitions_mid_turn_commits_nothing(
+    topics: Driver, tmp_path: Path
+) -> None:
+    """KIP-447: the group moves on while a turn is open (the member's session ran out); the
+    turn's offsets carry the old generation, so its transaction is refused and aborted, and
+    the next owner reads the same inputs."""
+    driver, counter = topics, Counter()
+    a = driver.runner(config("a", tmp_path), counter)
+    driver.turn(a)
+    feed(driver, b"k")
+    b = driver.runner(config("b", tmp_path), Counter())
+    counter.during = lambda: driver.cluster.kick("app", "app.a")
+    driver.turn(a)  # a's first turn since b joined: a syncs first, then is kicked mid-turn
+    counter.during = lambda: None
+    assert a.stats.aborts == 1
+    assert driver.messages(OUT) == []
+    driver.turn(b, a, b)
+    assert outputs(driver) == [(b"k", b"1")]
+    owners = {p: ("a" if p in a.tasks else "b") for p in (0, 1) if p in a.tasks or p in b.tasks}
+    assert owners == {0: "a", 1: "b"}  # range: a then b, one partition each
+
+
+def test_a_revoked_partition_is_dropped_and_its_next_owner_restores_its_state(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    driver = topics
+    a = driver.runner(config("a", state_dir), Counter())
+    driver.produce(IN, b"x", key=b"one", partition=1)
+    driver.produce(IN, b"x", key=b"one", partition=1)
+    driver.turn(a)
+    assert sorted(a.tasks) == [0, 1]
+    b = driver.runner(config("b", state_dir), Counter())
+    driver.turn(b, a)
+    assert sorted(a.tasks) == [0]
+    assert sorted(b.tasks) == [1]
+    assert b.stats.restores[-1].records == 2
+    assert b.stats.restores[-1].from_scratch
+    driver.produce(IN, b"x", key=b"one", partition=1)
+    driver.turn(b)
+    assert outputs(driver) == [(b"one", b"1"), (b"one", b"2"), (b"one", b"3")]
+
+
+def test_a_crash_between_commit_and_store_apply_is_repaired_by_restore(
+    topics: Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit is the point of no return: what it made visible must survive a crash before
+    RocksDB has it. The restarted process (same id, same files) replays the changelog tail."""
+    driver = topics
+    a = driver.runner(config("a", tmp_path), Counter())
+    feed(driver, b"k")
+    driver.turn(a)
+    applied_offset = a.tasks[0].store.changelog_offset()
+    feed(driver, b"k")
+
+    def crash(_batch: object) -> None:
+        raise RuntimeError("the process dies here")
+
+    monkeypatch.setattr(a.tasks[0].store, "apply", crash)
+    with pytest.raises(RuntimeError, match="dies"):
+        driver.turn(a)
+    assert outputs(driver) == [(b"k", b"1"), (b"k", b"2")]  # the commit happened
+    driver.crash(a)
+    restarted = driver.runner(config("a", tmp_path), Counter())
+    feed(driver, b"k")
+    driver.turn(restarted)
+    restore = next(r for r in restarted.stats.restores if r.partition == 0)
+    assert not restore.from_scratch  # from RocksDB's offset, not from the beginning
+    assert restore.records == 1  # the one write RocksDB missed
+    assert applied_offset is not None
+    assert outputs(driver) == [(b"k", b"1"), (b"k", b"2"), (b"k", b"3")]
+
+
+def test_a_crashed_owners_open_transaction_is_never_seen(topics: Driver, tmp_path: Path) -> None:
+    driver, counter = topics, Counter()
+    a = driver.runner(config("a", tmp_path), counter)
+    driver.turn(a)
+    feed(driver, b"k")
+
+    class Died(BaseException):
+        pass
+
+    def die() -> None:
+        raise Died
+
+    counter.during = die
+    with pytest.raises(Died):
+        driver.turn(a)  # dies with its transaction open
+    driver.crash(a)
+    b = driver.runner(config("b", tmp_path), Counter())
+    driver.turn(b, times=2)
+    assert outputs(driver) == [(b"k", b"1")]
