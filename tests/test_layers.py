@@ -159,3 +159,17 @@ def test_the_layer_rule_sees_an_upward_import(tmp_path: Path) -> None:
     )
     seen = set(_imported("kadence.m", module, False, {"streams.runtime.store"}))
     assert {"streams.runtime", "streams.runtime.store", "apps.run"} <= seen
+
+
+MAX_LINES = 400
+"""A module a newcomer can read in one sitting; tests are exempt (a test file grows with cases)."""
+
+
+def test_no_module_outside_tests_is_longer_than_a_sitting() -> None:
+    long = sorted(
+        f"{path.relative_to(REPO)}: {lines} lines"
+        for name, (path, _) in _modules().items()
+        if not name.startswith("tests")
+        and (lines := len(path.read_text().splitlines())) > MAX_LINES
+    )
+    assert long == []
