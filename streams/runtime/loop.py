@@ -146,6 +146,7 @@ class Runner:
             task.changelog = self.cfg.changelog_topic
             task._emit = self._produce
             task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
+            task.load_window(self.clock.now_ms())
             self.tasks[p] = task
 
     def _on_revoke(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
