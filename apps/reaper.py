@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 
 from apps.processes import process_main
-from kadence.clock import SystemClock
+from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.kafkaio.clients import KafkaClients
+from streams.kafkaio.clients import Clients, KafkaClients
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.runtime.loop import Runner, RunnerConfig
@@ -24,10 +24,13 @@ from streams.runtime.metrics import RuntimeCollector
 APP = "reaper"
 
 
-def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+def wire(
+    settings: KadenceSettings, clients: Clients, clock: Clock, *, in_memory: bool = False
+) -> Runner:
+    """The reaper's runtime loop on `clients` and `clock`, not yet subscribed: what this
+    process runs, and what the test driver turns on its in-memory cluster."""
     topics = Topics(settings)
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
-    metrics = ReaperMetrics()
     processor = ReaperProcessor(
         ReaperConfig(
             topics=topics,
@@ -37,7 +40,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             tenant_shards=settings.tenant_shards,
         ),
         Codec(),
-        metrics,
+        ReaperMetrics(),
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
@@ -48,12 +51,15 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    runner = Runner(
-        cfg,
-        processor,
-        SystemClock(settings.clock_offset_ms),
-        KafkaClients(settings),
-    )
+    return Runner(cfg, processor, clock, clients)
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+    clock = SystemClock(settings.clock_offset_ms)
+    runner = wire(settings, KafkaClients(settings), clock, in_memory=in_memory)
+    processor = runner.processor
+    assert isinstance(processor, ReaperProcessor)
+    metrics = processor.metrics
     metrics.registry.register(RuntimeCollector(runner))
     serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return runner

@@ -11,13 +11,13 @@ from __future__ import annotations
 import sys
 
 from apps.processes import process_main
-from kadence.clock import SystemClock
+from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.metrics import serve
 from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics
-from streams.kafkaio.clients import KafkaClients
+from streams.kafkaio.clients import Clients, KafkaClients
 from streams.runtime.loop import Runner, RunnerConfig
 from streams.runtime.metrics import RuntimeCollector
 from streams.scheduler.breaker import BreakerConfig
@@ -27,7 +27,11 @@ from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 APP = "scheduler"
 
 
-def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+def wire(
+    settings: KadenceSettings, clients: Clients, clock: Clock, *, in_memory: bool = False
+) -> Runner:
+    """The scheduler's runtime loop on `clients` and `clock`, not yet subscribed: what this
+    process runs, and what the test driver turns on its in-memory cluster."""
     topics = Topics(settings)
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
     processor = SchedulerProcessor(
@@ -47,7 +51,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
             ),
         ),
         Codec(),
-        metrics := SchedulerMetrics(),
+        SchedulerMetrics(),
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
@@ -58,13 +62,15 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
         session_timeout_ms=settings.session_timeout_ms,
         max_fires_per_turn=settings.fires_per_transaction,
     )
-    runner = Runner(
-        cfg,
-        processor,
-        SystemClock(settings.clock_offset_ms),
-        KafkaClients(settings),
-    )
-    registry = metrics.registry
+    return Runner(cfg, processor, clock, clients)
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
+    clock = SystemClock(settings.clock_offset_ms)
+    runner = wire(settings, KafkaClients(settings), clock, in_memory=in_memory)
+    processor = runner.processor
+    assert isinstance(processor, SchedulerProcessor)
+    registry = processor.metrics.registry
     registry.register(
         SchedulerCollector(
             # a copy of the tasks: the loop thread may reassign partitions meanwhile

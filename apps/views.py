@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 
 from apps.processes import announce, process_main
-from kadence.clock import SystemClock
+from kadence.clock import Clock, SystemClock
 from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
-from streams.kafkaio.clients import KafkaClients
+from streams.kafkaio.clients import Clients, KafkaClients
 from streams.views.access import ViewAccess
 from streams.views.materializer import Materializer
 from streams.views.server import serve
@@ -26,17 +26,22 @@ from streams.views.store import ViewStore
 APP = "views"
 
 
-def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threading.Event], None]:
-    access = ViewAccess(settings.view_token.get_secret_value(), settings.view_hosts)
+def wire(
+    settings: KadenceSettings, clients: Clients, clock: Clock, *, in_memory: bool = False
+) -> Materializer:
+    """The view's input loop on `clients` and `clock`, not yet assigned: what this process
+    runs, and what the test driver turns on its in-memory cluster. `in_memory` starts the
+    store empty (it is read again from the topics)."""
     path = settings.state_dir / settings.namespace / APP / settings.instance_id
     if in_memory:
         ViewStore.wipe(path)
-    materializer = Materializer(
-        settings,
-        ViewStore(path),
-        SystemClock(settings.clock_offset_ms),
-        clients=KafkaClients(settings),
-    )
+    return Materializer(settings, ViewStore(path), clock, clients=clients)
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threading.Event], None]:
+    access = ViewAccess(settings.view_token.get_secret_value(), settings.view_hosts)
+    clock = SystemClock(settings.clock_offset_ms)
+    materializer = wire(settings, KafkaClients(settings), clock, in_memory=in_memory)
     server = serve(settings.view_port, materializer, access=access)
     announce("view", *server.socket.getsockname()[:2])
 

@@ -146,6 +146,7 @@ class Runner:
             task.changelog = self.cfg.changelog_topic
             task._emit = self._produce
             task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
+            task.load_window(self.clock.now_ms())
             self.tasks[p] = task
 
     def _on_revoke(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
@@ -161,16 +162,23 @@ class Runner:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        self.consumer.subscribe(
-            self.cfg.input_topics, on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
+        self.subscribe()
         try:
             while not stop.is_set():
-                self._turn()
+                self.turn()
         finally:
             self.close()
 
-    def _turn(self) -> None:
+    def subscribe(self) -> None:
+        """Join the app's group on its input topics; partitions come (and are restored) and go
+        in the rebalance callbacks, which run inside a turn's `consume`."""
+        self.consumer.subscribe(
+            self.cfg.input_topics, on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+
+    def turn(self) -> None:
+        """One turn: read a batch, process it, run due maintenance and timers, and commit what
+        that produced in one transaction (nothing to commit: no transaction)."""
         msgs = self.consumer.consume(
             num_messages=self.cfg.max_records_per_turn, timeout=self.cfg.idle_poll_s
         )

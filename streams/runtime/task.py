@@ -155,8 +155,11 @@ class Task:
 
     # -- timers ------------------------------------------------------------------------------
 
-    def due(self, now_ms: int, limit: int) -> list[bytes]:
-        """Keys whose wake time has come (never early), loading the next window from the index."""
+    def load_window(self, now_ms: int) -> None:
+        """Move the stored timers due up to `now_ms + window_ms` into the wheel. The runner
+        loads the first window when the partition is assigned, before any record is
+        processed: a timer set in the first turn is then in the wheel (`put` adds what falls
+        inside the loaded window) and not only in a batch the store has not seen yet."""
         horizon = now_ms + self.window_ms
         if horizon > self.loaded_until_ms:
             self.wheel.advance_to(now_ms)
@@ -167,6 +170,10 @@ class Task:
                     )
                 self.prefetch(key)
             self.loaded_until_ms = horizon
+
+    def due(self, now_ms: int, limit: int) -> list[bytes]:
+        """Keys whose wake time has come (never early), loading the next window from the index."""
+        self.load_window(now_ms)
         keys: list[bytes] = []
         for wake, key in self.wheel.pop_due(now_ms, limit):
             value = self.batch.values[key] if key in self.batch.values else self.store.get(key)

@@ -111,6 +111,17 @@ class Materializer:
         return retrying(listed, f"partitions of {topic}")
 
     def _run(self) -> None:
+        self.assign()
+        swept = 0.0
+        while not self._stop.is_set():
+            self.turn()
+            if time.monotonic() - swept > RETENTION_SWEEP_S:
+                self.sweep()
+                swept = time.monotonic()
+
+    def assign(self) -> None:
+        """Take every partition of the inputs, each from the offset the store last recorded
+        (the beginning when it has none), and note how far `caught_up` has to read."""
         assignment = []
         self._schedule_partitions = len(self._partitions(self.topics.schedules))
         for topic in self.inputs:
@@ -128,20 +139,18 @@ class Materializer:
                     self._targets[(topic, p)] = high
         self.consumer.assign(assignment)
         self.caught_up = not self._targets
-        swept = 0.0
-        while not self._stop.is_set():
-            msgs = self.consumer.consume(500, 0.2)
-            if msgs:
-                with self.changed:
-                    for m in msgs:
-                        self._apply(m)
-                    self.store.flush()
-                    self.changed.notify_all()
-            if not self.caught_up:
-                self._check_caught_up()
-            if time.monotonic() - swept > RETENTION_SWEEP_S:
-                self.sweep()
-                swept = time.monotonic()
+
+    def turn(self, poll_s: float = 0.2) -> None:
+        """Read one batch, apply it, and write it with the next offsets in one store batch."""
+        msgs = self.consumer.consume(500, poll_s)
+        if msgs:
+            with self.changed:
+                for m in msgs:
+                    self._apply(m)
+                self.store.flush()
+                self.changed.notify_all()
+        if not self.caught_up:
+            self._check_caught_up()
 
     def _check_caught_up(self) -> None:
         done = [tp for tp, high in self._targets.items() if (self.store.offset(*tp) or 0) >= high]

@@ -105,15 +105,20 @@ class Worker:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        self.consumer.subscribe(
-            [self.topics.executions], on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
+        self.subscribe()
         try:
             while not stop.is_set():
                 self.turn()
-            self._drain()
+            self.drain()
         finally:
             self.close()
+
+    def subscribe(self) -> None:
+        """Join the workers' group on the executions topic (partitions come and go in the
+        rebalance callbacks, inside a turn's `consume`)."""
+        self.consumer.subscribe(
+            [self.topics.executions], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
 
     def turn(self, poll_s: float = 0.05) -> None:
         next_due = self.inbox.next_due_ms()
@@ -340,7 +345,7 @@ class Worker:
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def _drain(self, grace: timedelta = timedelta(seconds=20)) -> None:
+    def drain(self, grace: timedelta = timedelta(seconds=20)) -> None:
         """Graceful stop: claim nothing new; let running invocations finish (renewing their
         leases) for up to `grace` and report them. What still runs after that is stopped
         without an outcome: its lease expires and the reaper redelivers it to another worker."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kadence.clock import FakeClock
 from kadence.codec import Codec
@@ -23,6 +23,7 @@ from kadence.topics import ALL_TOPICS, Topics, TopicSpec, partitions_of
 from streams.kafkaio.session import Timeouts
 from streams.runtime.loop import Runner, RunnerConfig
 from streams.runtime.processor import Processor
+from streams.views.materializer import Materializer
 from streams.worker.loop import Worker
 from streams.worker.metrics import WorkerMetrics
 from testkit.driver.cluster import Cluster
@@ -33,7 +34,8 @@ START_MS = 1_796_112_000_000
 """2026-12-01T08:00:00Z: where a driver's clock starts unless told otherwise."""
 QUICK = Timeouts(hung_after_s=0.5, give_up_after_s=2.0)
 """Transaction timeouts for tests: a hung call is given up after half a second, not 15 s."""
-Loop = Runner | Worker
+Loop = Runner | Worker | Materializer
+L = TypeVar("L", Runner, Worker, Materializer)
 
 
 class Driver:
@@ -120,13 +122,18 @@ class Driver:
 
     def runner(self, cfg: RunnerConfig, processor: Processor) -> Runner:
         """A processor runtime loop, subscribed (it gets its partitions in its first turn)."""
-        runner = Runner(cfg, processor, self.clock, self.clients)
-        runner.session.timeouts = QUICK
-        runner.consumer.subscribe(
-            cfg.input_topics, on_assign=runner._on_assign, on_revoke=runner._on_revoke
-        )
-        self.loops.append(runner)
-        return runner
+        return self.add(Runner(cfg, processor, self.clock, self.clients))
+
+    def add(self, loop: L) -> L:
+        """Take over a loop built on this driver's `clients` and `clock` (the apps' `wire`):
+        subscribe it (assign, for the view) with the test timeouts; the driver turns it."""
+        if isinstance(loop, Materializer):
+            loop.assign()
+        else:
+            loop.session.timeouts = QUICK
+            loop.subscribe()
+        self.loops.append(loop)
+        return loop
 
     def worker(
         self,
@@ -138,22 +145,18 @@ class Driver:
         """A worker loop, subscribed to the executions topic."""
         if instance_id is not None:
             settings = settings.model_copy(update={"instance_id": instance_id})
-        worker = Worker(settings, self.clock, targets, WorkerMetrics(), clients=self.clients)
-        worker.session.timeouts = QUICK
-        worker.consumer.subscribe(
-            [worker.topics.executions], on_assign=worker._on_assign, on_revoke=worker._on_revoke
+        return self.add(
+            Worker(settings, self.clock, targets, WorkerMetrics(), clients=self.clients)
         )
-        self.loops.append(worker)
-        return worker
 
     def turn(self, *loops: Loop, times: int = 1) -> None:
         """One turn of each loop, in the order given, `times` over (every loop if none given)."""
         for _ in range(times):
             for loop in loops or tuple(self.loops):
-                if isinstance(loop, Worker):
-                    loop.turn(poll_s=0)
+                if isinstance(loop, Runner):
+                    loop.turn()
                 else:
-                    loop._turn()
+                    loop.turn(poll_s=0)
 
     def turn_until(
         self, done: Callable[[], bool], *loops: Loop, turns: int = 100, wait_s: float = 5.0
@@ -171,7 +174,15 @@ class Driver:
         if not done():
             raise AssertionError(f"not done after {turns} turns: {done}")
 
-    def crash(self, loop: Loop) -> None:
+    def stop(self, loop: Loop) -> None:
+        """Stop a loop as its process does on SIGTERM: a worker first lets its runs finish
+        and reports them (`Worker.drain`, which waits in real time); then it closes."""
+        self.loops.remove(loop)
+        if isinstance(loop, Worker):
+            loop.drain()
+        self._close(loop)
+
+    def crash(self, loop: Runner | Worker) -> None:
         """The loop's process dies: it never turns again; the group drops it (its session
         times out) and the broker aborts its open transaction (its timeout). Its RocksDB files
         stay on disk, unlocked, for a restarted process."""
@@ -193,5 +204,13 @@ class Driver:
         """Close every loop still running (and release every hung call first)."""
         self.cluster.faults.clear()
         for loop in reversed(self.loops):
-            loop.close()
+            self._close(loop)
         self.loops.clear()
+
+    @staticmethod
+    def _close(loop: Loop) -> None:
+        if isinstance(loop, Materializer):
+            loop.consumer.close()
+            loop.store.close()
+        else:
+            loop.close()
