@@ -189,3 +189,4 @@ class Task:
         self.cache.clear()
         self.wheel.clear(now_ms)
         self.loaded_until_ms = -1
+        self.load_window(now_ms)  # before the re-read records set timers (see load_window)

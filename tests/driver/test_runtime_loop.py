@@ -253,3 +253,39 @@ def test_a_crashed_owners_open_transaction_is_never_seen(topics: Driver, tmp_pat
     b = driver.runner(config("b", tmp_path), Counter())
     driver.turn(b, times=2)
     assert outputs(driver) == [(b"k", b"1")]
+
+
+class Alarm(Counter):
+    """Sets a timer one second after each record and forwards `fired` when it goes off."""
+
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        ctx.put(record.key, b"armed", now_ms + 1_000)
+
+    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        ctx.put(key, b"done", None)
+        ctx.forward(OUT, ctx.partition, key, b"fired", [])
+
+
+@pytest.mark.parametrize("first", ["after assignment", "after an abort"])
+def test_a_timer_set_in_the_first_turn_of_a_window_goes_off(
+    topics: Driver, state_dir: Path | None, first: str
+) -> None:
+    """The timer window is loaded before the first turn's records are processed, both when the
+    partition is assigned and after an abort has emptied the wheel: a timer set by such a record
+    is in the wheel, not only in a batch the store had not seen when the window was read."""
+    driver = topics
+    runner = driver.runner(config("a", state_dir), Alarm())
+    if first == "after an abort":
+        driver.turn(runner)  # assigned
+        feed(driver, b"k")
+        driver.cluster.faults.fail("commit_transaction", abort_error())
+        driver.turn(runner)
+        assert runner.stats.aborts == 1
+    else:
+        feed(driver, b"k")
+    driver.turn(runner)  # the record is processed (again) and its timer set
+    assert stored(runner, b"k", 0) == b"armed"
+    driver.clock.advance(1_000)
+    driver.turn(runner)
+    assert outputs(driver) == [(b"k", b"fired")]
