@@ -43,7 +43,6 @@ from testkit.stack import (
     dead_letters,
     execution_settings,
     history,
-    leases,
     outcomes,
     until,
 )
@@ -272,22 +271,6 @@ def test_a_job_that_kills_its_worker_is_dead_lettered_after_the_redelivery_cap(
     assert dead.reason == "redelivery_cap"
     assert dead.last_error is not None
     assert dead.last_error.type == "RedeliveryCap"
-
-
-@pytest.mark.slow
-def test_a_run_longer_than_several_leases_renews_and_is_not_redelivered(
-    xsettings: KadenceSettings, server: TargetServer, tmp_path: Path
-) -> None:
-    stack = Stack.start(xsettings, tmp_path)
-    try:
-        put(xsettings, once("long", f"{server.url}/slow?s=10", timeout_ms=60_000))
-        until(lambda: applied(xsettings, "long", Decision.succeeded), 60, "the success")
-    finally:
-        stack.stop()
-    assert len(server.seen("/slow")) == 1
-    assert not [h for h in history(xsettings) if h.decision is Decision.redelivered]
-    renewed = [e for e in leases(xsettings) if e.event == "renewed"]
-    assert len(renewed) >= 8  # 10 s at one renewal per second (ttl 3 s / 3)
 
 
 @pytest.mark.slow
