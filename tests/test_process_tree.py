@@ -78,7 +78,13 @@ def test_passes_but_leaves_a_child_running() -> None:
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),  # three pytest starts
+    ],
+)
 def test_a_run_that_leaves_a_child_running_fails_naming_and_killing_it(
     tmp_path: Path, workers: list[str]
 ) -> None:

@@ -65,7 +65,13 @@ def test_two(kafka_bootstrap: str) -> None:
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),  # three pytest starts
+    ],
+)
 def test_a_missing_broker_is_started_once_and_stopped_once_at_the_end(
     tmp_path: Path, workers: list[str]
 ) -> None:
