@@ -7,9 +7,12 @@ of them starts last, every other worker idles until it ends. Handing out the lon
 run on 2 cores; a test missing from the table counts by its markers. Only the order changes,
 never which tests run, and only under xdist: a serial run keeps pytest's collection order.
 
-Tests that share a module-scoped fixture that starts a whole stack (`api`) go to one worker
-together (an `xdist_group` per module, `--dist loadgroup`): spread over workers, each would
-start its own stack, and a worker that alternates modules would start it again and again.
+The tests of a module under tests/api/ share a module-scoped fixture that starts a whole stack
+(`api`): they go to one worker together. Spread over workers, each would start its own stack,
+and a worker that alternated modules would start it again and again. xdist's own way to say so
+(`xdist_group` marks with `--dist loadgroup`) does not group on pytest 9.2 (xdist 3.8 renames
+`item._nodeid`, which pytest no longer reads), so tests/xdist_scheduling.py gives `loadgroup`
+these groups itself, by path: the controller that schedules sees node ids only.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ SLOW_S = 8.0
 LIVE_S = 3.0
 """A test that needs the broker (marked `kafka` or taking `kafka_bootstrap`) not named above."""
 
-GROUPED_FIXTURES = frozenset({"api"})
-"""Module-scoped fixtures that start a stack: their tests stay on one worker, by module."""
+GROUPED_DIRS = ("tests/api/",)
+"""Folders whose test modules each run on one worker (their module fixture starts a stack)."""
 
 
 def _fixtures(item: pytest.Item) -> frozenset[str]:
@@ -63,11 +66,10 @@ def weight(item: pytest.Item) -> float:
     return 0.0
 
 
-def group_of(item: pytest.Item) -> str | None:
-    """The xdist group `item` must share a worker with, if any (its module's stack)."""
-    if GROUPED_FIXTURES.isdisjoint(_fixtures(item)):
-        return None
-    return item.nodeid.split("::", 1)[0]
+def group_of(nodeid: str) -> str | None:
+    """The group (its module) the test `nodeid` must share a worker with, if any."""
+    module = nodeid.split("::", 1)[0]
+    return module if module.startswith(GROUPED_DIRS) else None
 
 
 def longest_first(items: list[pytest.Item]) -> None:
@@ -76,21 +78,13 @@ def longest_first(items: list[pytest.Item]) -> None:
     group_weight: dict[str, float] = {}
     first_index: dict[str, int] = {}
     for index, item in enumerate(items):
-        key = group_of(item) or item.nodeid
+        key = group_of(item.nodeid) or item.nodeid
         group_weight[key] = group_weight.get(key, 0.0) + weight(item)
         first_index.setdefault(key, index)
     position = {id(item): index for index, item in enumerate(items)}
 
     def order(item: pytest.Item) -> tuple[float, int, int]:
-        key = group_of(item) or item.nodeid
+        key = group_of(item.nodeid) or item.nodeid
         return (-group_weight[key], first_index[key], position[id(item)])
 
     items.sort(key=order)
-
-
-def mark_groups(items: list[pytest.Item]) -> None:
-    """Put each test that uses a stack-starting module fixture into its module's xdist group."""
-    for item in items:
-        group = group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))

@@ -164,11 +164,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         plugins.register(XdistController(), "kadence-xdist-controller")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist turns xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if is_worker(config):
-        balance.mark_groups(items)
+    if is_worker(config):  # a serial run keeps the collection order
         balance.longest_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's, absent without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` keeps the modules of tests/api/ on one worker each (tests/balance.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_scheduling import BalancedGroupScheduling  # noqa: PLC0415 (needs xdist)
+
+    return BalancedGroupScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
