@@ -6,6 +6,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# the suite runs on PYTEST_WORKERS pytest-xdist workers (0: serially, in this process). Most of
+# its time is live tests waiting on the broker and on child processes, so on 2 cores 3 workers
+# overlap that waiting; more would crowd the CPUs that the tests' p99-lateness checks share.
+PYTEST_WORKERS ?= 3
+# longest tests first (tests/balance.py), a module's shared stack on one worker (loadgroup)
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: run test deps broker broker-stop broker-status lint typecheck schemas clean
 
@@ -38,13 +44,14 @@ schemas: deps
 	$(BIN)/python -m kadence.schemagen check
 
 test: deps broker lint typecheck schemas
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
-# line and branch coverage of the whole suite, child processes included (slower than `make test`)
+# line and branch coverage of the whole suite, child processes (and xdist workers) included
+# (slower than `make test`)
 .PHONY: coverage
 coverage: deps broker
 	rm -f .coverage .coverage.*
-	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/coverage run -m pytest $(XDIST) $(PYTEST_ARGS)
 	$(BIN)/coverage combine -q
 	$(BIN)/coverage report --format=total | sed 's/^/coverage: line+branch total %: /'
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from testkit import process_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +69,8 @@ LEAKY_TEST = """
 import subprocess
 from pathlib import Path
 
+import pytest
+
 
 def test_passes_but_leaves_a_child_running() -> None:
     child = subprocess.Popen(["sleep", "300"])
@@ -74,7 +78,18 @@ def test_passes_but_leaves_a_child_running() -> None:
 """
 
 
-def test_a_run_that_leaves_a_child_running_fails_naming_and_killing_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),  # three pytest starts
+    ],
+)
+def test_a_run_that_leaves_a_child_running_fails_naming_and_killing_it(
+    tmp_path: Path, workers: list[str]
+) -> None:
+    """Also under pytest-xdist (`make test`), where the leak happens in a worker whose own
+    output nobody sees: the controller reports it and fails the run."""
     (tmp_path / "test_leaky.py").write_text(LEAKY_TEST)
     run = subprocess.run(
         [
@@ -85,6 +100,7 @@ def test_a_run_that_leaves_a_child_running_fails_naming_and_killing_it(tmp_path:
             "tests.conftest",  # the session check under test, on a test outside tests/
             "-p",
             "no:cacheprovider",
+            *workers,
             "-q",
             str(tmp_path / "test_leaky.py"),
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -22,18 +23,22 @@ from tests.conftest import provisioned
 from .test_sdk_roundtrip import T
 
 
-def _free_port_pair() -> int:
+def _free_ports() -> int:
+    """A port p with p, p + 1 and p + 2 free now: the broker's client, controller and second
+    (proxied) listeners. Other tests' children bind ports the system picks meanwhile, so all
+    three are checked, not only the first two."""
     for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-        with socket.socket() as b:
+        with ExitStack() as held:
+            first = held.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
             try:
-                b.bind(("127.0.0.1", port + 1))
+                for offset in (1, 2):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
             except OSError:
                 continue
-        return int(port)
-    raise RuntimeError("no two consecutive free ports")
+        return port
+    raise RuntimeError("no three consecutive free ports")
 
 
 @pytest.fixture
@@ -42,7 +47,7 @@ def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[kafkactl.Broker
     base = kafkactl.BrokerConfig.from_env()
     cfg = kafkactl.BrokerConfig(
         home=tmp_path / "broker",
-        port=_free_port_pair(),
+        port=_free_ports(),
         cache_dir=base.cache_dir,
         kafka_home=base.kafka_home,
         kafka_version=base.kafka_version,
