@@ -82,9 +82,6 @@ class Task:
         """Produce a record in the open transaction (sized against `record_limit` first)."""
         self._send(topic, partition, key, value, headers)
 
-    emit = forward
-    """The former name of `forward`."""
-
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:
         """Up to `limit` stored keys greater than `after`, in order (a resumable full scan of
         the store; this turn's writes are not in it yet)."""

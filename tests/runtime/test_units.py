@@ -33,12 +33,12 @@ def test_a_unit_that_raises_leaves_nothing_behind_and_its_handler_runs() -> None
         t.put(b"before", b"changed", NOW + 5)
         t.put(b"new", b"x", None)
         t.cache[b"new"] = "decoded"
-        t.emit("history", 0, b"k", b"v", [])
+        t.forward("history", 0, b"k", b"v", [])
         raise RuntimeError("boom")
 
     def handler(exc: Exception) -> None:
         errors.append(exc)
-        t.emit("rejected", 0, b"k", b"why", [])
+        t.forward("rejected", 0, b"k", b"why", [])
 
     assert not t.attempt(work, handler)
     assert [str(e) for e in errors] == ["boom"]
@@ -53,7 +53,7 @@ def test_a_unit_that_succeeds_sends_its_records_in_order() -> None:
 
     def work() -> None:
         t.put(b"a", b"1", None)
-        t.emit("x", 0, b"a", b"v", [])
+        t.forward("x", 0, b"a", b"v", [])
 
     assert t.attempt(work, print)
     assert [o[0] for o in out] == ["changelog", "x"]
@@ -87,8 +87,8 @@ def test_a_record_too_large_is_refused_before_anything_is_sent() -> None:
     caught: list[Exception] = []
 
     def work() -> None:
-        t.emit("fine", 0, b"k", b"v" * 10, [])
-        t.emit("huge", 0, b"k", b"v" * 600, [("h", b"x" * 600)])  # value + header over 1 000
+        t.forward("fine", 0, b"k", b"v" * 10, [])
+        t.forward("huge", 0, b"k", b"v" * 600, [("h", b"x" * 600)])  # value + header over 1 000
 
     assert not t.attempt(work, caught.append)
     assert out == []
@@ -101,7 +101,7 @@ def test_a_failing_handler_is_undone_too_and_does_not_escape() -> None:
     t, out = task()
 
     def handler(exc: Exception) -> None:
-        t.emit("rejected", 0, b"k", b"v", [])
+        t.forward("rejected", 0, b"k", b"v", [])
         raise RuntimeError("handler too")
 
     def work() -> None:
