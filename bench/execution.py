@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import tempfile
@@ -75,6 +76,38 @@ class Stack:
     def stop(self) -> None:
         for proc in (*self.workers, self.reaper, self.scheduler):
             proc.stop()
+
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds (user + system) each process has used so far: the scheduler, the reaper,
+        and the workers summed."""
+        workers = sum(cpu_seconds(w) for w in self.workers)
+        return {
+            "scheduler": cpu_seconds(self.scheduler),
+            "reaper": cpu_seconds(self.reaper),
+            "workers": workers,
+        }
+
+
+def cpu_seconds(child: ChildProcess) -> float:
+    """User + system CPU of a running child, from /proc (Linux); 0 when it is not running."""
+    if child.proc is None or child.proc.poll() is not None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{child.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
+
+
+def cpu_per_execution_us(
+    before: dict[str, float], after: dict[str, float], executions: int
+) -> dict[str, float | None]:
+    """Each process's CPU from just before the due time until the last outcome, per execution
+    (idle polling in that window included), in microseconds."""
+    if executions <= 0:
+        return {name: None for name in before}
+    return {name: round((after[name] - before[name]) * 1e6 / executions) for name in before}
 
 
 def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
@@ -145,9 +178,16 @@ def throughput(
         print(f"throughput: {n} jobs with the Kafka topic target due at {due.isoformat()}")
         rate = load(settings, iter(jobs(n, due, lambda _i: KafkaTarget(topic="out"))))
         wait_ingested(settings, timeout_s=300)
+        until_due = (
+            (due - datetime.now(UTC)).total_seconds() - settings.dispatch_ahead_ms / 1000 - 1
+        )
+        if until_due > 0:  # the CPU window starts before the scheduler dispatches ahead
+            time.sleep(until_due)
+        cpu_before = stack.cpu_s()
         got = succeeded(
             settings, n, timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + n / 200)
         )
+        cpu_after = stack.cpu_s()
     finally:
         stack.stop()
     ids = [o.execution_id for o in got]
@@ -167,6 +207,7 @@ def throughput(
         "start_lateness_s": percentiles(lateness),
         "lost": n - len(first),
         "duplicated_outcomes": len(ids) - len(first),
+        "cpu_us_per_execution": cpu_per_execution_us(cpu_before, cpu_after, len(first)),
     }
 
 
