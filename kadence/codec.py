@@ -109,6 +109,8 @@ def _shape(model: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(fields holding a union of records, fields holding one nested model) of a model class."""
     unions, nested = [], []
     for name, info in model.model_fields.items():
+        if typing.get_origin(_plain(info.annotation)) is list:
+            continue  # arrays hold records without unions (HeldRange): nothing to name
         args = [a for a in typing.get_args(info.annotation) if a is not type(None)] or [
             info.annotation
         ]
@@ -118,6 +120,11 @@ def _shape(model: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         elif models:
             nested.append(name)
     return tuple(unions), tuple(nested)
+
+
+def _plain(tp: Any) -> Any:
+    """`tp` without its Annotated wrapper."""
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
 
 
 def _tag(value: BaseModel, datum: dict[str, Any]) -> dict[str, Any]:

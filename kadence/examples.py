@@ -15,10 +15,12 @@ from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
+    HeldRange,
     HistoryRecord,
     HttpTarget,
     LeaseEvent,
     LeaseEventKind,
+    LeaseSnapshot,
     OutcomeStatus,
     PauseJob,
     Rejected,
@@ -105,6 +107,15 @@ def examples() -> dict[str, WireModel]:
             at=T0.replace(second=18),
             expires_at=T0.replace(second=48),
             execution=ex,
+        ),
+        LeaseSnapshot(
+            worker_id="worker-1",
+            incarnation="4f2a9c",
+            at=T0.replace(second=18),
+            held=[
+                HeldRange(partition=3, start=1_204, count=1, ttl_ms=30_000),
+                HeldRange(partition=7, start=88, count=12, ttl_ms=60_000),
+            ],
         ),
         ExecutionOutcome(
             execution_id=_EXEC_ID,

@@ -33,6 +33,7 @@ from kadence.models import (
     ExecutionRevoked,
     HistoryRecord,
     LeaseEvent,
+    LeaseSnapshot,
     Rejected,
     ScheduleDefinition,
     WireModel,
@@ -147,12 +148,12 @@ REAPER_CHANGELOG = TopicSpec(
 )
 LEASES = TopicSpec(
     "leases",
-    "execution_id",
+    "worker_id/incarnation (snapshots) or execution_id (events of earlier releases)",
     "delete",
     PartitionGroup.jobs,
-    (LeaseEvent,),
+    (LeaseSnapshot, LeaseEvent),
     retention_ms=2 * DAY_MS,
-    purpose="worker claims and heartbeats, read by the reaper",
+    purpose="worker lease snapshots (claims and heartbeats by reference), read by the reaper",
 )
 OUTCOMES = TopicSpec(
     "outcomes",

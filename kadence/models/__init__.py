@@ -19,13 +19,16 @@ from kadence.models.commands import (
     TriggerNow,
 )
 from kadence.models.execution import (
+    MAX_HELD_RANGES,
     REDELIVERY_CAP_ERROR,
     ErrorInfo,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
+    HeldRange,
     LeaseEvent,
     LeaseEventKind,
+    LeaseSnapshot,
     OutcomeStatus,
     TriggerKind,
 )
@@ -52,6 +55,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
     ExecutionRequested,
     ExecutionRevoked,
     LeaseEvent,
+    LeaseSnapshot,
     ExecutionOutcome,
     HistoryRecord,
     DeadLetter,
@@ -61,6 +65,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
 
 __all__ = [
     "COMMAND_TYPES",
+    "MAX_HELD_RANGES",
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_MS",
     "RECORD_TYPES",
@@ -79,12 +84,14 @@ __all__ = [
     "ExecutionRequested",
     "ExecutionRevoked",
     "HandlerTarget",
+    "HeldRange",
     "HistoryRecord",
     "HttpTarget",
     "JitterMode",
     "KafkaTarget",
     "LeaseEvent",
     "LeaseEventKind",
+    "LeaseSnapshot",
     "MissedRunMode",
     "MissedRunPolicy",
     "OnceSchedule",

@@ -120,6 +120,47 @@ class LeaseEvent(WireModel):
     """On `acquired`: the execution itself, so the reaper can redeliver it if the lease expires."""
 
 
+MAX_HELD_RANGES = 4_096
+"""Ranges one LeaseSnapshot may list (a worker holds far fewer: its slots plus what it has
+claimed ahead, mostly consecutive offsets); keeps the record well under the broker's limit."""
+
+
+class HeldRange(WireModel):
+    """Consecutive offsets of one executions partition that a worker holds under one TTL."""
+
+    partition: Annotated[int, Field(ge=0)]
+    start: Annotated[int, Field(ge=0)]
+    """The first offset."""
+    count: Positive
+    ttl_ms: Positive
+    """Each lease in the range runs until the snapshot's `at` plus this."""
+
+
+class LeaseSnapshot(WireModel):
+    """Everything one worker process holds, by reference, as of one of its transactions.
+
+    Keyed by `worker_id/incarnation` on the leases topic. A worker writes one with every
+    transaction that claims, finishes or renews (at least every ttl/3): it is the heartbeat
+    that renews every lease it lists until `at + ttl_ms`. An execution the worker held and no
+    longer lists is released (its outcome went out in the same transaction). The reaper keeps
+    each incarnation's latest snapshot; when a listed lease expires it reads the execution back
+    from `executions` at (partition, offset) and redelivers it. No payload travels here.
+    """
+
+    avro_name = "LeaseSnapshot"
+
+    worker_id: WorkerId
+    incarnation: Identifier
+    """Random per worker process start: a restarted worker does not release what its previous
+    process held (those leases expire and are redelivered)."""
+    at: UtcDatetime
+    held: Annotated[list[HeldRange], Field(default_factory=list, max_length=MAX_HELD_RANGES)]
+
+    @property
+    def key(self) -> str:
+        return f"{self.worker_id}/{self.incarnation}"
+
+
 class OutcomeStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
