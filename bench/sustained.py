@@ -2,6 +2,8 @@
 
     python -m bench.sustained [--rates 100,200,400,600] [--seconds 60]   (make bench-sustained)
 
+    python -m bench.sustained --target handler|http   (in-process no-op handler; loopback HTTP)
+
 For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
 R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
 executions per second whether or not the workers keep up (open loop: the schedule does not
@@ -23,9 +25,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from apps.processes import ChildProcess
 from bench.execution import HANDLERS, Stack, succeeded
 from bench.scheduler import RESULTS, load, percentiles
-from kadence.models import CronSchedule, KafkaTarget, OverlapPolicy, ScheduleDefinition
+from kadence.models import (
+    CronSchedule,
+    HandlerTarget,
+    HttpTarget,
+    KafkaTarget,
+    OverlapPolicy,
+    ScheduleDefinition,
+)
+from kadence.models.schedule import Target
 from kadence.settings import KadenceSettings
 from kadence.topics import delete_namespace, provision
 
@@ -37,11 +48,13 @@ every job starts at once, so the look-ahead puts 30 s of executions on the topic
 seconds, and every tenant's first run creates its target topic."""
 
 
-def one_rate(base: KadenceSettings, rate: int, seconds: int) -> dict[str, Any]:
+def one_rate(
+    base: KadenceSettings, rate: int, seconds: int, target: Target, workers: int = 2
+) -> dict[str, Any]:
     settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
     provision(settings)
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
-    stack = Stack(settings, root, workers=2).start()
+    stack = Stack(settings, root, workers=workers).start()
     try:
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
         end = start + timedelta(seconds=seconds - 1)
@@ -51,7 +64,7 @@ def one_rate(base: KadenceSettings, rate: int, seconds: int) -> dict[str, Any]:
                 job_id=f"every-second-{i}",
                 version=1,
                 schedule=CronSchedule(expression="* * * * * *", start_at=start, end_at=end),
-                target=KafkaTarget(topic="out"),
+                target=target,
                 overlap=OverlapPolicy.allow,
             )
             for i in range(rate)
@@ -106,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="100,200,400,600")
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--target", choices=("kafka", "handler", "http"), default="kafka")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -113,24 +128,38 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap_servers=args.bootstrap,
         worker_concurrency=args.concurrency,
         handler_modules=[HANDLERS],
+        target_allow_cidrs=["127.0.0.1/32"],
     )
+    sink = None
+    target: Target = KafkaTarget(topic="out")
+    if args.target == "handler":
+        target = HandlerTarget(name="noop")
+    elif args.target == "http":
+        sink = ChildProcess("bench.http_sink", base).start()
+        target = HttpTarget(url=f"http://127.0.0.1:{sink.listening('http sink')}/")
     rows = []
-    for rate in (int(r) for r in args.rates.split(",")):
-        started = time.monotonic()
-        row = one_rate(base, rate, args.seconds)
-        row["wall_s"] = round(time.monotonic() - started, 1)
-        print(json.dumps(row, indent=2))
-        rows.append(row)
+    try:
+        for rate in (int(r) for r in args.rates.split(",")):
+            started = time.monotonic()
+            row = one_rate(base, rate, args.seconds, target, args.workers)
+            row["wall_s"] = round(time.monotonic() - started, 1)
+            print(json.dumps(row, indent=2))
+            rows.append(row)
+    finally:
+        if sink is not None:
+            sink.stop()
     knee = max((r["rate_per_s"] for r in rows if r["on_time"]), default=None)
     result = {
         "knee_per_s": knee,
-        "workers": 2,
+        "target": args.target,
+        "workers": args.workers,
         "worker_concurrency": args.concurrency,
         "rates": rows,
     }
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "sustained.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"knee: {knee}/s (p99 start lateness under {ON_TIME_S} s, no lag growth)")
+    suffix = "" if args.target == "kafka" else f"-{args.target}"
+    (args.results / f"sustained{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"knee ({args.target} target): {knee}/s (p99 under {ON_TIME_S} s, no lag growth)")
     return 0
 
 
