@@ -60,11 +60,15 @@ def test_noisy_neighbour_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
-    """B2, small: twenty jobs every second for twelve seconds are on time, none lost."""
-    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+@pytest.mark.parametrize("target", ["kafka", "http"])
+def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target: str) -> None:
+    """B2, small: twenty jobs every second for twelve seconds are on time, none lost (Kafka
+    topic target, and loopback HTTP through the benchmark's sink)."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path), "--target", target]
     assert bench_sustained.main(["--rates", "20", "--seconds", "12", *args]) == 0
-    result = json.loads((tmp_path / "sustained.json").read_text())
+    name = "sustained.json" if target == "kafka" else f"sustained-{target}.json"
+    result = json.loads((tmp_path / name).read_text())
+    assert result["target"] == target
     [row] = result["rates"]
     assert (row["rate_per_s"], row["expected"], row["lost"]) == (20, 240, 0)
     assert row["start_lateness_s"]["p50"] >= 0
