@@ -36,6 +36,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from apps.processes import ChildProcess
+from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
 from kadence.codec import Codec
 from kadence.models import (
@@ -76,6 +77,10 @@ class Stack:
     def stop(self) -> None:
         for proc in (*self.workers, self.reaper, self.scheduler):
             proc.stop()
+
+    def pids(self) -> dict[str, list[int]]:
+        procs = {"scheduler": [self.scheduler], "reaper": [self.reaper], "workers": self.workers}
+        return {k: [p.proc.pid for p in v if p.proc is not None] for k, v in procs.items()}
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds (user + system) each process has used so far: the scheduler, the reaper,
@@ -170,9 +175,10 @@ def jobs(
 
 
 def throughput(
-    settings: KadenceSettings, root: Path, n: int, workers: int, lead_s: int
+    settings: KadenceSettings, root: Path, n: int, workers: int, lead_s: int, *, profile: bool
 ) -> dict[str, Any]:
     stack = Stack(settings, root, workers).start()
+    sampler = None
     try:
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
         print(f"throughput: {n} jobs with the Kafka topic target due at {due.isoformat()}")
@@ -184,10 +190,13 @@ def throughput(
         if until_due > 0:  # the CPU window starts before the scheduler dispatches ahead
             time.sleep(until_due)
         cpu_before = stack.cpu_s()
+        if profile:
+            sampler = Sampler(root / "profile", stack.pids()).start()
         got = succeeded(
             settings, n, timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + n / 200)
         )
         cpu_after = stack.cpu_s()
+        profiled = sampler.stop(len({o.execution_id for o in got})) if sampler else None
     finally:
         stack.stop()
     ids = [o.execution_id for o in got]
@@ -208,6 +217,7 @@ def throughput(
         "lost": n - len(first),
         "duplicated_outcomes": len(ids) - len(first),
         "cpu_us_per_execution": cpu_per_execution_us(cpu_before, cpu_after, len(first)),
+        **({"py_spy": profiled} if profiled else {}),
     }
 
 
@@ -334,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         help="runs of one tenant per worker at most (default: half the slots; 0: no cap)",
     )
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--profile", action="store_true", help="throughput: sample with py-spy")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--lead", type=int, default=60, help="throughput: seconds from start to T")
@@ -352,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-exec-"))
     try:
         if args.mode == "throughput":
-            result = throughput(settings, root, args.jobs, args.workers, args.lead)
+            result = throughput(
+                settings, root, args.jobs, args.workers, args.lead, profile=args.profile
+            )
         elif args.mode == "noisy":
             result = noisy(
                 settings, root, args.jobs, small=args.small, each=args.each, lead_s=args.lead
