@@ -3,8 +3,10 @@
     python -m bench.execution throughput --jobs 10000 --profile   (needs `pip install py-spy`)
 
 py-spy samples a running process from outside (no change to its code, a few % overhead at
-the default rate) and skips idle threads, so samples / rate is the Python threads' busy time.
-librdkafka's native threads are not in it: the /proc figures of `cpu_us_per_execution` are
+the default rate). Only threads holding the GIL are sampled (`--gil`), so samples / rate is
+the time spent running Python (its idle detection alone counts threads blocked in a C call
+as busy: a first try showed the scheduler "busy" 4x its CPU). librdkafka's native threads and
+C calls that release the GIL are not in it: the /proc figures of `cpu_us_per_execution` are
 the whole process, these are the part the profile can name. Each process gets its total
 busy microseconds per execution, and the functions with the most self time and the most
 time below them (cumulative).
@@ -48,7 +50,8 @@ class Sampler:
         for name, pids in self.pids.items():
             for i, pid in enumerate(pids):
                 path = self.out / f"{name}-{i}.txt"
-                cmd = [binary, "record", "--nonblocking", "-r", str(self.rate_hz), "-f", "raw"]
+                cmd = [binary, "record", "--nonblocking", "--gil", "-r", str(self.rate_hz)]
+                cmd += ["-f", "raw"]
                 cmd += ["-o", str(path), "--pid", str(pid)]
                 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 self.procs.append((name, proc, path))
@@ -96,7 +99,7 @@ def summarize(stacks: Counter[str], rate_hz: int, executions: int) -> dict[str, 
         return [(f, round(n * per, 1)) for f, n in c.most_common(TOP)]
 
     return {
-        "python_busy_us_per_execution": round(total * per, 1),
+        "python_gil_us_per_execution": round(total * per, 1),
         "samples": total,
         "self_us_per_execution": top(own),
         "cumulative_us_per_execution": top(below),

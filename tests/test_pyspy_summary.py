@@ -21,7 +21,7 @@ def test_raw_stacks_are_counted_and_bad_lines_skipped() -> None:
 def test_busy_time_per_execution_and_self_and_cumulative_tops() -> None:
     # 100 samples at 100 Hz = 1 s busy, over 1 000 executions = 1 000 µs each
     summary = summarize(read_raw(RAW), rate_hz=100, executions=1_000)
-    assert summary["python_busy_us_per_execution"] == 1_000.0
+    assert summary["python_gil_us_per_execution"] == 1_000.0
     own = dict(summary["self_us_per_execution"])
     assert own["consume (kafkaio/x.py)"] == 600.0
     assert own["encode (kadence/codec.py)"] == 300.0
