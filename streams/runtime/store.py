@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
 _OFFSET_KEY = b"changelog-offset"
 
@@ -131,6 +131,9 @@ class RocksStore:
         self._db: Rdict | None = Rdict(str(path), options=opts, column_families=cfs)
         self._due = self._db.get_column_family_handle("due")
         self._meta = self._db.get_column_family_handle("meta")
+        self._due_view: Rdict | None = self._db.get_column_family("due")
+        """Kept open: dropping a column family view costs ~5 ms (a flush, it seems), and
+        `due_between` runs every turn (it was a reaper's main cost)."""
 
     @property
     def db(self) -> Rdict:
@@ -143,8 +146,13 @@ class RocksStore:
         return bytes(value) if value is not None else None
 
     def due_between(self, after_ms: int, until_ms: int) -> Iterator[tuple[int, bytes]]:
-        cf = self.db.get_column_family("due")
-        it = cf.iter()
+        if self._due_view is None:
+            raise RuntimeError(f"store {self.path} is closed")
+        bounds = ReadOptions()
+        # Stop at the window's end instead of walking deleted index entries (a reaper deletes
+        # one per released lease) up to the next live key.
+        bounds.set_iterate_upper_bound(struct.pack(">q", until_ms + 1))
+        it = self._due_view.iter(bounds)
         it.seek(struct.pack(">q", after_ms + 1))
         try:
             while it.valid():
@@ -155,7 +163,7 @@ class RocksStore:
                 yield wake, raw[8:]
                 it.next()
         finally:
-            del it, cf
+            del it
 
     def apply(self, batch: Batch) -> None:
         wb = WriteBatch(raw_mode=True)
@@ -209,6 +217,7 @@ class RocksStore:
     def close(self) -> None:
         if self._db is not None:
             del self._due, self._meta
+            self._due_view = None
             self._db.close()
             self._db = None
 
