@@ -226,6 +226,14 @@ def test_generated_records_encode_and_decode_alike(record: WireModel) -> None:
     check(record)
 
 
+def test_lengths_count_characters_not_bytes() -> None:
+    record = EXAMPLES["ExecutionOutcome"].model_copy(
+        update={"execution_id": "\U0001f600" * 400, "worker_id": "\u00e9" * 128}
+    )
+    check(record)
+    assert FAST.decode(FAST.encode(record)) == record
+
+
 def test_the_largest_lease_snapshot_agrees() -> None:
     held = [HeldRange(partition=i % 64, start=i, count=1, ttl_ms=30_000) for i in range(4_096)]
     check(LeaseSnapshot(worker_id="w", incarnation="i", at=datetime.now(UTC), held=held))
@@ -269,6 +277,10 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
         _datum("ExecutionRequested", payload=b"x" * (MAX_PAYLOAD_BYTES + 1)),
     ),
     "empty execution id": (ExecutionRequested, _datum("ExecutionRequested", execution_id="")),
+    "execution id of 401 characters": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", execution_id="\U0001f600" * 401),
+    ),
     "bad concurrency key": (
         ExecutionRequested,
         _datum("ExecutionRequested", concurrency_key="a b"),
