@@ -5,6 +5,11 @@ writer schema's canonical form, then the Avro binary body. The fingerprint names
 schema, so no registry service is needed: this build knows every schema version ever released
 (schemas/history/) and resolves old records to the current models.
 
+The records of the execution path (kadence/fast_models.py) are written and, in the current
+schema, read by code compiled from their schema (kadence/avro_fast.py): the same bytes and the
+same models, without pydantic or fastavro's per-call schema walk. Anything those cannot handle
+takes the generic path below.
+
 Every failure is a `DecodeError` subclass with a stable `code`; processors turn those into
 `rejected` records instead of crashing.
 """
@@ -25,6 +30,7 @@ from fastavro.schema import fingerprint as _fastavro_fingerprint
 from fastavro.schema import to_parsing_canonical_form
 from pydantic import BaseModel, ValidationError
 
+from kadence import avro_fast, fast_models
 from kadence.errors import (
     DecodeError,
     EmptyRecordError,
@@ -146,6 +152,17 @@ def _to_avro(value: BaseModel) -> dict[str, Any]:
     return _tag(value, value.model_dump())
 
 
+def _decode_fast(
+    data: bytes, read: avro_fast.Reader, build: fast_models.Builder
+) -> WireModel | None:
+    """The record, or None for the generic path to decode (or to name what is wrong)."""
+    try:
+        datum, end = read(data, HEADER_LEN)
+        return build(datum) if end == len(data) else None
+    except Exception:
+        return None
+
+
 def describe_validation_error(exc: ValidationError) -> list[str]:
     errors = []
     for err in exc.errors(include_url=False):
@@ -154,15 +171,51 @@ def describe_validation_error(exc: ValidationError) -> list[str]:
     return errors
 
 
-class Codec:
-    """Encodes models to Avro single-object bytes; decodes Avro or JSON back to models."""
+_COMPILED: dict[bytes, tuple[avro_fast.Writer, avro_fast.Reader]] = {}
+"""Compiled writer and reader by schema fingerprint (the fingerprint names the schema)."""
 
-    def __init__(self, schemas: SchemaSet | None = None) -> None:
+
+def _compiled(parsed: Any, fp: bytes) -> tuple[avro_fast.Writer, avro_fast.Reader] | None:
+    if fp not in _COMPILED:
+        try:
+            _COMPILED[fp] = (
+                avro_fast.compile_writer(parsed, MAGIC + fp),
+                avro_fast.compile_reader(parsed),
+            )
+        except avro_fast.UnsupportedSchemaError:
+            return None
+    return _COMPILED[fp]
+
+
+class Codec:
+    """Encodes models to Avro single-object bytes; decodes Avro or JSON back to models.
+
+    `fast=False` keeps every record on the generic path (benchmarks and equivalence tests).
+    """
+
+    def __init__(self, schemas: SchemaSet | None = None, *, fast: bool = True) -> None:
         self.schemas = schemas or SchemaSet()
+        self._writers: dict[type[WireModel], avro_fast.Writer] = {}
+        self._readers: dict[bytes, tuple[avro_fast.Reader, fast_models.Builder]] = {}
+        for model in fast_models.BUILDERS if fast else ():
+            parsed, fp = self.schemas.current[model.avro_fullname()]
+            compiled = _compiled(parsed, fp)
+            if compiled is None:
+                continue
+            self._writers[model] = compiled[0]
+            build = fast_models.builder(model)
+            if build is not None:
+                self._readers[fp] = (compiled[1], build)
 
     # -- encode ---------------------------------------------------------------------------
 
     def encode(self, record: WireModel) -> bytes:
+        writer = self._writers.get(type(record))
+        if writer is not None:
+            try:
+                return writer(record)
+            except Exception:  # noqa: S110 - the generic path answers or raises EncodeError
+                pass
         name = type(record).avro_fullname()
         try:
             parsed, fp = self.schemas.current[name]
@@ -236,6 +289,11 @@ class Codec:
                 "producer.",
                 fp,
             )
+        fast = self._readers.get(fp)
+        if fast is not None:
+            record = _decode_fast(data, *fast)
+            if record is not None:
+                return record
         reader, _ = self.schemas.current[writer.name]
         body = io.BytesIO(data[HEADER_LEN:])
         try:

@@ -1,0 +1,306 @@
+"""Avro binary writers and readers compiled to straight-line Python, one pair per schema.
+
+fastavro's schemaless writer and reader walk the schema on every call and the generic encode
+first dumps the model to a dict: per record that costs more than the bytes themselves. Here a
+parsed record schema becomes the source of two functions, built once:
+
+- a writer taking the model itself (attributes, not a dump) and returning the single-object
+  bytes (`C3 01`, fingerprint, body) exactly as `fastavro.schemaless_writer` writes them;
+- a reader taking those bytes and returning the datum fastavro's reader would return (the
+  writer schema is the reader schema: no resolution).
+
+Both cover what Kadence's hot records use (null, boolean, long, string, bytes, enum, record,
+array, map, unions of null and one type or of records, timestamp-millis) and raise
+`UnsupportedSchemaError` on anything else. At run time they raise on anything unusual (an int
+outside 64 bits, a naive datetime, an unknown union branch, a negative block count, bytes that
+end early): the codec then takes the generic path, which gives the authoritative answer or
+error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+Writer = Callable[[Any], bytes]
+Reader = Callable[[bytes, int], tuple[dict[str, Any], int]]
+"""(data, start) -> (datum, end): the caller checks that `end` is the end of the data."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_SMALL = [bytes([(n << 1) if n >= 0 else ((-n << 1) - 1)]) for n in range(-64, 64)]
+"""Zig-zag varints of -64..63: one byte each (lengths, counts, union and enum indexes)."""
+
+
+class UnsupportedSchemaError(Exception):
+    """The schema uses something these compilers do not handle: use the generic path."""
+
+
+def write_long(n: int) -> bytes:
+    """Avro long: zig-zag, then a little-endian base-128 varint."""
+    if -64 <= n < 64:
+        return _SMALL[n + 64]
+    if not _LONG_MIN <= n <= _LONG_MAX:
+        raise OverflowError(f"{n} does not fit an Avro long")
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def millis(value: datetime) -> int:
+    """timestamp-millis of an aware datetime, as fastavro computes it (naive ones raise)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def read_long(data: bytes, pos: int) -> tuple[int, int]:
+    c = data[pos]
+    pos += 1
+    if c < 0x80:
+        return (c >> 1) ^ -(c & 1), pos
+    z, shift = c & 0x7F, 7
+    while True:
+        c = data[pos]
+        pos += 1
+        z |= (c & 0x7F) << shift
+        if c < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+    if z >> 64:
+        raise ValueError("varint beyond 64 bits")
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def _timestamp(ms: int) -> datetime:
+    return _EPOCH + timedelta(0, 0, ms * 1000)
+
+
+class _Source:
+    """Python source being generated, with the constants it refers to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {
+            "write_long": write_long,
+            "millis": millis,
+            "read_long": read_long,
+            "timestamp": _timestamp,
+        }
+        self.named: dict[str, dict[str, Any]] = {}
+        self._n = 0
+
+    def var(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def const(self, value: Any) -> str:
+        name = self.var("K")
+        self.env[name] = value
+        return name
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def read_long(self, depth: int, target: str) -> None:
+        """Inline the one-byte case (lengths, indexes, small counts), call for the rest."""
+        self.emit(depth, f"{target} = b[p]")
+        self.emit(depth, f"if {target} < 0x80:")
+        self.emit(depth + 1, f"{target} = ({target} >> 1) ^ -({target} & 1)")
+        self.emit(depth + 1, "p += 1")
+        self.emit(depth, "else:")
+        self.emit(depth + 1, f"{target}, p = read_long(b, p)")
+
+    def resolve(self, schema: Any) -> Any:
+        """A schema with named-type references replaced by their definitions."""
+        if isinstance(schema, str) and schema in self.named:
+            return self.named[schema]
+        if isinstance(schema, dict) and schema.get("type") in ("record", "enum"):
+            self.named.setdefault(schema["name"], schema)
+        return schema
+
+    def function(self, name: str, signature: str) -> Callable[..., Any]:
+        source = f"def {name}({signature}):\n" + "\n".join(self.lines) + "\n"
+        exec(compile(source, f"<avro_fast {name}>", "exec"), self.env)  # noqa: S102 - our source
+        return self.env[name]  # type: ignore[no-any-return]
+
+
+def _kind(schema: Any) -> str:
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, list):
+        return "union"
+    if isinstance(schema, dict):
+        if schema.get("logicalType") == "timestamp-millis" and schema.get("type") == "long":
+            return "timestamp-millis"
+        kind = schema.get("type")
+        return kind if isinstance(kind, str) else "?"
+    return "?"
+
+
+# -- writer ------------------------------------------------------------------------------------
+
+
+def compile_writer(schema: dict[str, Any], header: bytes) -> Writer:
+    """The writer of `schema` (a parsed record schema), producing `header` + Avro body."""
+    src = _Source()
+    src.emit(1, "out = []")
+    src.emit(1, "w = out.append")
+    src.emit(1, f"w({src.const(header)})")
+    _write(src, schema, "record", 1)
+    src.emit(1, "return b''.join(out)")
+    return src.function("write", "record")
+
+
+def _write(src: _Source, schema: Any, value: str, depth: int) -> None:  # noqa: PLR0912
+    schema = src.resolve(schema)
+    kind = _kind(schema)
+    if kind == "null":
+        return
+    if kind == "boolean":
+        src.emit(depth, f"w(b'\\x01' if {value} else b'\\x00')")
+    elif kind == "long":
+        src.emit(depth, f"w(write_long({value}))")
+    elif kind == "timestamp-millis":
+        src.emit(depth, f"w(write_long(millis({value})))")
+    elif kind in ("string", "bytes"):
+        raw = src.var()
+        encode = ".encode()" if kind == "string" else ""
+        src.emit(depth, f"{raw} = {value}{encode}")
+        src.emit(depth, f"w(write_long(len({raw})))")
+        src.emit(depth, f"w({raw})")
+    elif kind == "enum":
+        indexes = {s: write_long(i) for i, s in enumerate(schema["symbols"])}
+        src.emit(depth, f"w({src.const(indexes)}[{value}])")
+    elif kind == "record":
+        for field in schema["fields"]:
+            if not field["name"].isidentifier():
+                raise UnsupportedSchemaError(f"field name {field['name']!r}")
+            member = src.var()
+            src.emit(depth, f"{member} = {value}.{field['name']}")
+            _write(src, field["type"], member, depth)
+    elif kind in ("array", "map"):
+        items = schema["items" if kind == "array" else "values"]
+        item, key = src.var(), src.var()
+        src.emit(depth, f"if {value}:")
+        src.emit(depth + 1, f"w(write_long(len({value})))")
+        if kind == "array":
+            src.emit(depth + 1, f"for {item} in {value}:")
+        else:
+            src.emit(depth + 1, f"for {key}, {item} in {value}.items():")
+            _write(src, "string", key, depth + 2)
+        _write(src, items, item, depth + 2)
+        src.emit(depth, "w(b'\\x00')")
+    elif kind == "union":
+        _write_union(src, schema, value, depth)
+    else:
+        raise UnsupportedSchemaError(f"Avro type {kind}")
+
+
+def _write_union(src: _Source, branches: list[Any], value: str, depth: int) -> None:
+    branches = [src.resolve(b) for b in branches]
+    kinds = [_kind(b) for b in branches]
+    if len(branches) == 2 and kinds[0] == "null" and kinds[1] != "union":
+        src.emit(depth, f"if {value} is None:")
+        src.emit(depth + 1, "w(b'\\x00')")
+        src.emit(depth, "else:")
+        src.emit(depth + 1, "w(b'\\x02')")
+        _write(src, branches[1], value, depth + 1)
+    elif kinds and all(k == "record" for k in kinds):
+        names = {b["name"]: i for i, b in enumerate(branches)}
+        index = src.var()
+        src.emit(depth, f"{index} = {src.const(names)}[{value}.avro_fullname()]")
+        for i, branch in enumerate(branches):
+            src.emit(depth, f"{'if' if i == 0 else 'elif'} {index} == {i}:")
+            src.emit(depth + 1, f"w({src.const(write_long(i))})")
+            _write(src, branch, value, depth + 1)
+    else:
+        raise UnsupportedSchemaError(f"union of {kinds}")
+
+
+# -- reader ------------------------------------------------------------------------------------
+
+
+def compile_reader(schema: dict[str, Any]) -> Reader:
+    """The reader of `schema` (a parsed record schema): Avro body -> fastavro's datum."""
+    src = _Source()
+    src.emit(1, "b = data")
+    _read(src, schema, "datum", 1)
+    src.emit(1, "return datum, p")
+    return src.function("read", "data, p")
+
+
+def _read(src: _Source, schema: Any, target: str, depth: int) -> None:
+    schema = src.resolve(schema)
+    kind = _kind(schema)
+    if kind == "null":
+        src.emit(depth, f"{target} = None")
+    elif kind == "boolean":
+        src.emit(depth, f"{target} = b[p]")
+        src.emit(depth, "p += 1")
+        src.emit(depth, f"if {target} > 1: raise ValueError('boolean byte')")
+        src.emit(depth, f"{target} = {target} == 1")
+    elif kind == "long":
+        src.read_long(depth, target)
+    elif kind == "timestamp-millis":
+        src.read_long(depth, target)
+        src.emit(depth, f"{target} = timestamp({target})")
+    elif kind in ("string", "bytes"):
+        size, end = src.var(), src.var()
+        src.read_long(depth, size)
+        src.emit(depth, f"{end} = p + {size}")
+        src.emit(depth, f"if {size} < 0 or {end} > len(b): raise EOFError('ends early')")
+        decode = ".decode()" if kind == "string" else ""
+        src.emit(depth, f"{target} = b[p:{end}]{decode}")
+        src.emit(depth, f"p = {end}")
+    elif kind == "enum":
+        symbols = dict(enumerate(schema["symbols"]))
+        src.read_long(depth, target)
+        src.emit(depth, f"{target} = {src.const(symbols)}[{target}]")
+    elif kind == "record":
+        members = []
+        for field in schema["fields"]:
+            member = src.var()
+            _read(src, field["type"], member, depth)
+            members.append(f"{field['name']!r}: {member}")
+        src.emit(depth, f"{target} = {{{', '.join(members)}}}")
+    elif kind in ("array", "map"):
+        _read_blocks(src, schema, kind, target, depth)
+    elif kind == "union":
+        _read_union(src, schema, target, depth)
+    else:
+        raise UnsupportedSchemaError(f"Avro type {kind}")
+
+
+def _read_blocks(src: _Source, schema: dict[str, Any], kind: str, target: str, depth: int) -> None:
+    """Arrays and maps come in blocks, each a count then items, ended by a zero count."""
+    count, item, key = src.var(), src.var(), src.var()
+    src.emit(depth, f"{target} = {'[]' if kind == 'array' else '{}'}")
+    src.read_long(depth, count)
+    src.emit(depth, f"while {count}:")
+    src.emit(depth + 1, f"if {count} < 0: raise ValueError('sized block')")
+    src.emit(depth + 1, f"for _ in range({count}):")
+    if kind == "array":
+        _read(src, schema["items"], item, depth + 2)
+        src.emit(depth + 2, f"{target}.append({item})")
+    else:
+        _read(src, "string", key, depth + 2)
+        _read(src, schema["values"], item, depth + 2)
+        src.emit(depth + 2, f"{target}[{key}] = {item}")
+    src.read_long(depth + 1, count)
+
+
+def _read_union(src: _Source, branches: list[Any], target: str, depth: int) -> None:
+    index = src.var()
+    src.read_long(depth, index)
+    for i, branch in enumerate(branches):
+        src.emit(depth, f"{'if' if i == 0 else 'elif'} {index} == {i}:")
+        _read(src, branch, target, depth + 1)
+    src.emit(depth, "else:")
+    src.emit(depth + 1, "raise ValueError('union branch')")

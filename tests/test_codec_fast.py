@@ -1,0 +1,364 @@
+"""The compiled codecs of the hot records (kadence/avro_fast.py, kadence/fast_models.py) agree
+with the generic path: the same bytes out, the same models in, the same errors for bad input."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kadence import fast_models
+from kadence.codec import HEADER_LEN, MAGIC, Codec
+from kadence.errors import DecodeError, InvalidRecordError
+from kadence.examples import examples
+from kadence.models import (
+    Decision,
+    ErrorInfo,
+    ExecutionOutcome,
+    ExecutionRequested,
+    HandlerTarget,
+    HeldRange,
+    HistoryRecord,
+    HttpTarget,
+    KafkaTarget,
+    LeaseEvent,
+    LeaseEventKind,
+    LeaseSnapshot,
+    OutcomeStatus,
+    TriggerKind,
+    WireModel,
+)
+from kadence.models.base import MAX_PAYLOAD_BYTES
+from kadence.schema_files import schemas_dir
+
+FAST = Codec()
+SLOW = Codec(fast=False)
+HOT = tuple(fast_models.BUILDERS)
+EXAMPLES = examples()
+
+
+def _same(a: WireModel, b: WireModel) -> None:
+    """Equal as models, and built alike: same classes, same fields set, same dump."""
+    assert a == b
+    assert type(a) is type(b)
+    assert a.model_fields_set == b.model_fields_set
+    assert a.model_dump() == b.model_dump()
+
+
+def check(record: WireModel) -> None:
+    data = SLOW.encode(record)
+    assert FAST.encode(record) == data
+    _same(FAST.decode(data), SLOW.decode(data))
+
+
+def test_every_hot_record_type_has_a_compiled_writer_and_reader() -> None:
+    for model in HOT:
+        fp = FAST.schema_fingerprint(model)
+        assert model in FAST._writers
+        assert fp in FAST._readers, f"{model.__name__}: builder missing or its signature stale"
+    assert not SLOW._writers
+    assert not SLOW._readers
+
+
+def test_a_changed_model_falls_back_to_pydantic(monkeypatch: pytest.MonkeyPatch) -> None:
+    model: type[WireModel] = ExecutionRequested
+    monkeypatch.setitem(fast_models.SIGNATURES, model, "0" * 16)
+    assert fast_models.builder(ExecutionRequested) is None
+    codec = Codec()
+    assert codec.schema_fingerprint(ExecutionRequested) not in codec._readers
+    check(EXAMPLES["ExecutionRequested"])
+
+
+def test_the_fast_path_does_not_validate_with_pydantic(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = {m: FAST.encode(EXAMPLES[m.avro_name]) for m in HOT}
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("pydantic validation on the fast path")
+
+    for model in HOT:
+        monkeypatch.setattr(model, "model_validate", refuse)
+    for model in HOT:
+        assert FAST.decode(data[model]) == EXAMPLES[model.avro_name]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((schemas_dir() / "history").glob("*/v*.bin")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_kept_records_encode_and_decode_alike(path: Path) -> None:
+    data = path.read_bytes()
+    record = SLOW.decode(data)
+    if type(record) not in HOT:
+        return
+    _same(FAST.decode(data), record)
+    assert FAST.encode(record) == SLOW.encode(record)
+    if data[2:HEADER_LEN] == FAST.schema_fingerprint(type(record)):
+        assert FAST.encode(record) == data
+
+
+@pytest.mark.parametrize("name", [m.avro_name for m in HOT])
+def test_examples_agree(name: str) -> None:
+    check(EXAMPLES[name])
+
+
+# -- property-generated records ---------------------------------------------------------------
+
+idents = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", fullmatch=True)
+texts = st.text(max_size=40)
+zones = st.sampled_from(
+    [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8))]
+)
+instants = st.datetimes(
+    min_value=datetime(1900, 1, 1), max_value=datetime(2400, 1, 1), timezones=zones
+)
+positives = st.one_of(st.integers(1, 10), st.integers(1, 2**63 - 1))
+payloads = st.one_of(st.binary(max_size=64), st.just(b""), st.just(b"\xff" * MAX_PAYLOAD_BYTES))
+targets = st.one_of(
+    st.builds(
+        HttpTarget,
+        url=st.sampled_from(["https://x.example/run", "http://10.0.0.1:8080/é?q=1"]),
+        method=st.sampled_from(["POST", "PUT"]),
+        headers=st.dictionaries(st.from_regex(r"X-[a-z]{1,8}", fullmatch=True), texts, max_size=3),
+        secret_ref=st.none() | idents,
+    ),
+    st.builds(KafkaTarget, topic=st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True)),
+    st.builds(HandlerTarget, name=idents),
+)
+errors = st.none() | st.builds(
+    ErrorInfo, type=texts, message=st.text(max_size=300), code=st.none() | st.text(max_size=64)
+)
+executions = st.builds(
+    ExecutionRequested,
+    execution_id=st.text(min_size=1, max_size=400),
+    tenant=idents,
+    job_id=idents,
+    definition_version=positives,
+    attempt=positives,
+    delivery=positives,
+    trigger=st.sampled_from(TriggerKind),
+    nominal_at=instants,
+    due_at=instants,
+    dispatched_at=instants,
+    target=targets,
+    payload=payloads,
+    content_type=texts,
+    timeout_ms=positives,
+    lease_ttl_ms=positives,
+    concurrency_key=st.none() | idents,
+)
+ids = st.text(min_size=1, max_size=400)
+workers = st.text(min_size=1, max_size=128)
+records = st.one_of(
+    executions,
+    st.builds(
+        ExecutionOutcome,
+        execution_id=ids,
+        tenant=idents,
+        job_id=idents,
+        attempt=positives,
+        delivery=positives,
+        worker_id=workers,
+        status=st.sampled_from(OutcomeStatus),
+        retryable=st.booleans(),
+        error=errors,
+        nominal_at=instants,
+        due_at=instants,
+        started_at=instants,
+        finished_at=instants,
+    ),
+    st.builds(
+        HistoryRecord,
+        tenant=idents,
+        job_id=idents,
+        decision=st.sampled_from(Decision),
+        at=instants,
+        execution_id=st.none() | texts,
+        nominal_at=st.none() | instants,
+        due_at=st.none() | instants,
+        attempt=st.none() | st.integers(-(2**63), 2**63 - 1),
+        delivery=st.none() | st.integers(-5, 5),
+        reason=st.text(max_size=2048),
+        error=errors,
+        details=st.dictionaries(texts, texts, max_size=4),
+    ),
+    st.builds(
+        LeaseEvent,
+        execution_id=ids,
+        tenant=idents,
+        job_id=idents,
+        attempt=positives,
+        delivery=positives,
+        worker_id=workers,
+        event=st.sampled_from(LeaseEventKind),
+        at=instants,
+        expires_at=instants,
+        execution=st.none() | executions,
+    ),
+    st.builds(
+        LeaseSnapshot,
+        worker_id=workers,
+        incarnation=idents,
+        at=instants,
+        held=st.lists(
+            st.builds(
+                HeldRange,
+                partition=st.integers(0, 2**63 - 1),
+                start=st.integers(0, 2**63 - 1),
+                count=positives,
+                ttl_ms=positives,
+            ),
+            max_size=5,
+        ),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(records)
+def test_generated_records_encode_and_decode_alike(record: WireModel) -> None:
+    check(record)
+
+
+def test_lengths_count_characters_not_bytes() -> None:
+    record = EXAMPLES["ExecutionOutcome"].model_copy(
+        update={"execution_id": "\U0001f600" * 400, "worker_id": "\u00e9" * 128}
+    )
+    check(record)
+    assert FAST.decode(FAST.encode(record)) == record
+
+
+def test_the_largest_lease_snapshot_agrees() -> None:
+    held = [HeldRange(partition=i % 64, start=i, count=1, ttl_ms=30_000) for i in range(4_096)]
+    check(LeaseSnapshot(worker_id="w", incarnation="i", at=datetime.now(UTC), held=held))
+
+
+def test_an_int_beyond_64_bits_fails_as_before() -> None:
+    record = EXAMPLES["ExecutionRequested"].model_copy(update={"attempt": 2**63})
+    with pytest.raises(OverflowError):
+        SLOW.encode(record)
+    with pytest.raises(OverflowError):
+        FAST.encode(record)
+
+
+# -- hostile input -----------------------------------------------------------------------------
+
+
+def _forge(model: type[WireModel], datum: dict[str, Any]) -> bytes:
+    """Bytes fastavro writes for `datum` with the current schema (no model to stop it)."""
+    parsed, fp = FAST.schemas.current[model.avro_fullname()]
+    buf = io.BytesIO()
+    buf.write(MAGIC + fp)
+    fastavro.schemaless_writer(buf, parsed, datum)
+    return buf.getvalue()
+
+
+def _datum(name: str, **changes: Any) -> dict[str, Any]:
+    datum = EXAMPLES[name].model_dump()
+    if "target" in datum:
+        datum["target"] = ("kadence.HttpTarget", datum["target"])
+    datum.update(changes)
+    return datum
+
+
+HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
+    "bad tenant": (ExecutionRequested, _datum("ExecutionRequested", tenant="acme/evil")),
+    "tenant with newline": (ExecutionRequested, _datum("ExecutionRequested", tenant="acme\n")),
+    "delivery 0": (ExecutionRequested, _datum("ExecutionRequested", delivery=0)),
+    "negative timeout": (ExecutionRequested, _datum("ExecutionRequested", timeout_ms=-1)),
+    "oversized payload": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", payload=b"x" * (MAX_PAYLOAD_BYTES + 1)),
+    ),
+    "empty execution id": (ExecutionRequested, _datum("ExecutionRequested", execution_id="")),
+    "execution id of 401 characters": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", execution_id="\U0001f600" * 401),
+    ),
+    "bad concurrency key": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", concurrency_key="a b"),
+    ),
+    "credentials in url": (
+        ExecutionRequested,
+        _datum(
+            "ExecutionRequested",
+            target=("kadence.HttpTarget", {"kind": "http", "url": "https://u:p@x.example/"}),
+        ),
+    ),
+    "target kind of another branch": (
+        ExecutionRequested,
+        _datum(
+            "ExecutionRequested", target=("kadence.KafkaTarget", {"kind": "http", "topic": "t"})
+        ),
+    ),
+    "outcome attempt 0": (ExecutionOutcome, {**_datum("ExecutionOutcome"), "attempt": 0}),
+    "long worker id": (ExecutionOutcome, {**_datum("ExecutionOutcome"), "worker_id": "w" * 129}),
+    "long error code": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", error={"type": "t", "message": "m", "code": "c" * 65}),
+    ),
+    "history bad job id": (HistoryRecord, _datum("HistoryRecord", job_id="-job")),
+    "history long reason": (HistoryRecord, _datum("HistoryRecord", reason="r" * 2049)),
+    "lease bad execution": (
+        LeaseEvent,
+        _datum("LeaseEvent", execution={**_datum("ExecutionRequested"), "delivery": 0}),
+    ),
+    "lease empty worker": (LeaseEvent, _datum("LeaseEvent", worker_id="")),
+    "snapshot negative partition": (
+        LeaseSnapshot,
+        _datum("LeaseSnapshot", held=[{"partition": -1, "start": 0, "count": 1, "ttl_ms": 1}]),
+    ),
+    "snapshot count 0": (
+        LeaseSnapshot,
+        _datum("LeaseSnapshot", held=[{"partition": 0, "start": 0, "count": 0, "ttl_ms": 1}]),
+    ),
+    "snapshot too many ranges": (
+        LeaseSnapshot,
+        _datum(
+            "LeaseSnapshot",
+            held=[{"partition": 0, "start": i, "count": 1, "ttl_ms": 1} for i in range(4_097)],
+        ),
+    ),
+    "snapshot bad incarnation": (LeaseSnapshot, _datum("LeaseSnapshot", incarnation="a/b")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_record_breaking_a_rule_is_rejected_as_before(case: str) -> None:
+    model, datum = HOSTILE[case]
+    data = _forge(model, datum)
+    with pytest.raises(InvalidRecordError) as slow:
+        SLOW.decode(data)
+    with pytest.raises(InvalidRecordError) as fast:
+        FAST.decode(data)
+    assert fast.value.code == slow.value.code == "invalid_record"
+    assert fast.value.errors == slow.value.errors
+    assert str(fast.value) == str(slow.value)
+
+
+def _outcome(codec: Codec, data: bytes) -> object:
+    try:
+        return codec.decode(data).model_dump()
+    except DecodeError as exc:
+        return exc.code
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from([m.avro_name for m in HOT]),
+    pos=st.integers(min_value=HEADER_LEN),
+    flip=st.integers(1, 255),
+    cut=st.integers(0, 8),
+)
+def test_damaged_bytes_decode_alike(name: str, pos: int, flip: int, cut: int) -> None:
+    data = bytearray(SLOW.encode(EXAMPLES[name]))
+    data[HEADER_LEN + pos % (len(data) - HEADER_LEN)] ^= flip
+    damaged = bytes(data[: len(data) - cut])
+    assert _outcome(FAST, damaged) == _outcome(SLOW, damaged)
