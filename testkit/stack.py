@@ -73,15 +73,13 @@ class Stack:
 
     @classmethod
     def start(cls, settings: KadenceSettings, tmp: Path, workers: int = 1) -> Stack:
-        """Every process serves metrics on a port it picks (the first worker only; read them
-        with `*_metrics`). If one fails to start, the ones already started are stopped."""
+        """Every process serves metrics on a port it picks (read them with `*_metrics`, or
+        `runs_started` for any worker). If one fails to start, the ones already started are
+        stopped."""
         with ExitStack() as started:
             sched = SchedulerProcess(settings, "s", tmp / "sched", metrics_port=ANY_PORT)
             reaper = ReaperProcess(settings, tmp / "reaper", ANY_PORT)
-            ws = [
-                WorkerProcess(settings, f"w{i}", tmp, ANY_PORT if i == 0 else 0)
-                for i in range(workers)
-            ]
+            ws = [WorkerProcess(settings, f"w{i}", tmp, ANY_PORT) for i in range(workers)]
             for proc in [sched, reaper, *ws]:
                 started.callback(proc.stop)
                 proc.start()
@@ -135,6 +133,16 @@ def dead_letters(
     settings: KadenceSettings, expect: int = 1, timeout_s: float = 60
 ) -> list[DeadLetter]:
     return records(settings, Topics(settings).dead_letter, DeadLetter, expect, timeout_s)
+
+
+def runs_started(worker: ChildProcess) -> float:
+    """Executions a worker process started (its metrics: it must serve them): counted as each
+    run starts, after its claim committed and before its target is called."""
+    port = worker.listening("metrics")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    name = "kadence_worker_executions_started_total"
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
 
 
 def until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:

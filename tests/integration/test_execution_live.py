@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from apps.processes import ChildProcess
 from kadence.client import KadenceClient
+from kadence.metrics import ANY_PORT
 from kadence.models import (
     CancelRun,
     Decision,
@@ -44,6 +45,7 @@ from testkit.stack import (
     execution_settings,
     history,
     outcomes,
+    runs_started,
     until,
 )
 from testkit.target_server import TargetServer
@@ -179,10 +181,9 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_newer_delivery(
     stack = Stack.start(xsettings, tmp_path, workers=2)
     try:
         put(xsettings, once("paused-worker", f"{server.url}/slow?s=6", timeout_ms=60_000))
-        [first] = server.wait(1, "/slow", timeout_s=60)
-        started = f"started {first.headers['idempotency-key']} delivery 1"
+        server.wait(1, "/slow", timeout_s=60)  # delivery 1 runs: its worker counted it
         paused = until(
-            lambda: next((w for w in stack.workers if started in w.output()), None), 10, "holder"
+            lambda: next((w for w in stack.workers if runs_started(w)), None), 10, "holder"
         )
         others = [w for w in stack.workers if w is not paused]
         paused.signal(signal.SIGSTOP)
@@ -400,7 +401,7 @@ def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_not_dropped(
     reaper = ReaperProcess(xsettings, tmp_path / "reaper")
     worker = ChildProcess(
         "apps.worker",
-        xsettings.model_copy(update={"instance_id": "w0"}),
+        xsettings.model_copy(update={"instance_id": "w0", "metrics_port": ANY_PORT}),
         log=tmp_path / "worker.log",
         session_timeout_ms=20_000,  # the pause below does not cost the worker its partitions
     )
@@ -414,7 +415,7 @@ def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_not_dropped(
             update={"target": HandlerTarget(name="stubborn"), "payload": b"14"}
         )
         put(xsettings, ScheduleDefinition.model_validate(job.model_dump()))
-        worker.wait_for("started acme/lost-lease", timeout=60)
+        until(lambda: runs_started(worker), 60, "the run started")
         worker.signal(signal.SIGSTOP)
         time.sleep(8)  # past the 3 s lease and the reaper's grace: delivery 2 is written
         worker.signal(signal.SIGCONT)  # its run goes on 5 s more: it ignores the stop
