@@ -8,6 +8,8 @@ One thread does all Kafka work, in short transactions of one transactional produ
   redelivers an execution whose outcome was written.
 Invocations run on a bounded thread pool. A run whose lease expires before a renewal commits is
 stopped (self-fencing) and reports `lease_lost`, which the scheduler records but does not apply.
+A turn's cost does not grow with the runs in flight (streams/worker/inflight.py): finished runs
+are pushed to the loop, renewals and expiries come off a heap of deadlines.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -45,8 +46,10 @@ from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork, invoke
 from streams.worker.inbox import Fairness, Inbox
+from streams.worker.inflight import InFlight
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.records import lease_event, outcome_of
+from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
 OFFSET_COMMIT_INTERVAL_MS = 1_000
@@ -73,7 +76,9 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
         self.inbox = Inbox(Fairness.of(settings))
-        self.runs: dict[str, ActiveRun] = {}
+        self.inflight = InFlight(self.metrics)
+        self.runs = self.inflight.runs
+        self.summary = RunSummary(clock.now_ms())
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
@@ -124,17 +129,22 @@ class Worker:
         next_due = self.inbox.next_due_ms()
         soon = next_due is not None and next_due - self.clock.now_ms() < poll_s * 1000
         wait = min(poll_s, 0.005) if self.runs or soon else poll_s  # work at hand: spin faster
-        msgs = self.consumer.consume(num_messages=500, timeout=wait)
+        if self.runs:  # a finished run cuts the wait short (the consumer cannot be woken)
+            msgs = self.consumer.consume(num_messages=500, timeout=0)
+            if not msgs:
+                self.inflight.wait(wait)
+        else:
+            msgs = self.consumer.consume(num_messages=500, timeout=wait)
         self.lag.update(self.consumer)
         for msg in msgs:
             self._read(msg)
         now = self.clock.now_ms()
         self._police(now)
+        self.inflight.collect()
         txn = TxnWork()
         free = self.settings.worker_concurrency - len(self.runs)
-        running = Counter(r.item.execution.tenant for r in self.runs.values())
         claiming: set[str] = set()
-        for item in self.inbox.due(now, max(0, free), running):
+        for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
             ex = item.execution
             if ex.execution_id in self.runs or ex.execution_id in claiming:
                 self.inbox.hold(item)  # a newer delivery of a run of ours that lost its lease:
@@ -144,22 +154,13 @@ class Worker:
             renew_every = max(1, ex.lease_ttl_ms // 3)
             run = ActiveRun(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
             txn.claims.append(run)
-        for run in self.runs.values():
-            if run.future is None or run.lease_lost:
-                continue
-            if run.future.done():
-                txn.finished.append((run, run.future.result()))
-            elif now >= run.next_renew_ms:
-                txn.renewals.append(run)
+        self.inflight.report(txn)
         offsets = self.inbox.offsets()
         moved = offsets != self._last_offsets
         periodic = moved and now - self._last_commit_ms >= OFFSET_COMMIT_INTERVAL_MS
-        lost = [r for r in self.runs.values() if r.lease_lost and r.future and r.future.done()]
-        for run in lost:
-            assert run.future is not None
-            txn.finished.append((run, run.future.result()))
         if txn.claims or txn.renewals or txn.finished or self._rejects or periodic:
             self._commit(txn, now, offsets)
+        self.summary.tick(now, len(self.runs))
 
     def _read(self, msg: MessageLike) -> None:
         err = msg.error()
@@ -214,23 +215,9 @@ class Worker:
                 log.exception("target %s could not prepare %s", ex.target.kind, ex.execution_id)
 
     def _police(self, now: int) -> None:
-        """Self-fence runs whose lease ran out (finished ones too: an outcome not committed
-        before the lease expired is stale, the reaper has handed the run on); stop runs past
-        their timeout."""
-        for run in self.runs.values():
-            if run.future is None:
-                continue
-            if not run.lease_lost and now >= run.lease_expires_ms:
-                log.warning(
-                    "lease of %s expired before a renewal or the outcome committed: %s",
-                    run.execution.execution_id,
-                    "reporting lease_lost" if run.future.done() else "stopping it",
-                )
-                run.lease_lost = True
-                run.stop.set(OutcomeStatus.lease_lost)
-                self.metrics.lease_lost.inc()
-            elif not run.future.done() and now >= run.started_ms + run.execution.timeout_ms:
-                run.stop.set(OutcomeStatus.timed_out)
+        """Self-fence runs whose lease ran out, stop runs past their timeout, note the renewals
+        due (only runs with a deadline by `now` are looked at: InFlight.police)."""
+        self.inflight.police(now)
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -267,9 +254,9 @@ class Worker:
             run.lease_expires_ms = now + run.execution.lease_ttl_ms
             run.next_renew_ms = now + max(1, run.execution.lease_ttl_ms // 3)
             self.metrics.renewals.inc()
+            self.inflight.renewed(run)
         for run, result in txn.finished:
-            self.runs.pop(run.execution.execution_id, None)
-            self.metrics.finished(run.execution.tenant, result.status.value)
+            self._ended(run, result)
         for run in txn.claims:
             self._start(run, now)
 
@@ -282,9 +269,8 @@ class Worker:
 
     def _start(self, run: ActiveRun, now: int) -> None:
         ex = run.execution
-        self.runs[ex.execution_id] = run
         lateness_s = max(0, now - run.item.due_ms) / 1000
-        log.info(
+        log.debug(
             "started %s delivery %d attempt %d (%.3f s after due)",
             ex.execution_id,
             ex.delivery,
@@ -292,15 +278,25 @@ class Worker:
             lateness_s,
         )
         self.metrics.started(ex.tenant, lateness_s)
+        self.summary.started(lateness_s)
         caller = self.targets.get(ex.target.kind)
         deadline = time.monotonic() + ex.timeout_ms / 1000
+        future: Future[Result]
         if caller is None:
             why = f"this worker has no {ex.target.kind!r} target"
-            result = Result.failed("UnsupportedTarget", why, retryable=True)
-            run.future = Future()
-            run.future.set_result(result)
-            return
-        run.future = self.pool.submit(invoke, caller, ex, run.stop, deadline)
+            future = Future()
+            future.set_result(Result.failed("UnsupportedTarget", why, retryable=True))
+        else:
+            future = self.pool.submit(invoke, caller, ex, run.stop, deadline)
+        self.inflight.started(run, future)
+
+    def _ended(self, run: ActiveRun, result: Result) -> None:
+        """The outcome of `run` committed."""
+        ex = run.execution
+        self.inflight.ended(run)
+        self.metrics.finished(ex.tenant, result.status.value)
+        self.summary.finished(result.status.value)
+        log.debug("finished %s delivery %d: %s", ex.execution_id, ex.delivery, result.status.value)
 
     # -- records -----------------------------------------------------------------------------
 
@@ -353,15 +349,12 @@ class Worker:
         while self.runs and time.monotonic() < deadline:
             now = self.clock.now_ms()
             self._police(now)
+            self.inflight.collect()
             txn = TxnWork()
-            for run in self.runs.values():
-                if run.future is not None and run.future.done():
-                    txn.finished.append((run, run.future.result()))
-                elif now >= run.next_renew_ms and not run.lease_lost:
-                    txn.renewals.append(run)
+            self.inflight.report(txn)
             if txn.finished or txn.renewals:
                 self._commit(txn, now, self.inbox.offsets())
-            time.sleep(0.05)
+            self.inflight.wait(0.05)
         if self.runs:
             log.warning(
                 "%d runs still going at shutdown; their leases expire and the reaper "

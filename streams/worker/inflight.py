@@ -1,0 +1,135 @@
+"""The runs a worker holds, from a committed claim until their outcome commits.
+
+What a turn needs of them costs in proportion to what happened, not to the runs in flight:
+- a finished invocation queues its run and wakes the loop (`completed`, on the invocation's
+  thread); the loop takes the queue in (`collect`), no future is polled;
+- renewals, lease expiries and timeouts come off a heap of deadlines (`police`);
+- the runs by tenant (for the tenants' caps) are counted as runs start and end.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import Counter
+from concurrent.futures import Future
+
+from kadence.models import OutcomeStatus
+from kadence.targets import Result
+from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.deadlines import Deadlines, Due
+from streams.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class InFlight:
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self.metrics = metrics
+        self.runs: dict[str, ActiveRun] = {}
+        """execution id -> the run, until its outcome commits."""
+        self.by_tenant: Counter[str] = Counter()
+        self._completed: queue.SimpleQueue[ActiveRun] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._done: dict[str, ActiveRun] = {}
+        """Finished runs whose outcome has not committed yet."""
+        self._renewing: dict[str, ActiveRun] = {}
+        """Runs whose renewal is due and has not committed yet."""
+        self._deadlines = Deadlines()
+
+    def alive(self, run: ActiveRun) -> bool:
+        """`run` is still ours: started, and its outcome not yet committed."""
+        return self.runs.get(run.execution.execution_id) is run
+
+    # -- a run's life ------------------------------------------------------------------------
+
+    def started(self, run: ActiveRun, future: Future[Result]) -> None:
+        """`run`'s claim committed and its invocation is under way (or already done)."""
+        ex = run.execution
+        run.future = future
+        self.runs[ex.execution_id] = run
+        self.by_tenant[ex.tenant] += 1
+        self._deadlines.started(run)
+        future.add_done_callback(lambda f: self.completed(run, f))
+
+    def completed(self, run: ActiveRun, future: Future[Result]) -> None:
+        """On the invocation's thread: queue the finished run and wake the loop."""
+        if not future.cancelled():  # cancelled: the pool was shut down with the worker
+            self._completed.put(run)
+            self._wake.set()
+
+    def renewed(self, run: ActiveRun) -> None:
+        """A renewal of `run` committed (its lease times have moved on)."""
+        if self._renewing.get(run.execution.execution_id) is run:
+            del self._renewing[run.execution.execution_id]
+        self._deadlines.renewed(run)
+
+    def ended(self, run: ActiveRun) -> None:
+        """The outcome of `run` committed: it is no longer ours."""
+        ex = run.execution
+        if self.runs.get(ex.execution_id) is run:
+            del self.runs[ex.execution_id]
+            self.by_tenant[ex.tenant] -= 1
+            if not self.by_tenant[ex.tenant]:
+                del self.by_tenant[ex.tenant]
+        self._done.pop(ex.execution_id, None)
+        self._renewing.pop(ex.execution_id, None)
+        self._deadlines.forget_ended(self.alive)
+
+    # -- a turn ------------------------------------------------------------------------------
+
+    def wait(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s`, less if a run finishes meanwhile."""
+        if timeout_s > 0 and self._completed.empty():
+            self._wake.wait(timeout_s)
+        self._wake.clear()  # before `collect` drains the queue: no completion is missed
+
+    def collect(self) -> None:
+        """Take in the runs that finished since the last turn."""
+        while True:
+            try:
+                run = self._completed.get_nowait()
+            except queue.Empty:
+                return
+            if self.alive(run):
+                self._done[run.execution.execution_id] = run
+                self._renewing.pop(run.execution.execution_id, None)
+
+    def police(self, now: int) -> None:
+        """Self-fence runs whose lease ran out (finished ones too: an outcome not committed
+        before the lease expired is stale, the reaper has handed the run on); stop runs past
+        their timeout; note the runs whose renewal is due. Only runs with a deadline by `now`
+        are looked at; an entry a renewal has since moved on is out of date and skipped."""
+        for due, run in self._deadlines.due(now):
+            if not self.alive(run) or run.future is None:
+                continue
+            if due is Due.expire:
+                if not run.lease_lost and now >= run.lease_expires_ms:
+                    self._fence(run)
+            elif due is Due.timeout:
+                if not run.future.done():
+                    run.stop.set(OutcomeStatus.timed_out)
+            elif not run.lease_lost and not run.future.done() and now >= run.next_renew_ms:
+                self._renewing[run.execution.execution_id] = run
+
+    def _fence(self, run: ActiveRun) -> None:
+        assert run.future is not None
+        log.warning(
+            "lease of %s expired before a renewal or the outcome committed: %s",
+            run.execution.execution_id,
+            "reporting lease_lost" if run.future.done() else "stopping it",
+        )
+        run.lease_lost = True
+        run.stop.set(OutcomeStatus.lease_lost)
+        self._renewing.pop(run.execution.execution_id, None)
+        self.metrics.lease_lost.inc()
+
+    def report(self, txn: TxnWork) -> None:
+        """Add the renewals and outcomes due to `txn`: runs whose renewal is due, and finished
+        runs (until their outcome commits; the caller writes a lost lease's outcome but does
+        not release it)."""
+        txn.renewals.extend(self._renewing.values())
+        for run in self._done.values():
+            assert run.future is not None
+            txn.finished.append((run, run.future.result()))
