@@ -9,16 +9,16 @@ Headers (Standard Webhooks style, plus Kadence's own):
 Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
+Connections are kept alive and reused for the same checked address (connectors/http_pool.py);
+a request on a reused connection the server had closed meanwhile is sent once more on a new one.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import http.client
-import socket
 import ssl
 import time
 from collections.abc import Mapping
@@ -26,16 +26,21 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from connectors.http_pool import ConnectionPool, Key
 from connectors.ssrf import AddressPolicy, AddressRefused
 from kadence.headers import iso_utc, with_own
 from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
-from kadence.target_allow import IPAddress
 from kadence.targets import Result, Stop
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "Kadence-Webhook/1"
 BODY_LIMIT = 4096
 """Bytes of the response body kept in a failure's error message."""
+DRAIN_LIMIT = 65_536
+"""Bytes of a response read past BODY_LIMIT so its connection can be reused (a longer body
+closes the connection instead)."""
+STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+"""What a kept-alive connection the server has closed fails with (RemoteDisconnected too)."""
 SHARED = "*"
 """The secrets scope every tenant may use (KADENCE_WEBHOOK_SECRETS)."""
 
@@ -67,30 +72,6 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(mac).decode()
 
 
-class _Pinned(http.client.HTTPConnection):
-    """Connects to the vetted address, whatever the host name resolves to by then."""
-
-    def __init__(self, host: str, port: int, address: IPAddress, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self.address = address
-
-    def connect(self) -> None:
-        self.sock = socket.create_connection((str(self.address), self.port), self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class _PinnedTLS(_Pinned):
-    def __init__(
-        self, host: str, port: int, address: IPAddress, timeout: float, context: ssl.SSLContext
-    ) -> None:
-        super().__init__(host, port, address, timeout)
-        self.context = context
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock = self.context.wrap_socket(self.sock, server_hostname=self.host)
-
-
 class HttpCaller:
     def __init__(
         self,
@@ -101,6 +82,7 @@ class HttpCaller:
         self.policy = policy
         self.secrets = secrets
         self.tls = tls or ssl.create_default_context()
+        self.pool = ConnectionPool(self.tls)
 
     def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
         now = int(time.time())
@@ -145,28 +127,12 @@ class HttpCaller:
             return Result.failed("AddressRefused", str(exc), retryable=False)
         except OSError as exc:
             return Result.failed("ResolveError", str(exc), retryable=True)
-        timeout = max(0.001, deadline - time.monotonic())
-        conn: _Pinned = (
-            _PinnedTLS(host, port, address, timeout, self.tls)
-            if url.scheme == "https"
-            else _Pinned(host, port, address, timeout)
-        )
-        stop.on_stop(lambda: _interrupt(conn))
+        key: Key = (url.scheme, host, port, address)  # only ever to the address just checked
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        try:
-            conn.request(target.method, path, body=body, headers=headers)
-            response = conn.getresponse()
-            text = response.read(BODY_LIMIT).decode(errors="replace")
-        except TimeoutError:
-            return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
-        except (OSError, http.client.HTTPException) as exc:
-            if stop.is_set():
-                return Result(stop.reason or OutcomeStatus.cancelled)
-            if time.monotonic() >= deadline:
-                return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
-            return Result.failed(type(exc).__name__, f"{target.url}: {exc}", retryable=True)
-        finally:
-            conn.close()
+        answer = self._send(key, ex, path=path, headers=headers, stop=stop, deadline=deadline)
+        if isinstance(answer, Result):
+            return answer
+        response, text = answer
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         status = response.status
@@ -181,16 +147,44 @@ class HttpCaller:
         retryable = status in RETRYABLE_STATUS or status >= 500
         return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
 
+    def _send(
+        self,
+        key: Key,
+        ex: ExecutionRequested,
+        *,
+        path: str,
+        headers: dict[str, str],
+        stop: Stop,
+        deadline: float,
+    ) -> Result | tuple[http.client.HTTPResponse, str]:
+        """The response and the start of its body, or how the exchange failed."""
+        target = ex.target
+        assert isinstance(target, HttpTarget)
+        while True:
+            borrowed = self.pool.take(key, max(0.001, deadline - time.monotonic()))
+            stop.on_stop(borrowed.interrupt)
+            response: http.client.HTTPResponse | None = None
+            try:
+                borrowed.conn.request(target.method, path, body=ex.payload, headers=headers)
+                response = borrowed.conn.getresponse()
+                text = response.read(BODY_LIMIT).decode(errors="replace")
+                response.read(DRAIN_LIMIT)  # to the end, so the connection can serve again
+                return response, text
+            except TimeoutError:
+                return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
+            except (OSError, http.client.HTTPException) as exc:
+                if stop.is_set():
+                    return Result(stop.reason or OutcomeStatus.cancelled)
+                if time.monotonic() >= deadline:
+                    return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
+                if not (borrowed.reused and isinstance(exc, STALE)):
+                    return Result.failed(type(exc).__name__, f"{target.url}: {exc}", retryable=True)
+                # a kept connection the server closed while idle: the request never got there
+            finally:
+                self.pool.give(key, borrowed, response)
+
 
 def _timeout_error(target: HttpTarget, ex: ExecutionRequested) -> ErrorInfo:
     return ErrorInfo(
         type="Timeout", message=f"{target.url} did not answer within {ex.timeout_ms} ms"
     )
-
-
-def _interrupt(conn: http.client.HTTPConnection) -> None:
-    """Unblock a request in progress from another thread."""
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)

@@ -30,8 +30,12 @@ class _Server(ThreadingHTTPServer):
 class TargetServer:
     """POST /ok -> 200; /fail -> 503; /flaky -> 503 on attempt 1, then 200; /slow?s=N -> 200
     after N s; /hang -> never answers
-    (until the server stops); /redirect?to=URL -> 302."""
+    (until the server stops); /redirect?to=URL -> 302. `keep_alive`: HTTP/1.1, a connection
+    serves request after request (else HTTP/1.0, closed after each answer)."""
 
+    keep_alive: bool = False
+    connections: int = 0
+    """Connections accepted so far."""
     hits: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -40,6 +44,13 @@ class TargetServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if outer.keep_alive else "HTTP/1.0"
+
+            def setup(self) -> None:
+                super().setup()
+                with outer.lock:
+                    outer.connections += 1
+
             def do_POST(self) -> None:
                 url = urlsplit(self.path)
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
