@@ -5,7 +5,9 @@ only ever reach topics under its own prefix (never Kadence's, never another tena
 tenant part is escaped so that no two tenants' names meet, not even with `.` read as `_` (Kafka
 refuses a name that collides so): kadence/target_topics.py. The record is the
 ExecutionRequested (Avro, Kadence headers), keyed by the job key; consumers should deduplicate
-on `execution_id` and check the tenant (see connectors.consumer).
+on `execution_id` and check the tenant (see connectors.consumer). The worker hands over the
+bytes it read from `executions` (`forward`): when they are in the current schema they are sent
+as they are, which is what encoding the execution again would give, without its cost.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kadence.codec import Codec
+from kadence.codec import MAGIC, Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.settings import KafkaOptions, kafka_config
@@ -47,6 +49,9 @@ class KafkaTopicCaller:
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.codec = codec
+        self._fingerprint = codec.schema_fingerprint(ExecutionRequested)
+        self._current = MAGIC + self._fingerprint
+        """How a record in the current ExecutionRequested schema starts."""
         self.admin = AdminClient(kafka_config(kafka, {}))
         self.producer = Producer(kafka_config(kafka, {"enable.idempotence": True, "linger.ms": 2}))
         self._known: set[str] = set()
@@ -106,6 +111,13 @@ class KafkaTopicCaller:
             self._known.add(topic)
 
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+        return self.forward(ex, stop, deadline, self.codec.encode(ex))
+
+    def forward(self, ex: ExecutionRequested, stop: Stop, deadline: float, record: bytes) -> Result:
+        """Produce `record`, the bytes `ex` was read as, if they are in the current schema;
+        else (an execution written before an upgrade) `ex` encoded now."""
+        if not record.startswith(self._current):
+            record = self.codec.encode(ex)
         topic = self.topic_for(ex)
         if len(topic) > MAX_TOPIC_NAME:  # validation refuses such jobs; this is an old record
             return Result.failed(
@@ -125,11 +137,11 @@ class KafkaTopicCaller:
                 errors.append(err)
             done.set()
 
-        headers = headers_for(ex, self.codec.schema_fingerprint(ExecutionRequested))
+        headers = headers_for(ex, self._fingerprint)
         self.producer.produce(
             topic,
             key=ex.key.encode(),
-            value=self.codec.encode(ex),
+            value=record,
             headers=headers,
             on_delivery=on_delivery,
         )

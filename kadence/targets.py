@@ -70,6 +70,16 @@ Target = Callable[[ExecutionRequested, Stop, float], Result]
 
 
 @runtime_checkable
+class Forwards(Protocol):
+    """A target that sends the execution record itself: given the record's bytes as the worker
+    read them, it may send those instead of encoding the execution again."""
+
+    def forward(self, ex: ExecutionRequested, stop: Stop, deadline: float, record: bytes) -> Result:
+        """As a call, with `record`: the bytes `ex` was decoded from."""
+        ...
+
+
+@runtime_checkable
 class Prepares(Protocol):
     """A target that can get ready for an execution before it is due (look-ahead gives the
     worker the execution seconds early): e.g. create the tenant's topic, so the run at the due

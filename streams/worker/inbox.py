@@ -48,6 +48,8 @@ class Item:
     execution: ExecutionRequested
     due_ms: int
     held: bool = True
+    record: bytes | None = None
+    """The execution's bytes as read (a target that forwards them sends them unchanged)."""
 
 
 @dataclass(frozen=True)

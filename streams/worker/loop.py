@@ -14,6 +14,7 @@ are pushed to the loop, renewals and expiries come off a heap of deadlines.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -38,7 +39,7 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
-from kadence.targets import Prepares, Result, Stop, Target
+from kadence.targets import Forwards, Prepares, Result, Stop, Target
 from kadence.topics import EXECUTIONS, Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
@@ -68,9 +69,12 @@ class Worker:
         self.clock = clock
         self.targets = targets
         self._preparers: dict[str, Callable[[ExecutionRequested], None]] = {}
+        self._forwarders: dict[str, Callable[..., Result]] = {}
         for kind, target in targets.items():
             if isinstance(target, Prepares):
                 self._preparers[kind] = target.prepare
+            if isinstance(target, Forwards):
+                self._forwarders[kind] = target.forward
         self.codec = Codec()
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
@@ -179,13 +183,13 @@ class Worker:
             self.inbox.read(partition, offset)
             return
         try:
-            self._take(record, partition, offset)
+            self._take(record, partition, offset, msg.value())
         except Exception as exc:  # a bug on one record must not crash-loop the worker
             log.exception("executions[%d]@%d could not be taken; rejected", partition, offset)
             self._reject(msg, "processing_error", f"{type(exc).__name__}: {exc}")
             self.inbox.read(partition, offset)
 
-    def _take(self, record: object, partition: int, offset: int) -> None:
+    def _take(self, record: object, partition: int, offset: int, raw: bytes | None) -> None:
         if isinstance(record, ExecutionRevoked):
             self.inbox.read(partition, offset)
             if self.inbox.revoke(record):
@@ -202,7 +206,7 @@ class Worker:
             return
         # A newer delivery is the reaper handing the run on (our lease expired): it must run, or
         # nobody ever claims it and it is lost. It waits in the inbox until our run has ended.
-        self.inbox.add(partition, offset, record)
+        self.inbox.add(partition, offset, record).record = raw
         self._prepare(record)
 
     def _prepare(self, ex: ExecutionRequested) -> None:
@@ -287,6 +291,10 @@ class Worker:
             future = Future()
             future.set_result(Result.failed("UnsupportedTarget", why, retryable=True))
         else:
+            forward = self._forwarders.get(ex.target.kind)
+            record = run.item.record
+            if forward is not None and record is not None:
+                caller = functools.partial(forward, record=record)
             future = self.pool.submit(invoke, caller, ex, run.stop, deadline)
         self.inflight.started(run, future)
 

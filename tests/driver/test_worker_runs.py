@@ -13,7 +13,9 @@ from datetime import timedelta
 
 import pytest
 
+from connectors.kafka_topic import KafkaTopicCaller
 from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
 from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
@@ -21,12 +23,14 @@ from kadence.models import (
     LeaseEvent,
     LeaseEventKind,
     OutcomeStatus,
+    WireModel,
 )
 from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
 from kadence.topics import LEASES, OUTCOMES, Topics
 from streams.worker.loop import Worker
 from testkit.driver import START_MS, Driver, abort_error
+from tests.connectors.test_kafka_topic_forward import Producer
 
 TTL_MS = 3_000
 RUNS = 200
@@ -226,3 +230,24 @@ def test_per_run_lines_are_debug_and_a_summary_is_logged_every_ten_seconds(
         "runs in the last 10 s: 3 started (start lateness p50 0.000 s, p99 0.000 s), "
         "1 finished (succeeded 1); 2 in flight"
     )
+
+
+class NoEncoding(Codec):
+    def encode(self, record: WireModel) -> bytes:
+        raise AssertionError("the execution was encoded again")
+
+
+def test_the_kafka_target_gets_the_bytes_the_worker_read(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, NoEncoding())  # never connects
+    kafka.producer = Producer()  # type: ignore[assignment]
+    ex = execution(0)
+    kafka._known.add(kafka.topic_for(ex))
+    worker = driver.worker(settings, {"kafka": kafka})
+    message = driver.send(topics.executions, ex, key=ex.routing_key, partition=0)
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker)
+    assert outcomes(driver, topics)[0].status is OutcomeStatus.succeeded
+    [(_, _, value, _)] = kafka.producer.sent  # type: ignore[attr-defined]
+    assert value == message.value()
+    kafka._closed.set()
