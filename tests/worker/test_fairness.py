@@ -136,8 +136,8 @@ def test_the_default_cap_is_a_share_of_the_slots_and_an_explicit_number_wins() -
     def cap(**kw: object) -> int:
         return default_max_running(KadenceSettings.model_validate(kw))
 
-    assert cap() == 4  # 8 slots
-    assert cap(worker_concurrency=64) == 32
+    assert cap() == 32  # 64 slots
+    assert cap(worker_concurrency=8) == 4
     assert cap(worker_concurrency=3) == 1
     assert cap(worker_concurrency=2) == 1
     assert cap(worker_concurrency=1) == 0  # one slot: nothing to keep (0 = the whole worker)
