@@ -12,10 +12,11 @@ as they are, which is what encoding the execution again would give, without its 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -113,6 +114,40 @@ class KafkaTopicCaller:
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         return self.forward(ex, stop, deadline, self.codec.encode(ex))
 
+    def start(
+        self, ex: ExecutionRequested, stop: Stop, record: bytes | None
+    ) -> Future[Result] | None:
+        """Produce and return: the delivery callback (on the poller thread) or a stop settles
+        the run, no thread waits for it. None while its topic is not known to exist yet (the
+        blocking call creates it) or the producer's queue is full."""
+        topic = self.topic_for(ex)
+        if topic not in self._known:
+            return None
+        if record is None or not record.startswith(self._current):
+            record = self.codec.encode(ex)
+        result: Future[Result] = Future()
+
+        def settle(outcome: Result) -> None:
+            with contextlib.suppress(InvalidStateError):  # the first of delivery and stop wins
+                result.set_result(outcome)
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                settle(Result.ok())
+            else:
+                settle(Result.failed("KafkaError", f"{topic}: {err}", retryable=True))
+
+        headers = headers_for(ex, self._fingerprint)
+        try:
+            self.producer.produce(
+                topic, key=ex.key.encode(), value=record, headers=headers, on_delivery=on_delivery
+            )
+        except BufferError:
+            return None
+        self._start_poller()
+        stop.on_stop(lambda: settle(_stopped(stop)))
+        return result
+
     def forward(self, ex: ExecutionRequested, stop: Stop, deadline: float, record: bytes) -> Result:
         """Produce `record`, the bytes `ex` was read as, if they are in the current schema;
         else (an execution written before an upgrade) `ex` encoded now."""
@@ -177,3 +212,10 @@ class KafkaTopicCaller:
         self._closed.set()
         self._background.shutdown(wait=False, cancel_futures=True)
         self.producer.flush(10)
+
+
+def _stopped(stop: Stop) -> Result:
+    """How a run the worker stopped ends: a timeout may be retried, like a missed deadline."""
+    if stop.reason is OutcomeStatus.timed_out:
+        return Result(OutcomeStatus.timed_out, True)
+    return Result(stop.reason or OutcomeStatus.cancelled)

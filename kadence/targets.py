@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -76,6 +77,20 @@ class Forwards(Protocol):
 
     def forward(self, ex: ExecutionRequested, stop: Stop, deadline: float, record: bytes) -> Result:
         """As a call, with `record`: the bytes `ex` was decoded from."""
+        ...
+
+
+@runtime_checkable
+class Starts(Protocol):
+    """A target that can start a run without blocking a thread for it: `start` returns a future
+    that the target's own I/O (a delivery callback) or the run's stop resolves (the worker's
+    timeout, cancel and self-fencing all arrive as a stop), or None when this run needs the
+    blocking call (which the worker then makes on its pool). `record`: as in `Forwards`."""
+
+    def start(
+        self, ex: ExecutionRequested, stop: Stop, record: bytes | None
+    ) -> Future[Result] | None:
+        """Must return at once."""
         ...
 
 

@@ -14,12 +14,11 @@ are pushed to the loop, renewals and expiries come off a heap of deadlines.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -39,15 +38,16 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
-from kadence.targets import Forwards, Prepares, Result, Stop, Target
+from kadence.targets import Prepares, Result, Stop, Target
 from kadence.topics import EXECUTIONS, Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
-from streams.worker.active import ActiveRun, TxnWork, invoke
+from streams.worker.active import ActiveRun, TxnWork
 from streams.worker.inbox import Fairness, Inbox
 from streams.worker.inflight import InFlight
+from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.records import lease_event, outcome_of
 from streams.worker.summary import RunSummary
@@ -69,12 +69,9 @@ class Worker:
         self.clock = clock
         self.targets = targets
         self._preparers: dict[str, Callable[[ExecutionRequested], None]] = {}
-        self._forwarders: dict[str, Callable[..., Result]] = {}
         for kind, target in targets.items():
             if isinstance(target, Prepares):
                 self._preparers[kind] = target.prepare
-            if isinstance(target, Forwards):
-                self._forwarders[kind] = target.forward
         self.codec = Codec()
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
@@ -84,6 +81,7 @@ class Worker:
         self.runs = self.inflight.runs
         self.summary = RunSummary(clock.now_ms())
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
+        self.invoker = Invoker(targets, self.pool)
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
@@ -283,20 +281,7 @@ class Worker:
         )
         self.metrics.started(ex.tenant, lateness_s)
         self.summary.started(lateness_s)
-        caller = self.targets.get(ex.target.kind)
-        deadline = time.monotonic() + ex.timeout_ms / 1000
-        future: Future[Result]
-        if caller is None:
-            why = f"this worker has no {ex.target.kind!r} target"
-            future = Future()
-            future.set_result(Result.failed("UnsupportedTarget", why, retryable=True))
-        else:
-            forward = self._forwarders.get(ex.target.kind)
-            record = run.item.record
-            if forward is not None and record is not None:
-                caller = functools.partial(forward, record=record)
-            future = self.pool.submit(invoke, caller, ex, run.stop, deadline)
-        self.inflight.started(run, future)
+        self.inflight.started(run, self.invoker.begin(run))
 
     def _ended(self, run: ActiveRun, result: Result) -> None:
         """The outcome of `run` committed."""

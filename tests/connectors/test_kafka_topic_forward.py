@@ -19,25 +19,36 @@ Sent = tuple[str, bytes, bytes, Headers]
 
 
 class Producer:
-    """Delivers every record at once, and keeps it."""
+    """Keeps every record; delivers it at once, unless `hold` (then `deliver` does, later)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold: bool = False, full: bool = False) -> None:
         self.sent: list[Sent] = []
+        self.hold, self.full = hold, full
+        self.pending: list[Any] = []
 
     def produce(
         self, topic: str, *, key: bytes, value: bytes, headers: Headers, on_delivery: Any
     ) -> None:
+        if self.full:
+            raise BufferError("Local: Queue full")
         self.sent.append((topic, key, value, headers))
-        on_delivery(None, None)
+        if self.hold:
+            self.pending.append(on_delivery)
+        else:
+            on_delivery(None, None)
+
+    def deliver(self, err: object = None) -> None:
+        for on_delivery in self.pending:
+            on_delivery(err, None)
 
     def poll(self, timeout: float) -> int:
         time.sleep(timeout)
         return 0
 
 
-def target(ex: ExecutionRequested) -> tuple[KafkaTopicCaller, Producer]:
+def target(ex: ExecutionRequested, **kw: bool) -> tuple[KafkaTopicCaller, Producer]:
     c = KafkaTopicCaller("127.0.0.1:9", "ns", 1, Codec())  # nothing listens: never connects
-    producer = Producer()
+    producer = Producer(**kw)
     c.producer = producer  # type: ignore[assignment]
     c._known.add(c.topic_for(ex))
     return c, producer
@@ -73,7 +84,10 @@ def test_forwarding_writes_the_record_encoding_would_have(changes: dict[str, Any
     deadline = time.monotonic() + 5
     assert c.forward(ex, Stop(), deadline, raw).status is OutcomeStatus.succeeded
     assert c(ex, Stop(), deadline).status is OutcomeStatus.succeeded
-    assert producer.sent == [before, before]
+    started = c.start(ex, Stop(), raw)
+    assert started is not None
+    assert started.result(5).status is OutcomeStatus.succeeded
+    assert producer.sent == [before, before, before]
     c._closed.set()
 
 
@@ -85,3 +99,49 @@ def test_bytes_in_another_schema_are_encoded_in_the_current_one() -> None:
     [(_, _, value, _)] = producer.sent
     assert value == raw
     c._closed.set()
+
+
+def test_a_started_run_ends_with_its_delivery() -> None:
+    ex, raw = as_read()
+    c, producer = target(ex, hold=True)
+    ok, failing = c.start(ex, Stop(), raw), c.start(ex, Stop(), None)
+    assert ok is not None and failing is not None
+    assert not ok.done()  # no thread waits: the delivery callback settles it
+    producer.pending.pop(0)(None, None)
+    producer.deliver("Broker: Not enough in-sync replicas")
+    assert ok.result(0).status is OutcomeStatus.succeeded
+    result = failing.result(0)
+    assert (result.status, result.retryable) == (OutcomeStatus.failed, True)
+    assert result.error is not None and "in-sync replicas" in result.error.message
+    c._closed.set()
+
+
+@pytest.mark.parametrize(
+    ("reason", "retryable"),
+    [
+        (OutcomeStatus.cancelled, False),
+        (OutcomeStatus.timed_out, True),
+        (OutcomeStatus.lease_lost, False),
+    ],
+)
+def test_a_started_run_ends_when_stopped_and_a_late_delivery_changes_nothing(
+    reason: OutcomeStatus, retryable: bool
+) -> None:
+    ex, raw = as_read()
+    c, producer = target(ex, hold=True)
+    stop = Stop()
+    started = c.start(ex, stop, raw)
+    assert started is not None
+    stop.set(reason)
+    producer.deliver()
+    assert (started.result(0).status, started.result(0).retryable) == (reason, retryable)
+    c._closed.set()
+
+
+def test_a_run_starts_on_the_pool_while_its_topic_is_unknown_or_the_queue_full() -> None:
+    ex, raw = as_read()
+    c, _ = target(ex, full=True)
+    assert c.start(ex, Stop(), raw) is None
+    c._known.clear()
+    c.producer = Producer()  # type: ignore[assignment]
+    assert c.start(ex, Stop(), raw) is None

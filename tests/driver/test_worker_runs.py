@@ -251,3 +251,43 @@ def test_the_kafka_target_gets_the_bytes_the_worker_read(
     [(_, _, value, _)] = kafka.producer.sent  # type: ignore[attr-defined]
     assert value == message.value()
     kafka._closed.set()
+
+
+def test_a_kafka_run_takes_no_thread_and_still_times_out_at_its_deadline(
+    driver: Driver, settings: KadenceSettings, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, Codec())  # never connects
+    producer = Producer(hold=True)  # no ack ever comes
+    kafka.producer = producer  # type: ignore[assignment]
+    worker = driver.worker(settings, {"kafka": kafka})
+    monkeypatch.setattr(worker.pool, "submit", pytest.fail)
+    ex = execution(0, timeout_ms=2_000)
+    kafka._known.add(kafka.topic_for(ex))
+    driver.send(topics.executions, ex, key=ex.routing_key, partition=0)
+    driver.turn_until(lambda: len(producer.sent) == 1, worker)
+    driver.advance(1_000)  # renewing the lease on the way
+    driver.turn(worker)
+    assert outcomes(driver, topics) == []
+    driver.advance(1_000)
+    driver.turn(worker, times=2)  # the timeout stops it; the outcome goes with the next turn
+    [outcome] = outcomes(driver, topics)
+    assert (outcome.status, outcome.retryable) == (OutcomeStatus.timed_out, True)
+    kafka._closed.set()
+
+
+def test_a_kafka_run_whose_topic_is_new_runs_on_the_pool_with_the_bytes_read(
+    driver: Driver, settings: KadenceSettings, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, NoEncoding())  # never connects
+    kafka.producer = Producer()  # type: ignore[assignment]
+    created: list[str] = []
+    monkeypatch.setattr(kafka, "_ensure", created.append)  # (prepare() calls it too)
+    worker = driver.worker(settings, {"kafka": kafka})
+    ex = execution(0)
+    message = driver.send(topics.executions, ex, key=ex.routing_key, partition=0)
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker)
+    assert outcomes(driver, topics)[0].status is OutcomeStatus.succeeded
+    assert set(created) == {kafka.topic_for(ex)}
+    [(_, _, value, _)] = kafka.producer.sent  # type: ignore[attr-defined]
+    assert value == message.value()
+    kafka._closed.set()

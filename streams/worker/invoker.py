@@ -1,0 +1,65 @@
+"""Starting a claimed run's invocation: without a thread when its target can, else on the pool.
+
+A target that `Starts` (the Kafka topic target, its topic known) produces and returns a future
+its delivery callback settles: no thread waits for the ack. Others run on the bounded pool, with
+the bytes the worker read when they `Forward` them. Timeouts, cancels and self-fencing reach a
+run through its `Stop` either way (the worker's deadline heap sets it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+
+from kadence.targets import Forwards, Result, Starts, Target
+from streams.worker.active import ActiveRun, invoke
+
+log = logging.getLogger(__name__)
+
+
+class Invoker:
+    def __init__(self, targets: dict[str, Target], pool: Executor) -> None:
+        self.targets = targets
+        self.pool = pool
+        self._forwarders: dict[str, Callable[..., Result]] = {}
+        self._starters: dict[str, Callable[..., Future[Result] | None]] = {}
+        for kind, target in targets.items():
+            if isinstance(target, Forwards):
+                self._forwarders[kind] = target.forward
+            if isinstance(target, Starts):
+                self._starters[kind] = target.start
+
+    def begin(self, run: ActiveRun) -> Future[Result]:
+        """The run's invocation, under way (or already ended)."""
+        ex, record = run.execution, run.item.record
+        kind = ex.target.kind
+        caller = self.targets.get(kind)
+        if caller is None:
+            return _ended(
+                Result.failed(
+                    "UnsupportedTarget", f"this worker has no {kind!r} target", retryable=True
+                )
+            )
+        start = self._starters.get(kind)
+        if start is not None:
+            try:
+                started = start(ex, run.stop, record)
+            except Exception as exc:  # a target bug must not kill the worker
+                log.exception("target %s failed for %s", kind, ex.execution_id)
+                started = _ended(Result.failed(type(exc).__name__, str(exc), retryable=True))
+            if started is not None:
+                return started
+        forward = self._forwarders.get(kind)
+        if forward is not None and record is not None:
+            caller = functools.partial(forward, record=record)
+        deadline = time.monotonic() + ex.timeout_ms / 1000
+        return self.pool.submit(invoke, caller, ex, run.stop, deadline)
+
+
+def _ended(result: Result) -> Future[Result]:
+    future: Future[Result] = Future()
+    future.set_result(result)
+    return future
