@@ -32,7 +32,8 @@ from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
 STOP_CHECK_S = 0.1
-"""A run waiting for its delivery notices a stop (cancel, lease lost) within this long."""
+"""How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
+the stop wakes it."""
 
 __all__ = ["KafkaTopicCaller", "target_topic"]
 
@@ -164,13 +165,14 @@ class KafkaTopicCaller:
             self._ensure(topic)
         except Exception as exc:
             return Result.failed("TopicError", f"{topic}: {exc}", retryable=True)
-        done = threading.Event()
+        done, wake = threading.Event(), threading.Event()
         errors: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
                 errors.append(err)
             done.set()
+            wake.set()
 
         headers = headers_for(ex, self._fingerprint)
         self.producer.produce(
@@ -181,13 +183,12 @@ class KafkaTopicCaller:
             on_delivery=on_delivery,
         )
         self._start_poller()
-        while not done.is_set():  # the poller thread sets it; stop is checked every 100 ms
+        stop.on_stop(wake.set)
+        wake.wait(max(0.0, deadline - time.monotonic()))  # the delivery or a stop wakes it
+        if not done.is_set():
             if stop.is_set():
                 return Result(stop.reason or OutcomeStatus.cancelled)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return Result(OutcomeStatus.timed_out, True)
-            done.wait(min(left, STOP_CHECK_S))
+            return Result(OutcomeStatus.timed_out, True)
         if errors:
             return Result.failed("KafkaError", f"{topic}: {errors[0]}", retryable=True)
         return Result.ok()
