@@ -89,6 +89,7 @@ class SchedulerProcessor:
                 self._definition(ctx, record, now_ms)
             elif record.topic == topics.commands:
                 self._command(ctx, record, now_ms)
+                ctx.commit_soon()  # someone waits for a command's effect, and commands are few
             elif record.topic == topics.outcomes:
                 self._outcome(ctx, record, now_ms)
         except DecodeError as exc:
@@ -275,6 +276,8 @@ class SchedulerProcessor:
                 ctx.put(GROUP_PREFIX + d.routing_key.encode(), groups.dump(group), None)
             job_tenant = tenant or d.tenant
         self._forward(ctx, effects.out)
+        if effects.urgent:
+            ctx.commit_soon()
         if effects.dead_delta:
             depth = outcomes.dead_letter_depth(self.dead_letter_depth(ctx), effects)
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
