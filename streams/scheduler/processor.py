@@ -266,8 +266,8 @@ class SchedulerProcessor:
             effects.state = state
             wake = state.wake_ms
             ctx.put(key, data, wake)
-            if wake is not None and wake <= ctx.timers_loaded_until_ms:
-                ctx.cache[key] = state
+            if state.running or (wake is not None and wake <= ctx.timers_loaded_until_ms):
+                ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
             else:
                 ctx.cache.pop(key, None)
             d = state.definition(self.codec)
@@ -289,14 +289,24 @@ class SchedulerProcessor:
                     effects.breaker_change,
                     ctx.partition,
                 )
-            ctx.put(BREAKER_PREFIX + job_tenant.encode(), effects.breaker.dump(), None)
+            key = BREAKER_PREFIX + job_tenant.encode()
+            ctx.put(key, effects.breaker.dump(), None)
+            ctx.cache[key] = effects.breaker
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
         return int(raw) if raw else 0
 
     def _breaker(self, ctx: ProcessorContext, tenant: str) -> Breaker:
-        return Breaker.load(ctx.get(BREAKER_PREFIX + tenant.encode()))
+        """The tenant's breaker, decoded once and cached (the domain never changes it in
+        place: it returns a changed copy in `Effects.breaker`)."""
+        key = BREAKER_PREFIX + tenant.encode()
+        cached = ctx.cache.get(key)
+        if isinstance(cached, Breaker):
+            return cached
+        breaker = Breaker.load(ctx.get(key))
+        ctx.cache[key] = breaker
+        return breaker
 
     def _group(self, ctx: ProcessorContext, d: ScheduleDefinition) -> groups.Group:
         return groups.load(ctx.get(GROUP_PREFIX + d.routing_key.encode()))
