@@ -203,7 +203,7 @@ class Runner:
         transaction (opened by the first unit of work), and commit it when it is due."""
         self._in_turn = True
         msgs = self.consumer.consume(
-            num_messages=self.cfg.max_records_per_turn, timeout=self.cfg.idle_poll_s
+            num_messages=self.cfg.max_records_per_turn, timeout=self._poll_timeout_s()
         )
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
@@ -248,6 +248,13 @@ class Runner:
             self._commit()
         self.stats.turns += 1
         self._in_turn = False
+
+    def _poll_timeout_s(self) -> float:
+        """How long an idle turn waits for input: not past the open transaction's commit."""
+        if not self.session.open:
+            return self.cfg.idle_poll_s
+        left_ms = self._opened_ms + self.cfg.commit_interval_ms - self.clock.now_ms()
+        return max(0.0, min(self.cfg.idle_poll_s, left_ms / 1000))
 
     def _commit_due(self, now_ms: int) -> bool:
         cfg = self.cfg
@@ -307,13 +314,15 @@ class Runner:
         if topic != self.cfg.changelog_topic:
             self.session.produce(topic, partition, key, value, headers)
             return
+        self.session.produce(
+            topic, partition, key, value, headers, on_delivery=self._changelog_delivered
+        )
 
-        def on_delivery(err: KafkaError | None, msg: MessageLike) -> None:
-            if err is None:
-                p, off = msg.partition() or 0, msg.offset() or 0
-                self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
-
-        self.session.produce(topic, partition, key, value, headers, on_delivery=on_delivery)
+    def _changelog_delivered(self, err: KafkaError | None, msg: MessageLike) -> None:
+        """The changelog offset each partition's store will record when the batch is applied."""
+        if err is None:
+            p, off = msg.partition() or 0, msg.offset() or 0
+            self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
 
     def _commit(self) -> None:
         for task in self.tasks.values():

@@ -225,3 +225,17 @@ def test_close_commits_what_the_last_turn_left_open(topics: Driver) -> None:
     topics.stop(r)
     assert outputs(topics) == [(b"k", b"1")]
     assert topics.cluster.committed("app") == {(IN, 0): 1}
+
+
+def test_an_idle_turn_waits_for_input_no_longer_than_the_open_transaction_has_left(
+    topics: Driver,
+) -> None:
+    r = runner(topics)
+    assert r._poll_timeout_s() == r.cfg.idle_poll_s  # nothing open
+    feed(topics, b"k")
+    topics.turn(r)
+    assert r._poll_timeout_s() == r.cfg.idle_poll_s  # 100 ms left: the usual wait
+    topics.advance(INTERVAL - 5)
+    assert r._poll_timeout_s() == pytest.approx(0.005)
+    topics.advance(10)
+    assert r._poll_timeout_s() == 0.0
