@@ -239,3 +239,26 @@ def test_an_idle_turn_waits_for_input_no_longer_than_the_open_transaction_has_le
     assert r._poll_timeout_s() == pytest.approx(0.005)
     topics.advance(10)
     assert r._poll_timeout_s() == 0.0
+
+
+def test_a_rebalance_aborts_the_open_transaction_and_its_inputs_are_read_again_once(
+    topics: Driver,
+) -> None:
+    a = runner(topics)
+    topics.produce(IN, b"x", key=b"k", partition=0)
+    topics.produce(IN, b"x", key=b"j", partition=1)
+    topics.turn(a)  # both read, the transaction still open
+    assert a.session.open
+    c = config("b", None)
+    c.commit_interval_ms = INTERVAL
+    b = topics.runner(c, Counter())
+    topics.turn(b, a)  # the rebalance: a's open transaction is aborted, not committed
+    assert a.stats.aborts == 1
+    assert outputs(topics) == []
+    topics.produce(IN, b"x", key=b"j", partition=1)
+    for _ in range(3):
+        topics.turn(b, a)  # a commits after b: it must not send the position it lost
+        topics.advance(INTERVAL)
+    topics.turn(b, a)
+    assert outputs(topics) == [(b"j", b"1"), (b"j", b"2"), (b"k", b"1")]
+    assert topics.cluster.committed("app") == {(IN, 0): 1, (IN, 1): 2}
