@@ -120,7 +120,7 @@ class Task:
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:
         """Up to `limit` stored keys greater than `after`, in order (a resumable full scan of
-        the store; this turn's writes are not in it yet)."""
+        the store; the open transaction's writes are not in it yet)."""
         return self.store.keys_after(after, limit)
 
     @property
