@@ -32,7 +32,7 @@ class ProcessorContext(Protocol):
         ...
 
     def get(self, key: bytes) -> bytes | None:
-        """Read your own writes: this turn's writes first, then the store."""
+        """Read your own writes: the open transaction's writes first, then the store."""
         ...
 
     def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
@@ -44,6 +44,11 @@ class ProcessorContext(Protocol):
         self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
     ) -> None:
         """Produce a record in the open transaction (sized against `record_limit` first)."""
+        ...
+
+    def commit_soon(self) -> None:
+        """What this unit produced should be visible now: the runtime commits the open
+        transaction at the end of this turn instead of at its commit interval."""
         ...
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:

@@ -1,15 +1,24 @@
 """The processing loop: consume -> process -> punctuate -> one EOS-v2 transaction -> apply state.
 
-Commit order, every turn (the whole correctness argument lives in `_commit`):
-1. records produced by processing and by timers, and the changelog records of every state
-   write, all inside the open transaction;
-2. the input positions with `consumer_group_metadata()`: a process that lost its partitions in
-   a rebalance is fenced here and can commit nothing (KIP-447);
+A transaction spans turns: it opens with the first unit of work and commits when it is
+`commit_interval_ms` old, when `commit_max_records` inputs and firings went into it, or at the
+end of a turn in which a processor asked for it (`commit_soon`: a run due now must not wait). A
+turn that did nothing opens nothing. What a transaction produced is visible only at its commit,
+so the interval is how long a record may wait to be seen (Kafka Streams under exactly-once
+commits every 100 ms too); timers still fire on time, within the open transaction.
+
+Commit order (the whole correctness argument lives in `_commit`):
+1. records produced by processing and by timers inside the open transaction, then the changelog:
+   one record per key written in the transaction, its last value (a delete is a tombstone);
+2. the input positions of the partitions read since the last commit (at least one position
+   always) with `consumer_group_metadata()`: a process that lost its partitions in a rebalance
+   is fenced here and can commit nothing (KIP-447);
 3. the commit: outputs, state changes and input offsets become visible together
    (2 and 3 are `TransactionalSession.commit`, streams/kafkaio/session.py);
 4. only then the buffered writes go to RocksDB, with the changelog offset, in one WriteBatch.
 A crash before 3 aborts everything and the inputs are read again; a crash between 3 and 4 is
 repaired by restore, which replays the changelog from the offset RocksDB last recorded.
+A rebalance aborts an open transaction (its work is redone by whoever owns the partition next).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
 from streams.runtime.restore import restore
-from streams.runtime.store import Batch, MemoryStore, RocksStore, Store
+from streams.runtime.store import MemoryStore, RocksStore, Store
 from streams.runtime.task import Task
 
 log = logging.getLogger(__name__)
@@ -52,6 +61,11 @@ class RunnerConfig:
     max_fires_per_turn: int = 5_000
     max_records_per_turn: int = 2_000
     idle_poll_s: float = 0.02
+    commit_interval_ms: int = 100
+    """An open transaction commits once it is this old (by the runner's clock): the longest a
+    produced record waits to become visible, unless a processor asks to commit sooner."""
+    commit_max_records: int = 1_000
+    """... or once this many input records and timer firings went into it."""
 
     @property
     def client_id(self) -> str:
@@ -108,8 +122,15 @@ class Runner:
             },
         )
         self._committed: dict[tuple[str, int], int] = {}
-        """Input offsets as last committed: every transaction re-sends them with the group
-        metadata, timer-only ones included, so a zombie that lost its partitions is fenced."""
+        """Input offsets as last committed, for every assigned partition."""
+        self._consumed: dict[tuple[str, int], int] = {}
+        """Positions read in the open transaction: only these are sent at its commit (or one
+        committed position when there are none, so a zombie that lost its partitions is still
+        fenced by the group metadata)."""
+        self._opened_ms = 0
+        self._units = 0
+        """Input records and timer firings in the open transaction."""
+        self._in_turn = False
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -150,8 +171,9 @@ class Runner:
             self.tasks[p] = task
 
     def _on_revoke(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
-        if self.session.open:  # not expected: callbacks run inside consume(), between turns
+        if self.session.open:  # the open transaction's work is redone by the next owner
             self._abort()
+            self._consumed = {}
         for tp in partitions:
             self._committed.pop((tp.topic, tp.partition), None)
         for p in sorted({tp.partition for tp in partitions}):
@@ -177,21 +199,23 @@ class Runner:
         )
 
     def turn(self) -> None:
-        """One turn: read a batch, process it, run due maintenance and timers, and commit what
-        that produced in one transaction (nothing to commit: no transaction)."""
+        """One turn: read a batch, process it, run due maintenance and timers, all in the open
+        transaction (opened by the first unit of work), and commit it when it is due."""
+        self._in_turn = True
         msgs = self.consumer.consume(
-            num_messages=self.cfg.max_records_per_turn, timeout=self.cfg.idle_poll_s
+            num_messages=self.cfg.max_records_per_turn, timeout=self._poll_timeout_s()
         )
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
-        consumed: dict[tuple[str, int], int] = {}
+        consumed = self._consumed
+        units = 0
         for msg in msgs:
             if not self._usable(msg):
                 continue
             task = self.tasks.get(msg.partition() or 0)
             if task is None:
                 continue
-            self._begin()
+            self._begin(now)
             record = record_of(msg, now)
             if not task.attempt(
                 partial(self.processor.process, task, record, now),
@@ -199,27 +223,46 @@ class Runner:
             ):
                 self._failed("processing", record.topic, record.partition, record.offset)
             consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
-            self.stats.records += 1
+            units += 1
+        self.stats.records += units
         for task in self.tasks.values():
             if task.maintenance_pending:
-                self._begin()
+                self._begin(now)
                 task.maintenance_pending = self._maintain(task, now)
         budget = self.cfg.max_fires_per_turn  # shared by all tasks: bounded transactions
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0
         for task in tasks[start:] + tasks[:start]:  # a different partition goes first each turn
             for key in task.due(now, budget):
-                self._begin()
+                self._begin(now)
                 if not task.attempt(
                     partial(self.processor.fire, task, key, now),
                     partial(self.processor.quarantine, task, key, now_ms=now),
                 ):
                     self._failed("firing", repr(key), task.partition, -1)
                 self.stats.fires += 1
+                units += 1
                 budget -= 1
-        if self.session.open:
-            self._commit(consumed)
+        self._units += units
+        if self.session.open and self._commit_due(now):
+            self._commit()
         self.stats.turns += 1
+        self._in_turn = False
+
+    def _poll_timeout_s(self) -> float:
+        """How long an idle turn waits for input: not past the open transaction's commit."""
+        if not self.session.open:
+            return self.cfg.idle_poll_s
+        left_ms = self._opened_ms + self.cfg.commit_interval_ms - self.clock.now_ms()
+        return max(0.0, min(self.cfg.idle_poll_s, left_ms / 1000))
+
+    def _commit_due(self, now_ms: int) -> bool:
+        cfg = self.cfg
+        return (
+            now_ms - self._opened_ms >= cfg.commit_interval_ms
+            or self._units >= cfg.commit_max_records
+            or any(task.urgent for task in self.tasks.values())
+        )
 
     @staticmethod
     def _usable(msg: MessageLike) -> bool:
@@ -253,10 +296,12 @@ class Runner:
 
     # -- the transaction ---------------------------------------------------------------------
 
-    def _begin(self) -> None:
+    def _begin(self, now_ms: int) -> None:
         if not self.session.open:
             self.session.begin()
             self._changelog_offsets = {}
+            self._opened_ms = now_ms
+            self._units = 0
 
     def _produce(
         self,
@@ -269,16 +314,21 @@ class Runner:
         if topic != self.cfg.changelog_topic:
             self.session.produce(topic, partition, key, value, headers)
             return
+        self.session.produce(
+            topic, partition, key, value, headers, on_delivery=self._changelog_delivered
+        )
 
-        def on_delivery(err: KafkaError | None, msg: MessageLike) -> None:
-            if err is None:
-                p, off = msg.partition() or 0, msg.offset() or 0
-                self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
+    def _changelog_delivered(self, err: KafkaError | None, msg: MessageLike) -> None:
+        """The changelog offset each partition's store will record when the batch is applied."""
+        if err is None:
+            p, off = msg.partition() or 0, msg.offset() or 0
+            self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
 
-        self.session.produce(topic, partition, key, value, headers, on_delivery=on_delivery)
-
-    def _commit(self, consumed: dict[tuple[str, int], int]) -> None:
-        offsets = {**self._committed, **consumed}
+    def _commit(self) -> None:
+        for task in self.tasks.values():
+            task.changelog_records()
+        consumed, self._consumed = self._consumed, {}
+        offsets = consumed or dict(list(self._committed.items())[:1])
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         outcome = self.session.commit(tps, self.consumer.consumer_group_metadata())
         if outcome is not Outcome.committed:
@@ -288,11 +338,7 @@ class Runner:
             return
         self._committed.update(consumed)
         for p, task in self.tasks.items():
-            if p in self._changelog_offsets:
-                task.batch.changelog_offset = self._changelog_offsets[p]
-            if task.batch:
-                task.store.apply(task.batch)
-            task.batch = Batch()
+            task.committed(self._changelog_offsets.get(p))
 
     def _abort(self) -> None:
         self.stats.aborts += 1
@@ -322,8 +368,16 @@ class Runner:
             except KafkaException as exc:  # lost in a rebalance meanwhile: the next owner reads it
                 log.info("not rewinding %s[%d]: %s", tp.topic, tp.partition, exc)
 
+    def commit_now(self) -> None:
+        """Commit the open transaction, if any, without waiting for its interval (between
+        turns: at close, or a test driver in which no time passes)."""
+        if self.session.open and not self._in_turn:
+            self._commit()
+
     def close(self) -> None:
+        """Commit what the last whole turn left open (abort it if a turn broke off), close."""
         try:
+            self.commit_now()
             if self.session.open:
                 self._abort()
         finally:

@@ -1,8 +1,10 @@
 """A partition's task: its store, the open batch, its timer wheel, units of work.
 
 The task is what a processor's `ProcessorContext` is made of (streams/runtime/context.py): it
-reads your own writes, changelogs every write in the open transaction, stages records so a unit
-of work takes effect whole or not at all, and loads due timers from the store's index.
+reads your own writes, keeps the open transaction's writes in a batch (changelogged once per key
+when the transaction commits: the last value wins, a delete is a tombstone), stages records so a
+unit of work takes effect whole or not at all, and loads due timers from the store's index and
+from the batch.
 """
 
 from __future__ import annotations
@@ -55,7 +57,12 @@ class Task:
         self.prefetch: Callable[[bytes], None] = lambda _key: None
         """Called for each key entering the timer window: decode ahead, not at the due time."""
         self.record_limit = RECORD_LIMIT
+        self.urgent = False
+        """A unit asked for the open transaction to be committed at the end of this turn."""
         self._units: list[_Unit] = []
+        self._ahead: dict[bytes, int] = {}
+        """Batch keys whose wake time lies beyond the loaded window: the store's due index does
+        not have them until the batch is applied, so `load_window` takes them from here."""
 
     # -- state -------------------------------------------------------------------------------
 
@@ -65,16 +72,45 @@ class Task:
         return payload_of(value) if value is not None else None
 
     def put(self, key: bytes, payload: bytes | None, wake_ms: int | None) -> None:
-        """Write state (None deletes); it is changelogged in this transaction."""
+        """Write state (None deletes); it is changelogged when this transaction commits (sized
+        now, so a value too large fails the unit that wrote it)."""
         value = pack(wake_ms, payload) if payload is not None else None
+        check_fits(self.changelog, key, value, (), self.record_limit)
         if self._units:
             undo = self._units[-1].undo
             if key not in undo:
                 undo[key] = (key in self.batch.values, self.batch.values.get(key))
         self.batch.put(key, value)
-        self._send(self.changelog, self.partition, key, value, [])
-        if wake_ms is not None and wake_ms <= self.loaded_until_ms:
+        self._track_wake(key, wake_ms if value is not None else None)
+
+    def _track_wake(self, key: bytes, wake_ms: int | None) -> None:
+        if wake_ms is not None and wake_ms > self.loaded_until_ms:
+            self._ahead[key] = wake_ms
+            return
+        self._ahead.pop(key, None)
+        if wake_ms is not None:
             self.wheel.insert(wake_ms, key)
+
+    def commit_soon(self) -> None:
+        """What this unit produced should be visible now: commit at the end of this turn."""
+        self.urgent = True
+
+    def changelog_records(self) -> None:
+        """Send the open batch to the changelog, one record per key: its last value, or a
+        tombstone. Called by the runner just before the transaction commits."""
+        for key, value in self.batch.values.items():
+            self._emit(self.changelog, self.partition, key, value, [])
+
+    def committed(self, changelog_offset: int | None) -> None:
+        """The transaction committed: apply its batch to the store, with the changelog offset."""
+        batch = self.batch
+        if changelog_offset is not None:
+            batch.changelog_offset = changelog_offset
+        if batch:
+            self.store.apply(batch)
+        self.batch = Batch()
+        self._ahead.clear()  # in the store's due index now, beyond the loaded window
+        self.urgent = False
 
     def forward(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
@@ -84,7 +120,7 @@ class Task:
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:
         """Up to `limit` stored keys greater than `after`, in order (a resumable full scan of
-        the store; this turn's writes are not in it yet)."""
+        the store; the open transaction's writes are not in it yet)."""
         return self.store.keys_after(after, limit)
 
     @property
@@ -144,8 +180,12 @@ class Task:
     def _rollback(self) -> None:
         unit = self._units.pop()
         for key, (present, before) in unit.undo.items():
+            self._ahead.pop(key, None)
             if present:
                 self.batch.values[key] = before
+                wake = wake_of(before)
+                if wake is not None and wake > self.loaded_until_ms:
+                    self._ahead[key] = wake
             else:
                 self.batch.values.pop(key, None)
             self.cache.pop(key, None)
@@ -160,13 +200,20 @@ class Task:
         horizon = now_ms + self.window_ms
         if horizon > self.loaded_until_ms:
             self.wheel.advance_to(now_ms)
+            values = self.batch.values
             for wake, key in self.store.due_between(self.loaded_until_ms, horizon):
-                if not self.wheel.insert(wake, key):
-                    raise RuntimeError(
-                        f"timer wheel span too small for the {self.window_ms} ms window"
-                    )
-                self.prefetch(key)
+                if key not in values:  # the open batch's value decides (below, or `put` did)
+                    self._load_timer(wake, key)
+            for key, wake in list(self._ahead.items()):
+                if wake <= horizon:
+                    del self._ahead[key]
+                    self._load_timer(wake, key)
             self.loaded_until_ms = horizon
+
+    def _load_timer(self, wake: int, key: bytes) -> None:
+        if not self.wheel.insert(wake, key):
+            raise RuntimeError(f"timer wheel span too small for the {self.window_ms} ms window")
+        self.prefetch(key)
 
     def due(self, now_ms: int, limit: int) -> list[bytes]:
         """Keys whose wake time has come (never early), loading the next window from the index."""
@@ -183,6 +230,8 @@ class Task:
         self.maintenance_pending = True
         self._units.clear()
         self.batch = Batch()
+        self._ahead.clear()
+        self.urgent = False
         self.cache.clear()
         self.wheel.clear(now_ms)
         self.loaded_until_ms = -1

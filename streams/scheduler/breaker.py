@@ -13,7 +13,7 @@ probe succeeded --> closed; probe failed --> open again
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from kadence.models import ExecutionOutcome, OutcomeStatus
 
@@ -75,11 +75,15 @@ class Breaker:
         self.open_until_ms = None
 
     def dump(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        body = {name: getattr(self, name) for name in _BREAKER_FIELDS}  # asdict deep-copies
+        return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def load(cls, raw: bytes | None) -> Breaker:
         return cls(**json.loads(raw)) if raw else cls()
+
+
+_BREAKER_FIELDS = tuple(f.name for f in fields(Breaker))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,17 @@ from kadence.models import (
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.state import RUNNING_LIMIT, JobState, Pending, Running, active_runs, remember
-from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, advance_to, busy
+from streams.scheduler.step import (
+    URGENT_WITHIN_MS,
+    Effects,
+    Emit,
+    Facts,
+    Refused,
+    Shot,
+    Sink,
+    advance_to,
+    busy,
+)
 
 
 def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
@@ -44,6 +54,8 @@ def fire(state: JobState, effects: Effects, facts: Facts, shot: Shot) -> JobStat
     d = state.definition(facts.codec)
     ex = execution(state, facts, shot)
     effects.out.append(Emit(Sink.executions, ex))
+    if shot.due_ms - facts.now_ms < URGENT_WITHIN_MS:
+        effects.urgent = True
     details = {
         "trigger": shot.trigger.value,
         "lateness_ms": str(max(0, facts.now_ms - shot.due_ms)),

@@ -89,6 +89,7 @@ class SchedulerProcessor:
                 self._definition(ctx, record, now_ms)
             elif record.topic == topics.commands:
                 self._command(ctx, record, now_ms)
+                ctx.commit_soon()  # someone waits for a command's effect, and commands are few
             elif record.topic == topics.outcomes:
                 self._outcome(ctx, record, now_ms)
         except DecodeError as exc:
@@ -265,8 +266,8 @@ class SchedulerProcessor:
             effects.state = state
             wake = state.wake_ms
             ctx.put(key, data, wake)
-            if wake is not None and wake <= ctx.timers_loaded_until_ms:
-                ctx.cache[key] = state
+            if state.running or (wake is not None and wake <= ctx.timers_loaded_until_ms):
+                ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
             else:
                 ctx.cache.pop(key, None)
             d = state.definition(self.codec)
@@ -275,6 +276,8 @@ class SchedulerProcessor:
                 ctx.put(GROUP_PREFIX + d.routing_key.encode(), groups.dump(group), None)
             job_tenant = tenant or d.tenant
         self._forward(ctx, effects.out)
+        if effects.urgent:
+            ctx.commit_soon()
         if effects.dead_delta:
             depth = outcomes.dead_letter_depth(self.dead_letter_depth(ctx), effects)
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
@@ -286,14 +289,24 @@ class SchedulerProcessor:
                     effects.breaker_change,
                     ctx.partition,
                 )
-            ctx.put(BREAKER_PREFIX + job_tenant.encode(), effects.breaker.dump(), None)
+            key = BREAKER_PREFIX + job_tenant.encode()
+            ctx.put(key, effects.breaker.dump(), None)
+            ctx.cache[key] = effects.breaker
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
         return int(raw) if raw else 0
 
     def _breaker(self, ctx: ProcessorContext, tenant: str) -> Breaker:
-        return Breaker.load(ctx.get(BREAKER_PREFIX + tenant.encode()))
+        """The tenant's breaker, decoded once and cached (the domain never changes it in
+        place: it returns a changed copy in `Effects.breaker`)."""
+        key = BREAKER_PREFIX + tenant.encode()
+        cached = ctx.cache.get(key)
+        if isinstance(cached, Breaker):
+            return cached
+        breaker = Breaker.load(ctx.get(key))
+        ctx.cache[key] = breaker
+        return breaker
 
     def _group(self, ctx: ProcessorContext, d: ScheduleDefinition) -> groups.Group:
         return groups.load(ctx.get(GROUP_PREFIX + d.routing_key.encode()))

@@ -82,6 +82,11 @@ class Shot:
     payload: bytes | None = None
 
 
+URGENT_WITHIN_MS = 1_000
+"""A run due sooner than this is made visible at once; one sent further ahead (the dispatch
+look-ahead) may wait for the runtime's commit interval."""
+
+
 @dataclass
 class Effects:
     """What one step decided: the job's new state (None: delete it) and the records to write."""
@@ -98,6 +103,9 @@ class Effects:
     """The tenant's breaker after this step, when the step changed it: to be written."""
     breaker_change: str | None = None
     """What the change did to the circuit ("opened", "closed"), for the log."""
+    urgent: bool = False
+    """A run went out due within `URGENT_WITHIN_MS`: commit at the end of the turn, not at the
+    runtime's commit interval, or it starts late."""
 
     def history(self, state: JobState, facts: Facts, decision: Decision, **kw: object) -> None:
         d = state.definition(facts.codec)

@@ -56,7 +56,9 @@ def test_a_unit_that_succeeds_sends_its_records_in_order() -> None:
         t.forward("x", 0, b"a", b"v", [])
 
     assert t.attempt(work, print)
-    assert [o[0] for o in out] == ["changelog", "x"]
+    assert [o[0] for o in out] == ["x"]  # state is changelogged when the transaction commits
+    t.changelog_records()
+    assert [o[0] for o in out] == ["x", "changelog"]
 
 
 def test_an_inner_unit_that_fails_keeps_what_the_outer_one_did() -> None:
@@ -78,6 +80,7 @@ def test_an_inner_unit_that_fails_keeps_what_the_outer_one_did() -> None:
         b"q",
         b"3",
     )
+    t.changelog_records()
     assert [o[2] for o in out] == [b"outer", b"quarantined", b"after"]
 
 

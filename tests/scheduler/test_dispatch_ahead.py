@@ -81,6 +81,13 @@ def test_an_idle_job_wakes_ahead_and_its_execution_keeps_the_due_time() -> None:
     assert [a.execution_id for a in result.state.ahead] == [ex.execution_id]
 
 
+def test_only_a_run_due_now_asks_for_an_immediate_commit() -> None:
+    """A run sent ahead may wait for the runtime's commit interval; one due now must not."""
+    assert not due(created(), T0 + MIN - AHEAD).urgent
+    assert due(create(), T0 + MIN - AHEAD).urgent is False  # nothing fired
+    assert firing.on_due(create(), ctx(T0 + MIN)).urgent
+
+
 def test_look_ahead_off_fires_at_the_due_time_as_before() -> None:
     state = create()
     assert state.early_ms == 0

@@ -17,6 +17,7 @@ from kadence.models import (
     HistoryRecord,
     KafkaTarget,
     OutcomeStatus,
+    PauseJob,
     ReplayDeadLetter,
     ScheduleDefinition,
 )
@@ -167,3 +168,69 @@ def test_groups_dead_letters_and_refusals_through_the_processor(store: Store) ->
     [again] = s.take(ExecutionRequested)
     assert (again.execution_id, again.trigger) == (ex.execution_id, "replay")
     assert s.proc.dead_letter_depth(s.task) == 0
+
+
+def test_a_run_due_now_and_a_command_ask_the_runtime_to_commit_at_once(store: Store) -> None:
+    proc, task, _out = setup("2025b", store)
+    d = ScheduleDefinition(
+        tenant="acme",
+        job_id="j",
+        version=1,
+        schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * *"},
+        target=KafkaTarget(topic="o"),
+    )
+    topics = proc.cfg.topics
+    proc.process(
+        task, InputRecord(topics.schedules, 0, 0, b"acme/j", CODEC.encode(d), [], NOW), NOW
+    )
+    assert not task.urgent  # a definition: the commit interval will do
+    wake = load_state(task.get(b"acme/j") or b"").wake_ms
+    assert wake is not None
+    proc.fire(task, b"acme/j", wake)
+    assert task.urgent
+    task.committed(None)
+    assert not task.urgent
+    pause = PauseJob(tenant="acme", job_id="j", request_id="p", issued_at=ms_to_datetime(wake))
+    proc.process(
+        task, InputRecord(topics.commands, 0, 1, b"acme/j", CODEC.encode(pause), [], wake), wake
+    )
+    assert task.urgent
+
+
+def test_a_job_awaiting_its_outcome_and_its_tenants_breaker_stay_decoded(
+    store: Store, monkeypatch: Any
+) -> None:
+    """The outcome of a run finds the job's state and the breaker decoded (no state or breaker
+    bytes read back), and what the cache holds is what the store holds."""
+    proc, task, out = setup("2025b", store)
+    d = ScheduleDefinition(
+        tenant="acme",
+        job_id="j",
+        version=1,
+        schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
+        target=KafkaTarget(topic="o"),
+    )
+    topics = proc.cfg.topics
+    proc.process(
+        task, InputRecord(topics.schedules, 0, 0, b"acme/j", CODEC.encode(d), [], NOW), NOW
+    )
+    proc.fire(task, b"acme/j", NOW + 1_000)
+    [ex] = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t == topics.executions]
+    assert isinstance(ex, ExecutionRequested)
+    commit(task)
+
+    def no_decoding(*_a: Any) -> Any:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr("streams.scheduler.processor.load_state", no_decoding)
+    monkeypatch.setattr("streams.scheduler.breaker.Breaker.load", no_decoding)
+    done = make_outcome(ex, OutcomeStatus.failed)
+    record = InputRecord(topics.outcomes, 0, 1, b"acme/j", CODEC.encode(done), [], NOW + 2_000)
+    proc.process(task, record, NOW + 2_000)
+    monkeypatch.undo()
+    breaker = task.cache[b"~breaker/acme"]
+    commit(task)
+    assert (breaker.attempts, breaker.failures) == (1, 1)
+    assert task.get(b"~breaker/acme") == breaker.dump()
+    assert b"acme/j" not in task.cache  # settled: nothing more to wait for
+    assert load_state(task.get(b"acme/j") or b"").dead

@@ -1,0 +1,180 @@
+"""The scheduler's Python cost per execution, in process, no broker.
+
+    python -m bench.scheduler_profile --jobs 10000 [--store rocksdb] [--profile 25]
+
+Loads N one-off jobs due at the same second into a task (memory store or RocksDB), then times
+what the scheduler does per execution: firing them (each an ExecutionRequested and a `fired`
+history record, encoded) and processing their N `succeeded` outcomes, as the runtime runs them
+(units of work, the changelog records at commit, the batch applied to the store). What a real
+process adds (librdkafka, the consumer and producer) is not in it. Prints µs per execution
+(fire + outcome), each phase's share, and with --profile the top functions of a cProfile run
+by cumulative and by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import tempfile
+import time
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
+from kadence.models import (
+    ExecutionOutcome,
+    ExecutionRequested,
+    HandlerTarget,
+    OutcomeStatus,
+    ScheduleDefinition,
+)
+from kadence.settings import KadenceSettings
+from kadence.topics import Topics
+from streams.runtime.records import InputRecord
+from streams.runtime.store import MemoryStore, RocksStore, Store
+from streams.runtime.task import Task
+from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+
+T0 = int(datetime(2026, 12, 1, 8, 0, tzinfo=UTC).timestamp() * 1000)
+DUE = T0 + 1_000
+
+
+class Bench:
+    def __init__(self, jobs: int, store: Store) -> None:
+        self.codec = Codec()
+        settings = KadenceSettings(partitions=1)
+        self.topics = Topics(settings)
+        self.proc = SchedulerProcessor(
+            SchedulerConfig(self.topics, 1, settings.execution_partitions, "2025b"), self.codec
+        )
+        self.task = Task(0, store, T0, 60_000)
+        self.task.changelog = self.topics.scheduler_changelog
+        self.out: list[tuple[Any, ...]] = []
+        self.task._emit = lambda *record: self.out.append(record)
+        self.task.prefetch = lambda key: self.proc.prefetch(self.task, key)  # as the runner does
+        self.jobs = jobs
+        self.offset = 0
+
+    def _process(self, topic: str, key: bytes, value: bytes, now: int) -> None:
+        record = InputRecord(topic, 0, self.offset, key, value, [], now)
+        self.offset += 1
+        self.task.attempt(
+            partial(self.proc.process, self.task, record, now),
+            partial(self.proc.refuse, self.task, record, now_ms=now),
+        )
+
+    def commit(self) -> None:
+        self.task.changelog_records()
+        self.task.committed(self.offset)
+        self.out.clear()
+
+    def define(self) -> None:
+        for i in range(self.jobs):
+            d = ScheduleDefinition(
+                tenant=f"t{i % 50}",
+                job_id=f"job-{i}",
+                version=1,
+                schedule={"kind": "once", "run_at": ms_to_datetime(DUE)},
+                target=HandlerTarget(name="noop"),
+            )
+            self._process(self.topics.schedules, d.key.encode(), self.codec.encode(d), T0)
+        self.commit()  # the fire phase loads the window: decoding ahead is counted there
+
+    def fire(self) -> list[bytes]:
+        task, fired = self.task, 0
+        while keys := task.due(DUE, 5_000):
+            for key in keys:
+                task.attempt(
+                    partial(self.proc.fire, task, key, DUE),
+                    partial(self.proc.quarantine, task, key, now_ms=DUE),
+                )
+                fired += 1
+        out = [value for topic, _p, _k, value, _h in self.out if topic == self.topics.executions]
+        self.commit()
+        assert fired == len(out) == self.jobs, (fired, len(out))
+        return out
+
+    def outcomes(self, values: list[bytes]) -> tuple[list[ExecutionRequested], list[bytes]]:
+        runs = [r for v in values if isinstance(r := self.codec.decode(v), ExecutionRequested)]
+        return runs, [
+            self.codec.encode(
+                ExecutionOutcome(
+                    execution_id=ex.execution_id,
+                    tenant=ex.tenant,
+                    job_id=ex.job_id,
+                    attempt=ex.attempt,
+                    delivery=1,
+                    worker_id="w",
+                    status=OutcomeStatus.succeeded,
+                    nominal_at=ex.nominal_at,
+                    due_at=ex.due_at,
+                    started_at=ex.due_at,
+                    finished_at=ex.due_at,
+                )
+            )
+            for ex in runs
+        ]
+
+    def settle(self, runs: list[ExecutionRequested], outcomes: list[bytes]) -> None:
+        now = DUE + 50
+        for ex, value in zip(runs, outcomes, strict=True):
+            self._process(self.topics.outcomes, f"{ex.tenant}/{ex.job_id}".encode(), value, now)
+        self.commit()
+
+
+def run(jobs: int, store_kind: str, profiler: cProfile.Profile | None) -> tuple[float, float]:
+    """One run: CPU µs per execution of firing and of settling the outcomes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store: Store = RocksStore(Path(tmp) / "0") if store_kind == "rocksdb" else MemoryStore()
+        bench = Bench(jobs, store)
+        bench.define()
+        started = time.process_time()
+        if profiler:
+            profiler.enable()
+        sent = bench.fire()
+        fired = time.process_time()
+        if profiler:
+            profiler.disable()
+        runs, outcomes = bench.outcomes(sent)  # the workers' part: not counted
+        settling = time.process_time()
+        if profiler:
+            profiler.enable()
+        bench.settle(runs, outcomes)
+        if profiler:
+            profiler.disable()
+        done = time.process_time()
+        store.close()
+    return (fired - started) / jobs * 1e6, (done - settling) / jobs * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--store", choices=["memory", "rocksdb"], default="memory")
+    parser.add_argument("--repeat", type=int, default=3, help="report the best of this many")
+    parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
+    args = parser.parse_args()
+    fire_us, outcome_us = min(
+        (run(args.jobs, args.store, None) for _ in range(args.repeat)), key=sum
+    )
+    print(
+        f"{args.jobs} executions on {args.store}, best of {args.repeat}: "
+        f"{fire_us + outcome_us:.0f} µs CPU per execution "
+        f"(fire {fire_us:.0f}, outcome {outcome_us:.0f})"
+    )
+    if args.profile:
+        profiler = cProfile.Profile()
+        run(args.jobs, args.store, profiler)
+        for order in ("cumulative", "tottime"):
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.profile)
+            print(text.getvalue())
+
+
+if __name__ == "__main__":
+    main()
