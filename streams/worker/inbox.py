@@ -27,7 +27,7 @@ import heapq
 import logging
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
@@ -45,6 +45,9 @@ class Item:
     execution: ExecutionRequested
     due_ms: int
     held: bool = True
+    claimed: bool = False
+    """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
+    commit, still waiting (in due order and tenant fairness) for its start."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,42 @@ class Inbox:
         self._deficit.pop(tenant, None)
         self._turns.remove(tenant)
 
+    def upcoming(self, until_ms: int, limit: int, ready: Callable[[Item], bool]) -> list[Item]:
+        """Up to `limit` waiting executions due by `until_ms`, not claimed yet, that `ready`
+        accepts (earliest due first; walks only the part of the heap before `until_ms`)."""
+        times: list[int] = []
+        stack = [0] if self._heap else []
+        while stack:
+            i = stack.pop()
+            if i < len(self._heap) and self._heap[i] <= until_ms:
+                times.append(self._heap[i])
+                stack += [2 * i + 1, 2 * i + 2]
+        out: list[Item] = []
+        for due in sorted(times):
+            for item in self._waiting.get(due, []):
+                if len(out) >= limit:
+                    return out
+                if item.held and not item.claimed and ready(item):
+                    out.append(item)
+        return out
+
+    def claim(self, item: Item) -> None:
+        """`item` is being claimed ahead: the offset commit may pass it (the lease covers it);
+        it keeps its place in due order."""
+        item.claimed = True
+        if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
+            self._held[item.partition].remove(item.offset)
+
+    def unclaim(self, item: Item) -> None:
+        """The claim ahead did not commit: the offset commit covers it again (or, if its
+        partition went away meanwhile, the next owner reads it again: dropped here)."""
+        item.claimed = False
+        if item.partition not in self._next:
+            item.held = False
+            return
+        self._open.setdefault(item.partition, {})[item.offset] = item
+        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+
     def hold(self, item: Item) -> None:
         """Back into the inbox (its claim did not commit)."""
         if item.partition not in self._next:
@@ -258,7 +297,8 @@ class Inbox:
         return out
 
     def forget(self, partitions: set[int]) -> None:
-        """Partitions revoked: their held executions are the next owner's to read again."""
+        """Partitions revoked: their held executions are the next owner's to read again (ones
+        claimed ahead stay: the commit passed them, this worker's lease covers them)."""
         for p in partitions:
             for item in self._open.pop(p, {}).values():
                 self._close(item)
