@@ -108,7 +108,7 @@ class Holdings:
         self.claimed: dict[str, ActiveRun] = {}
         """execution id -> claimed ahead (listed in a committed snapshot), not started."""
         ahead = settings.worker_claim_ahead_max
-        default = 4 * settings.worker_concurrency
+        default = min(3_000, 4 * settings.worker_concurrency)
         self.ahead_max = (default if ahead is None else ahead) if self.writer.snapshots else 0
         self.lead_ms = 0
         """Half the longest lease TTL read: how far ahead of now a claim ahead may reach."""
