@@ -275,10 +275,12 @@ class Worker:
         self._last_offsets = offsets
         self._last_commit_ms = now
         self.holdings.committed(txn)
+        fresh = {id(run) for run in [*txn.claims, *txn.ahead]}
         for run in [*txn.renewals, *(txn.held or [])]:
             run.lease_expires_ms = now + run.execution.lease_ttl_ms
             run.next_renew_ms = now + max(1, run.execution.lease_ttl_ms // 3)
-            self.metrics.renewals.inc()
+            if id(run) not in fresh:
+                self.metrics.renewals.inc()
         for run, result in txn.finished:
             self.runs.pop(run.execution.execution_id, None)
             self.metrics.finished(run.execution.tenant, result.status.value)

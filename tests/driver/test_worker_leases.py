@@ -113,6 +113,7 @@ def test_one_snapshot_per_transaction_lists_every_run_and_the_outcome_releases_b
     *_, renewal = snapshots(driver.cluster, topics)
     assert held(renewal) == [(0, 0, 1), (0, 2, 1)]
     assert {r.lease_expires_ms for r in worker.runs.values()} == {driver.now_ms() + TTL_MS}
+    assert worker.metrics.renewals._value.get() == 4  # j1 and j3, twice (claims not counted)
     gates.release("j1")
     gates.release("j3")
     until(lambda: all(r.future is not None and r.future.done() for r in worker.runs.values()))
