@@ -18,6 +18,7 @@ from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
+from streams.reaper.reader import ConsumerReader, ExecutionReader
 from streams.runtime.loop import Runner, RunnerConfig
 from streams.runtime.metrics import RuntimeCollector
 
@@ -25,11 +26,22 @@ APP = "reaper"
 
 
 def wire(
-    settings: KadenceSettings, clients: Clients, clock: Clock, *, in_memory: bool = False
+    settings: KadenceSettings,
+    clients: Clients,
+    clock: Clock,
+    *,
+    in_memory: bool = False,
+    reader: ExecutionReader | None = None,
 ) -> Runner:
     """The reaper's runtime loop on `clients` and `clock`, not yet subscribed: what this
-    process runs, and what the test driver turns on its in-memory cluster."""
+    process runs, and what the test driver turns on its in-memory cluster. Expired lease
+    snapshots are read back from `executions` by `reader` (by default a plain consumer that
+    joins no group)."""
     topics = Topics(settings)
+    if reader is None:
+        group = f"{settings.namespace}.{APP}.reader"
+        client = f"{settings.namespace}.{APP}.{settings.instance_id}.reader"
+        reader = ConsumerReader(lambda: clients.consumer(group, client), topics.executions)
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
     processor = ReaperProcessor(
         ReaperConfig(
@@ -41,6 +53,7 @@ def wire(
         ),
         Codec(),
         ReaperMetrics(),
+        reader,
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",

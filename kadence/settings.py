@@ -97,6 +97,15 @@ class KadenceSettings(BaseSettings):
     )
     """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
     two settings above."""
+    worker_claim_ahead_max: Annotated[int, Field(ge=0, le=3_000)] | None = None
+    """Executions one worker claims ahead of their due time (listed in a committed lease
+    snapshot up to half their lease TTL early, so each starts from memory at its due instant)
+    at once at most; by default 4 x `worker_concurrency` (at most 3 000: with the slots, one
+    snapshot always fits). 0: claim only when due."""
+    lease_format: Literal["snapshot", "events"] = "snapshot"
+    """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
+    every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
+    previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""

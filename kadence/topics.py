@@ -137,7 +137,7 @@ EXECUTIONS = TopicSpec(
 )
 REAPER_CHANGELOG = TopicSpec(
     "reaper-changelog",
-    "execution_id",
+    "execution_id (lease events) or ~held/worker_id/incarnation (snapshots)",
     "compact",
     PartitionGroup.jobs,
     (),

@@ -123,9 +123,8 @@ class Expiry:
 
 
 def on_timer(lease: Lease, now_ms: int, redelivery_cap: int, codec: Codec) -> Expiry:
-    """A lease entry's timer fired: below the cap the run goes out again (`delivery + 1`,
-    trigger `redelivery`); at the cap a non-retryable `failed` outcome tells the scheduler to
-    dead-letter it (a job that kills every worker that runs it stops there)."""
+    """A lease entry's timer fired: once expired (plus the grace period) the run goes out again
+    or is given up (`decide`), and the entry is remembered to ignore stale events."""
     if not lease.active:
         return Expiry(Verdict.forget)
     if lease.expires_ms + LEASE_GRACE_MS > now_ms:
@@ -134,17 +133,40 @@ def on_timer(lease: Lease, now_ms: int, redelivery_cap: int, codec: Codec) -> Ex
         return Expiry(Verdict.unknown)
     ex = codec.decode_as(lease.execution, ExecutionRequested)
     remembered = Entry(replace(lease, active=False), now_ms + FORGET_AFTER_MS)
-    if lease.delivery < redelivery_cap:
+    expiry = decide(
+        ex,
+        delivery=lease.delivery,
+        worker=lease.worker,
+        expires_ms=lease.expires_ms,
+        now_ms=now_ms,
+        redelivery_cap=redelivery_cap,
+    )
+    return replace(expiry, entry=remembered)
+
+
+def decide(
+    ex: ExecutionRequested,
+    *,
+    delivery: int,
+    worker: str,
+    expires_ms: int,
+    now_ms: int,
+    redelivery_cap: int,
+) -> Expiry:
+    """The lease of `delivery` of `ex` expired: below the cap the run goes out again
+    (`delivery + 1`, trigger `redelivery`); at the cap a non-retryable `failed` outcome tells
+    the scheduler to dead-letter it (a job that kills every worker that runs it stops there)."""
+    if delivery < redelivery_cap:
         again = ex.model_copy(
             update={
-                "delivery": lease.delivery + 1,
+                "delivery": delivery + 1,
                 "trigger": TriggerKind.redelivery,
                 "dispatched_at": ms_to_datetime(now_ms),
             }
         )
         why = (
-            f"lease of delivery {lease.delivery} (worker {lease.worker}) expired at "
-            f"{ms_to_datetime(lease.expires_ms).isoformat()} without an outcome"
+            f"lease of delivery {delivery} (worker {worker}) expired at "
+            f"{ms_to_datetime(expires_ms).isoformat()} without an outcome"
         )
         history = HistoryRecord(
             tenant=ex.tenant,
@@ -155,12 +177,12 @@ def on_timer(lease: Lease, now_ms: int, redelivery_cap: int, codec: Codec) -> Ex
             nominal_at=ex.nominal_at,
             due_at=ex.due_at,
             attempt=ex.attempt,
-            delivery=lease.delivery + 1,
+            delivery=delivery + 1,
             reason=why,
         )
-        return Expiry(Verdict.redeliver, ex, redelivery=again, history=history, entry=remembered)
+        return Expiry(Verdict.redeliver, ex, redelivery=again, history=history)
     message = (
-        f"the lease expired on {lease.delivery} deliveries in a row (cap "
+        f"the lease expired on {delivery} deliveries in a row (cap "
         f"{redelivery_cap}): the job may be killing or hanging its workers"
     )
     outcome = ExecutionOutcome(
@@ -168,7 +190,7 @@ def on_timer(lease: Lease, now_ms: int, redelivery_cap: int, codec: Codec) -> Ex
         tenant=ex.tenant,
         job_id=ex.job_id,
         attempt=ex.attempt,
-        delivery=lease.delivery,
+        delivery=delivery,
         worker_id=REAPER_ID,
         status=OutcomeStatus.failed,
         retryable=False,
@@ -178,7 +200,7 @@ def on_timer(lease: Lease, now_ms: int, redelivery_cap: int, codec: Codec) -> Ex
         started_at=ms_to_datetime(now_ms),
         finished_at=ms_to_datetime(now_ms),
     )
-    return Expiry(Verdict.give_up, ex, outcome=outcome, entry=remembered)
+    return Expiry(Verdict.give_up, ex, outcome=outcome)
 
 
 def quarantined(key: bytes, exc: Exception, now_ms: int) -> HistoryRecord | None:

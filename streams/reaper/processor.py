@@ -1,8 +1,12 @@
-"""The reaper as a runtime processor: a lease table with an expiry timer per execution.
+"""The reaper as a runtime processor: a lease table with an expiry timer per entry.
 
-Input: `leases` (keyed by execution id). Per execution it keeps the current delivery, its
-worker, the lease expiry and the execution itself (from the `acquired` event). When a lease
-expires with no `released` (the worker writes its outcome and the release in one transaction):
+Input: `leases`. A `LeaseSnapshot` (keyed `worker/incarnation`) lists everything one worker
+process holds, by (executions partition, offset): one entry per incarnation keeps its latest
+ranges and their expiries (`snapshots`); an expired ref is read back from `executions` through
+the `ExecutionReader` port. A `LeaseEvent` (keyed by execution id; workers of earlier releases,
+or `lease_format=events`) keeps one entry per execution with its delivery, worker, expiry and
+the execution itself (`leases`). When a lease expires without a release (the worker writes its
+outcome and the release in one transaction):
 - below the redelivery cap: the same execution, `delivery + 1`, trigger `redelivery`, goes back
   on `executions`, with a `redelivered` history record;
 - at the cap: a non-retryable `failed` outcome (`REDELIVERY_CAP_ERROR`) goes to `outcomes`, and
@@ -20,12 +24,14 @@ from dataclasses import dataclass, field
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import headers_for
-from kadence.models import LeaseEvent, WireModel
+from kadence.models import ExecutionRequested, LeaseEvent, LeaseSnapshot, WireModel
 from kadence.partitioning import execution_route, partition_for
-from kadence.topics import LEASES, Topics
-from streams.reaper import leases
-from streams.reaper.leases import Lease, Verdict
+from kadence.topics import EXECUTIONS, LEASES, Topics
+from streams.reaper import leases, snapshots
+from streams.reaper.leases import Expiry, Lease, Verdict
 from streams.reaper.metrics import ReaperMetrics
+from streams.reaper.reader import ExecutionReader
+from streams.reaper.snapshots import Held
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
@@ -45,11 +51,18 @@ class ReaperConfig:
 
 class ReaperProcessor:
     def __init__(
-        self, cfg: ReaperConfig, codec: Codec, metrics: ReaperMetrics | None = None
+        self,
+        cfg: ReaperConfig,
+        codec: Codec,
+        metrics: ReaperMetrics | None = None,
+        reader: ExecutionReader | None = None,
     ) -> None:
         self.cfg = cfg
         self.codec = codec
         self.metrics = metrics or ReaperMetrics()
+        self.reader = reader
+        """Reads expired snapshot refs back from `executions` (None: a reaper that only
+        reads lease events; an expired snapshot ref then raises and is quarantined)."""
 
     # -- input -------------------------------------------------------------------------------
 
@@ -58,6 +71,9 @@ class ReaperProcessor:
             event = LEASES.decode(self.codec, record.value)
         except DecodeError as exc:
             self._reject(ctx, record, exc.code, str(exc), now_ms)
+            return
+        if isinstance(event, LeaseSnapshot):
+            self._snapshot(ctx, event, now_ms)
             return
         assert isinstance(event, LeaseEvent)
         key = event.execution_id.encode()
@@ -76,17 +92,86 @@ class ReaperProcessor:
         entry = leases.on_event(lease, event, self.codec)
         ctx.put(key, entry.lease.dump() if entry.lease else None, entry.wake_ms)
 
+    def _snapshot(self, ctx: ProcessorContext, snap: LeaseSnapshot, now_ms: int) -> None:
+        key = snapshots.store_key(snap.key)
+        raw = ctx.get(key)
+        held = Held.load(raw) if raw is not None else None
+        if snapshots.is_stale(held, snap):
+            self.metrics.stale_events.inc()
+            log.info("stale lease snapshot of %s at %s: ignored", snap.key, snap.at.isoformat())
+            return
+        entry = snapshots.on_snapshot(held, snap, now_ms)
+        ctx.put(key, entry.held.dump() if entry.held else None, entry.wake_ms)
+
     # -- timers ------------------------------------------------------------------------------
 
     def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         raw = ctx.get(key)
         if raw is None:
             return
+        if snapshots.is_snapshot_key(key):
+            self._expire_refs(ctx, key, Held.load(raw), now_ms)
+            return
         expiry = leases.on_timer(Lease.load(raw), now_ms, self.cfg.redelivery_cap, self.codec)
         if expiry.verdict is Verdict.wait:
             return
         if expiry.verdict is Verdict.unknown:
             log.error("lease of %s expired and its execution is unknown", key.decode())
+        self._write(ctx, expiry)
+        entry = expiry.entry
+        ctx.put(key, entry.lease.dump() if entry.lease else None, entry.wake_ms)
+
+    def _expire_refs(self, ctx: ProcessorContext, key: bytes, held: Held, now_ms: int) -> None:
+        """A worker incarnation's timer: every expired ref it still held is read back and
+        redelivered (or given up at the cap); one that cannot be is quarantined."""
+        due = snapshots.expired(held, now_ms)
+        if due:
+            if self.reader is None:
+                raise RuntimeError("lease snapshots need an execution reader")
+            values = self.reader.read([ref for ref, _ in due])
+            for ref, expires_ms in due:
+                self._expire_ref(ctx, held, (ref, expires_ms), values.get(ref), now_ms)
+        entry = snapshots.settle(held, [ref for ref, _ in due], now_ms)
+        ctx.put(key, entry.held.dump() if entry.held else None, entry.wake_ms)
+
+    def _expire_ref(
+        self,
+        ctx: ProcessorContext,
+        held: Held,
+        expired: tuple[snapshots.Ref, int],
+        value: bytes | None,
+        now_ms: int,
+    ) -> None:
+        ref, expires_ms = expired
+        record: object = None
+        if value is None:
+            why = "could not be read back (deleted by retention, or the read timed out)"
+        else:
+            try:
+                record = EXECUTIONS.decode(self.codec, value)
+                why = f"is a {type(record).__name__}, not an execution"
+            except DecodeError as exc:
+                why = f"is not a readable execution ({exc.code}: {exc})"
+        if isinstance(record, ExecutionRequested):
+            expiry = leases.decide(
+                record,
+                delivery=record.delivery,
+                worker=held.worker,
+                expires_ms=expires_ms,
+                now_ms=now_ms,
+                redelivery_cap=self.cfg.redelivery_cap,
+            )
+            self._write(ctx, expiry)
+            return
+        reason, history = snapshots.unusable(ref, held.worker, why, record, now_ms)
+        log.error("%s; quarantined", reason)
+        self.metrics.failures.labels("quarantined").inc()
+        if history is not None:
+            partition = partition_for(history.key, self.cfg.job_partitions)
+            self._forward(ctx, self.cfg.topics.history, partition, history.key, history)
+
+    def _write(self, ctx: ProcessorContext, expiry: Expiry) -> None:
+        """The redelivery and its history record, or the cap's outcome."""
         ex = expiry.execution
         if ex is not None:
             self.metrics.expiries.inc()
@@ -105,8 +190,6 @@ class ReaperProcessor:
                 self.metrics.redeliveries.inc()
             else:
                 self.metrics.gave_up.inc()
-        entry = expiry.entry
-        ctx.put(key, entry.lease.dump() if entry.lease else None, entry.wake_ms)
 
     def _forward(
         self, ctx: ProcessorContext, topic: str, partition: int, key: str, record: WireModel

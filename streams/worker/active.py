@@ -6,7 +6,7 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from kadence.models import ExecutionRequested
+from kadence.models import ExecutionRequested, HeldRange
 from kadence.targets import Result, Stop, Target
 from streams.worker.inbox import Item
 
@@ -40,6 +40,13 @@ class TxnWork:
     claims: list[ActiveRun] = field(default_factory=list)
     renewals: list[ActiveRun] = field(default_factory=list)
     finished: list[tuple[ActiveRun, Result]] = field(default_factory=list)
+    ahead: list[ActiveRun] = field(default_factory=list)
+    """Claims ahead of the due time: they wait in memory once this commits."""
+    held: list[ActiveRun] | None = None
+    """With lease snapshots: every run listed in this transaction's snapshot (None: no
+    snapshot); each one's lease is renewed once it commits."""
+    ranges: list[HeldRange] = field(default_factory=list)
+    """`held` by reference, as the snapshot lists it."""
 
 
 def invoke(caller: Target, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:

@@ -23,22 +23,19 @@ worker's slots) keeps slots free for the others when one tenant's runs hang for 
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import logging
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
 from kadence.settings import KadenceSettings
+from streams.worker.offsets import HeldRuns, decode_metadata, encode_runs, runs_of
 
 log = logging.getLogger(__name__)
-METADATA_LIMIT = 3_500
-"""Characters of offset metadata (brokers accept 4 096 by default)."""
-FORMAT = "k1"
 
 
 @dataclass(eq=False)
@@ -50,6 +47,9 @@ class Item:
     held: bool = True
     record: bytes | None = None
     """The execution's bytes as read (a target that forwards them sends them unchanged)."""
+    claimed: bool = False
+    """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
+    commit, still waiting (in due order and tenant fairness) for its start."""
 
 
 @dataclass(frozen=True)
@@ -91,56 +91,6 @@ def default_max_running(settings: KadenceSettings) -> int:
     slots = settings.worker_concurrency
     share = max(1, math.floor(slots * settings.worker_tenant_max_share + 1e-9))
     return 0 if share >= slots else share
-
-
-@dataclass
-class HeldRuns:
-    """One partition's held offsets as sorted runs [start, end): the commit needs the first one
-    and the run-length list after it, in O(runs) per commit rather than a sort of every held
-    offset (a flood holds a hundred thousand, in a handful of runs)."""
-
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-
-    def add(self, offset: int) -> None:
-        if self.ends and offset == self.ends[-1]:  # the usual case: read in offset order
-            self.ends[-1] += 1
-            return
-        i = bisect.bisect_right(self.starts, offset)
-        if i > 0 and offset < self.ends[i - 1]:
-            return  # already held
-        joins_left = i > 0 and self.ends[i - 1] == offset
-        joins_right = i < len(self.starts) and self.starts[i] == offset + 1
-        if joins_left and joins_right:
-            self.ends[i - 1] = self.ends[i]
-            del self.starts[i], self.ends[i]
-        elif joins_left:
-            self.ends[i - 1] += 1
-        elif joins_right:
-            self.starts[i] -= 1
-        else:
-            self.starts.insert(i, offset)
-            self.ends.insert(i, offset + 1)
-
-    def remove(self, offset: int) -> None:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        if i < 0 or offset >= self.ends[i]:
-            return  # not held
-        start, end = self.starts[i], self.ends[i]
-        if end - start == 1:
-            del self.starts[i], self.ends[i]
-        elif offset == start:
-            self.starts[i] += 1
-        elif offset == end - 1:
-            self.ends[i] -= 1
-        else:
-            self.ends[i] = offset
-            self.starts.insert(i + 1, offset + 1)
-            self.ends.insert(i + 1, end)
-
-    def runs(self) -> list[tuple[int, int]]:
-        """(start, length) per run, in offset order."""
-        return [(a, b - a) for a, b in zip(self.starts, self.ends, strict=True)]
 
 
 @dataclass
@@ -283,6 +233,42 @@ class Inbox:
         self._deficit.pop(tenant, None)
         self._turns.remove(tenant)
 
+    def upcoming(self, until_ms: int, limit: int, ready: Callable[[Item], bool]) -> list[Item]:
+        """Up to `limit` waiting executions due by `until_ms`, not claimed yet, that `ready`
+        accepts (earliest due first; walks only the part of the heap before `until_ms`)."""
+        times: list[int] = []
+        stack = [0] if self._heap else []
+        while stack:
+            i = stack.pop()
+            if i < len(self._heap) and self._heap[i] <= until_ms:
+                times.append(self._heap[i])
+                stack += [2 * i + 1, 2 * i + 2]
+        out: list[Item] = []
+        for due in sorted(times):
+            for item in self._waiting.get(due, []):
+                if len(out) >= limit:
+                    return out
+                if item.held and not item.claimed and ready(item):
+                    out.append(item)
+        return out
+
+    def claim(self, item: Item) -> None:
+        """`item` is being claimed ahead: the offset commit may pass it (the lease covers it);
+        it keeps its place in due order."""
+        item.claimed = True
+        if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
+            self._held[item.partition].remove(item.offset)
+
+    def unclaim(self, item: Item) -> None:
+        """The claim ahead did not commit: the offset commit covers it again (or, if its
+        partition went away meanwhile, the next owner reads it again: dropped here)."""
+        item.claimed = False
+        if item.partition not in self._next:
+            item.held = False
+            return
+        self._open.setdefault(item.partition, {})[item.offset] = item
+        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+
     def hold(self, item: Item) -> None:
         """Back into the inbox (its claim did not commit)."""
         if item.partition not in self._next:
@@ -304,7 +290,7 @@ class Inbox:
                 old_upto, old_held = replay
                 held = {o for start, n in runs for o in range(start, start + n)}
                 held.update(o for o in old_held if o >= nxt)
-                runs = _runs(sorted(held))
+                runs = runs_of(sorted(held))
                 upto = max(nxt, old_upto)
             if not runs:
                 out[p] = (upto, "")
@@ -313,7 +299,8 @@ class Inbox:
         return out
 
     def forget(self, partitions: set[int]) -> None:
-        """Partitions revoked: their held executions are the next owner's to read again."""
+        """Partitions revoked: their held executions are the next owner's to read again (ones
+        claimed ahead stay: the commit passed them, this worker's lease covers them)."""
         for p in partitions:
             for item in self._open.pop(p, {}).values():
                 self._close(item)
@@ -341,60 +328,3 @@ class Inbox:
     @staticmethod
     def _close(item: Item) -> None:
         item.held = False
-
-
-def encode_metadata(held: list[int], upto: int) -> str:
-    """`k1:<upto>:<start>+<length>,...` (base 36, starts relative to the first held offset)."""
-    return encode_runs(_runs(held), upto)
-
-
-def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
-    """The metadata for held offsets given as sorted (start, length) runs."""
-    if len(runs) * 4 > METADATA_LIMIT:  # every run takes at least "a+b,"
-        log.info("held executions in %d runs: too many to name in the commit", len(runs))
-        return ""
-    base = runs[0][0]
-    body = ",".join(f"{_b36(start - base)}+{_b36(length)}" for start, length in runs)
-    text = f"{FORMAT}:{_b36(upto - base)}:{body}"
-    if len(text) > METADATA_LIMIT:
-        log.info("held executions in %d runs: too many to name in the commit", len(runs))
-        return ""
-    return text
-
-
-def _runs(held: list[int]) -> list[tuple[int, int]]:
-    """Sorted offsets as (start, length) runs."""
-    runs: list[tuple[int, int]] = []
-    for o in held:
-        if runs and o == runs[-1][0] + runs[-1][1]:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((o, 1))
-    return runs
-
-
-def decode_metadata(committed: int, text: str | None) -> tuple[int, frozenset[int]] | None:
-    """(read position, held offsets), or None when the commit named nothing (read all)."""
-    if not text or not text.startswith(f"{FORMAT}:"):
-        return None
-    try:
-        _, upto, body = text.split(":", 2)
-        held: set[int] = set()
-        for run in body.split(","):
-            start, length = run.split("+")
-            first = committed + int(start, 36)
-            held.update(range(first, first + int(length, 36)))
-        return committed + int(upto, 36), frozenset(held)
-    except ValueError:
-        log.warning("unreadable offset metadata %r: re-reading everything", text[:80])
-        return None
-
-
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out

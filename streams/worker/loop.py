@@ -1,11 +1,18 @@
 """The worker loop: read executions, claim due ones under a lease, run them, report outcomes.
 
-One thread does all Kafka work, in short transactions of one transactional producer:
-- a claim is a LeaseEvent(acquired) plus the consumer offsets, committed with the group
-  metadata: a worker fenced by a rebalance cannot commit it, and only a committed claim runs;
-- renewals every ttl/3 (LeaseEvent(renewed)); a renewal counts once its transaction commits;
-- the outcome and the LeaseEvent(released) go in one transaction, so the reaper never
-  redelivers an execution whose outcome was written.
+One thread does all Kafka work, in short transactions of one transactional producer. Every
+transaction that claims, finishes or renews writes one LeaseSnapshot listing every run the
+worker holds by (executions partition, offset) (`holding`):
+- a claim is the run listed, plus the consumer offsets, committed with the group metadata: a
+  worker fenced by a rebalance cannot commit it, and only a committed claim runs;
+- an execution read before its due time is claimed up to half its lease TTL ahead (at most
+  `worker_claim_ahead_max` at once) and waits in memory: at its due instant it starts without
+  a commit, still in tenant fairness order; a revocation drops it;
+- a snapshot at least every ttl/3 renews every listed lease; it counts once it commits;
+- the outcome and the snapshot without the run go in one transaction (release by absence), so
+  the reaper never redelivers an execution whose outcome was written.
+With `lease_format=events` it writes the previous release's LeaseEvents (acquired, renewed,
+released) instead, and claims only when due.
 Invocations run on a bounded thread pool. A run whose lease expires before a renewal commits is
 stopped (self-fencing) and reports `lease_lost`, which the scheduler records but does not apply.
 A turn's cost does not grow with the runs in flight (streams/worker/inflight.py): finished runs
@@ -32,24 +39,24 @@ from kadence.metrics import LagTracker
 from kadence.models import (
     ExecutionRequested,
     ExecutionRevoked,
-    LeaseEventKind,
     OutcomeStatus,
     WireModel,
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
-from kadence.targets import Prepares, Result, Stop, Target
+from kadence.targets import Prepares, Result, Target
 from kadence.topics import EXECUTIONS, Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.holding import Holdings, claim
 from streams.worker.inbox import Fairness, Inbox
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.records import lease_event, outcome_of
+from streams.worker.records import outcome_of
 from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -80,6 +87,7 @@ class Worker:
         self.inflight = InFlight(self.metrics)
         self.runs = self.inflight.runs
         self.summary = RunSummary(clock.now_ms())
+        self.holdings = Holdings(settings, self.worker_id, self.inbox)
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
         self.invoker = Invoker(targets, self.pool)
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
@@ -148,19 +156,23 @@ class Worker:
         claiming: set[str] = set()
         for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
             ex = item.execution
+            ahead = self.holdings.starting(item)
+            if ahead is not None:
+                self._start(ahead, now)  # claimed ahead: starts at its due instant, no commit
+                continue
             if ex.execution_id in self.runs or ex.execution_id in claiming:
                 self.inbox.hold(item)  # a newer delivery of a run of ours that lost its lease:
                 continue  # it starts once that run has ended and been reported
             claiming.add(ex.execution_id)
-            stop = Stop()
-            renew_every = max(1, ex.lease_ttl_ms // 3)
-            run = ActiveRun(item, stop, now, now + ex.lease_ttl_ms, now + renew_every)
-            txn.claims.append(run)
+            txn.claims.append(claim(item, now))
+        self.holdings.claim_ahead(txn, now, self.runs, claiming)
         self.inflight.report(txn)
+        self.holdings.snapshot(txn, now, self.runs.values())
         offsets = self.inbox.offsets()
         moved = offsets != self._last_offsets
         periodic = moved and now - self._last_commit_ms >= OFFSET_COMMIT_INTERVAL_MS
-        if txn.claims or txn.renewals or txn.finished or self._rejects or periodic:
+        leases = txn.claims or txn.renewals or txn.finished or txn.held is not None
+        if leases or self._rejects or periodic:
             self._commit(txn, now, offsets)
         self.summary.tick(now, len(self.runs))
 
@@ -196,8 +208,10 @@ class Worker:
             if run is not None:
                 log.info("cancelling %s: %s", record.execution_id, record.reason)
                 run.stop.set(OutcomeStatus.cancelled)
+            self.holdings.revoke(record)
             return
         assert isinstance(record, ExecutionRequested)
+        self.holdings.saw(record)
         current = self.runs.get(record.execution_id)
         if current is not None and record.delivery <= current.execution.delivery:
             self.inbox.read(partition, offset)  # this delivery (or an older one) is ours already
@@ -218,7 +232,9 @@ class Worker:
 
     def _police(self, now: int) -> None:
         """Self-fence runs whose lease ran out, stop runs past their timeout, note the renewals
-        due (only runs with a deadline by `now` are looked at: InFlight.police)."""
+        due (only runs with a deadline by `now` are looked at: InFlight.police); claims ahead
+        whose lease ran out are dropped (the reaper redelivers them)."""
+        self.metrics.lease_lost.inc(self.holdings.police(now))
         self.inflight.police(now)
 
     # -- transactions ------------------------------------------------------------------------
@@ -227,14 +243,10 @@ class Worker:
         police = lambda: self._police(self.clock.now_ms())  # noqa: E731 - while retrying
         self.session.begin()
         try:
-            for run in txn.claims:
-                self._lease(run, LeaseEventKind.acquired, now, with_execution=True)
-            for run in txn.renewals:
-                self._lease(run, LeaseEventKind.renewed, now)
+            for partition, key, record in self.holdings.writer.records(txn, now):
+                self._emit(self.topics.leases, partition, key, record)
             for run, result in txn.finished:
                 self._outcome(run, result, now)
-                if not run.lease_lost:  # a lost lease is not released: the reaper redelivers
-                    self._lease(run, LeaseEventKind.released, now)
             for reject in self._rejects:
                 self.session.produce(*reject)
         except KafkaException as exc:
@@ -252,11 +264,15 @@ class Worker:
         self._rejects.clear()
         self._last_offsets = offsets
         self._last_commit_ms = now
-        for run in txn.renewals:
+        self.holdings.committed(txn)
+        fresh = {id(run) for run in [*txn.claims, *txn.ahead]}
+        for run in [*txn.renewals, *(txn.held or [])]:
             run.lease_expires_ms = now + run.execution.lease_ttl_ms
             run.next_renew_ms = now + max(1, run.execution.lease_ttl_ms // 3)
-            self.metrics.renewals.inc()
-            self.inflight.renewed(run)
+            if id(run) not in fresh:
+                self.metrics.renewals.inc()
+            if self.inflight.alive(run):
+                self.inflight.renewed(run)
         for run, result in txn.finished:
             self._ended(run, result)
         for run in txn.claims:
@@ -268,9 +284,11 @@ class Worker:
         log.warning("transaction %s: claims not started, renewals not counted", outcome.value)
         for run in txn.claims:
             self.inbox.hold(run.item)
+        self.holdings.failed(txn)
 
     def _start(self, run: ActiveRun, now: int) -> None:
         ex = run.execution
+        run.started_ms = now  # a claim ahead waited since its claim
         lateness_s = max(0, now - run.item.due_ms) / 1000
         log.debug(
             "started %s delivery %d attempt %d (%.3f s after due)",
@@ -292,14 +310,6 @@ class Worker:
         log.debug("finished %s delivery %d: %s", ex.execution_id, ex.delivery, result.status.value)
 
     # -- records -----------------------------------------------------------------------------
-
-    def _lease(
-        self, run: ActiveRun, kind: LeaseEventKind, now: int, *, with_execution: bool = False
-    ) -> None:
-        event = lease_event(run, kind, now, self.worker_id, with_execution=with_execution)
-        ex = run.execution
-        partition = partition_for(ex.execution_id, self.settings.partitions)
-        self._emit(self.topics.leases, partition, ex.execution_id.encode(), event)
 
     def _outcome(self, run: ActiveRun, result: Result, now: int) -> None:
         ex = run.execution
@@ -345,7 +355,8 @@ class Worker:
             self.inflight.collect()
             txn = TxnWork()
             self.inflight.report(txn)
-            if txn.finished or txn.renewals:
+            self.holdings.snapshot(txn, now, self.runs.values())
+            if txn.finished or txn.renewals or txn.held is not None:
                 self._commit(txn, now, self.inbox.offsets())
             self.inflight.wait(0.05)
         if self.runs:

@@ -27,7 +27,7 @@ from kadence.models import (
     ExecutionRequested,
     ExecutionRevoked,
     HistoryRecord,
-    LeaseEvent,
+    LeaseSnapshot,
     ScheduleDefinition,
     WireModel,
 )
@@ -39,6 +39,8 @@ from streams.runtime.loop import Runner
 from streams.views.materializer import Materializer
 from streams.worker.loop import Worker
 from testkit.driver.driver import Driver
+from testkit.driver.leases import LeaseFact, lease_facts, snapshots
+from testkit.driver.reader import LogReader
 from testkit.driver.targets import InProcessTarget
 
 R = TypeVar("R", bound=WireModel)
@@ -53,6 +55,7 @@ class DriverStack:
         self.topics = driver.provision(settings)
         self.codec = Codec()
         self.target = InProcessTarget(driver.clock)
+        self.reader = LogReader(driver.cluster, self.topics.executions)
         self.created_ms: dict[str, int] = {}
         """When each job's latest definition was written (the checker's `created`)."""
 
@@ -68,8 +71,12 @@ class DriverStack:
         )
 
     def reaper(self, instance: str = "r0", *, in_memory: bool = False) -> Runner:
+        """A reaper reading expired snapshot refs straight from the in-memory log
+        (`self.reader` counts its reads)."""
         d = self.driver
-        wired = reaper_app.wire(self._as(instance), d.clients, d.clock, in_memory=in_memory)
+        wired = reaper_app.wire(
+            self._as(instance), d.clients, d.clock, in_memory=in_memory, reader=self.reader
+        )
         return d.add(wired)
 
     def views(self, instance: str = "v0", *, in_memory: bool = False) -> Materializer:
@@ -202,8 +209,13 @@ class DriverStack:
     def dead_letters(self) -> list[DeadLetter]:
         return self.read(self.topics.dead_letter, DeadLetter)
 
-    def leases(self) -> list[LeaseEvent]:
-        return self.read(self.topics.leases, LeaseEvent)
+    def leases(self) -> list[LeaseFact]:
+        """(kind, execution id, delivery) of every lease event, or of what the snapshots
+        stand for (`testkit.driver.leases`), in time order."""
+        return lease_facts(self.driver.cluster, self.topics)
+
+    def snapshots(self) -> list[LeaseSnapshot]:
+        return snapshots(self.driver.cluster, self.topics)
 
     def close(self) -> None:
         self.target.close()

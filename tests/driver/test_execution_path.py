@@ -90,7 +90,7 @@ def test_a_cron_job_fires_at_its_due_times_never_early_runs_once_and_is_recorded
     fired = sorted(str(h.execution_id) for h in stack.history() if h.decision is Decision.fired)
     assert fired == sorted(h.execution_id for h in hits)
     assert len(applied(stack, "every-second", Decision.succeeded)) == 3
-    assert [e.event for e in stack.leases()].count(LeaseEventKind.released) == 3
+    assert [kind for kind, _, _ in stack.leases()].count(LeaseEventKind.released) == 3
     report = checked(stack, start_ms=START_MS, end_ms=stack.driver.now_ms())
     assert report.ok, report.render()
     assert (report.expected, report.succeeded) == (3, 3)
@@ -193,7 +193,7 @@ def test_a_run_longer_than_several_leases_renews_and_is_not_redelivered(
     stack.run_for(500)
     assert len(stack.target.calls("long")) == 1
     assert not [h for h in stack.history() if h.decision is Decision.redelivered]
-    renewed = [e for e in stack.leases() if e.event is LeaseEventKind.renewed]
+    renewed = [f for f in stack.leases() if f[0] is LeaseEventKind.renewed]
     assert len(renewed) >= 9  # ten seconds at one renewal per second (ttl 3 s / 3)
     assert len(applied(stack, "long", Decision.succeeded)) == 1
 

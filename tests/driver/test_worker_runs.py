@@ -20,16 +20,16 @@ from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
     KafkaTarget,
-    LeaseEvent,
     LeaseEventKind,
     OutcomeStatus,
     WireModel,
 )
 from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
-from kadence.topics import LEASES, OUTCOMES, Topics
+from kadence.topics import OUTCOMES, Topics
 from streams.worker.loop import Worker
 from testkit.driver import START_MS, Driver, abort_error
+from testkit.driver.leases import lease_facts
 from tests.connectors.test_kafka_topic_forward import Producer
 
 TTL_MS = 3_000
@@ -54,14 +54,16 @@ class Gates:
         return Result(stop.reason) if stop.reason is not None else Result.ok()
 
 
-@pytest.fixture
-def settings() -> KadenceSettings:
+@pytest.fixture(params=["snapshot", "events"])
+def settings(request: pytest.FixtureRequest) -> KadenceSettings:
+    """Both lease formats (a snapshot renewing every run reads as a renewal of each)."""
     return KadenceSettings(
         namespace="drv",
         partitions=2,
         execution_partitions=2,
         worker_concurrency=RUNS,
         worker_tenant_max_share=1.0,
+        lease_format=request.param,
     )
 
 
@@ -106,8 +108,8 @@ def start(
 
 
 def renewed(driver: Driver, topics: Topics) -> int:
-    events = [r for r in driver.records(topics.leases, LEASES) if isinstance(r, LeaseEvent)]
-    return sum(1 for e in events if e.event is LeaseEventKind.renewed)
+    facts = lease_facts(driver.cluster, topics)
+    return sum(1 for kind, _, _ in facts if kind is LeaseEventKind.renewed)
 
 
 def outcomes(driver: Driver, topics: Topics) -> list[ExecutionOutcome]:

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, KafkaTarget
-from streams.worker.inbox import HeldRuns, Inbox, decode_metadata, encode_metadata
+from streams.worker.inbox import Inbox
+from streams.worker.offsets import HeldRuns, decode_metadata, encode_metadata
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)

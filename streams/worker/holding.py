@@ -1,0 +1,205 @@
+"""What a worker writes on `leases` with a transaction: one LeaseSnapshot listing every run it
+holds by reference (the default), or the previous release's LeaseEvents (`lease_format=events`,
+for a rolling upgrade while some reapers still read only those)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterable, Mapping
+
+from kadence.clock import ms_to_datetime
+from kadence.models import (
+    MAX_HELD_RANGES,
+    ExecutionRequested,
+    ExecutionRevoked,
+    HeldRange,
+    LeaseEventKind,
+    LeaseSnapshot,
+    WireModel,
+)
+from kadence.partitioning import partition_for
+from kadence.settings import KadenceSettings
+from kadence.targets import Stop
+from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.inbox import Inbox, Item
+from streams.worker.records import lease_event
+
+log = logging.getLogger(__name__)
+
+LeaseRecord = tuple[int, bytes, WireModel]
+"""(leases partition, key, record)."""
+
+
+def ranges(runs: Iterable[ActiveRun]) -> list[HeldRange]:
+    """The runs as ranges of consecutive offsets of one partition under one TTL."""
+    out: list[list[int]] = []  # partition, start, count, ttl
+    for p, o, ttl in sorted(
+        {(r.item.partition, r.item.offset, r.execution.lease_ttl_ms) for r in runs}
+    ):
+        last = out[-1] if out else None
+        if last is not None and (last[0], last[3]) == (p, ttl) and last[1] + last[2] == o:
+            last[2] += 1
+        else:
+            out.append([p, o, 1, ttl])
+    return [HeldRange(partition=p, start=s, count=c, ttl_ms=t) for p, s, c, t in out]
+
+
+def fit(
+    held: list[ActiveRun], txn: TxnWork, limit: int = MAX_HELD_RANGES
+) -> tuple[list[HeldRange], list[ActiveRun]]:
+    """The ranges of `held` plus the transaction's claims, claiming less (claims ahead first,
+    latest first) until they fit in `limit` ranges; and the claims left out."""
+    dropped: list[ActiveRun] = []
+    while True:
+        found = ranges([*held, *txn.claims, *txn.ahead])
+        if len(found) <= limit or not (txn.ahead or txn.claims):
+            return found, dropped
+        dropped.append(txn.ahead.pop() if txn.ahead else txn.claims.pop())
+
+
+class LeaseWriter:
+    """The lease records of one worker process."""
+
+    def __init__(self, worker_id: str, partitions: int, lease_format: str) -> None:
+        self.worker_id = worker_id
+        self.partitions = partitions
+        self.snapshots = lease_format == "snapshot"
+        self.incarnation = secrets.token_hex(6)
+        """Random per process: a restarted worker does not release what the previous one held."""
+        self.key = f"{worker_id}/{self.incarnation}"
+
+    def records(self, txn: TxnWork, now: int) -> list[LeaseRecord]:
+        if self.snapshots:
+            if txn.held is None:
+                return []
+            snap = LeaseSnapshot(
+                worker_id=self.worker_id,
+                incarnation=self.incarnation,
+                at=ms_to_datetime(now),
+                held=txn.ranges,
+            )
+            return [(partition_for(self.key, self.partitions), self.key.encode(), snap)]
+        out = [self._event(r, LeaseEventKind.acquired, now, True) for r in txn.claims]
+        out += [self._event(r, LeaseEventKind.renewed, now) for r in txn.renewals]
+        out += [
+            self._event(r, LeaseEventKind.released, now)
+            for r, _ in txn.finished
+            if not r.lease_lost  # a lost lease is not released: the reaper redelivers
+        ]
+        return out
+
+    def _event(
+        self, run: ActiveRun, kind: LeaseEventKind, now: int, with_execution: bool = False
+    ) -> LeaseRecord:
+        event = lease_event(run, kind, now, self.worker_id, with_execution=with_execution)
+        ex = run.execution
+        partition = partition_for(ex.execution_id, self.partitions)
+        return partition, ex.execution_id.encode(), event
+
+
+class Holdings:
+    """What a worker holds under its lease besides its running runs: claims ahead of the due
+    time, waiting in memory. Decides what each transaction claims ahead and lists."""
+
+    def __init__(self, settings: KadenceSettings, worker_id: str, inbox: Inbox) -> None:
+        self.writer = LeaseWriter(worker_id, settings.partitions, settings.lease_format)
+        self.inbox = inbox
+        self.claimed: dict[str, ActiveRun] = {}
+        """execution id -> claimed ahead (listed in a committed snapshot), not started."""
+        ahead = settings.worker_claim_ahead_max
+        default = min(3_000, 4 * settings.worker_concurrency)
+        self.ahead_max = (default if ahead is None else ahead) if self.writer.snapshots else 0
+        self.lead_ms = 0
+        """Half the longest lease TTL read: how far ahead of now a claim ahead may reach."""
+        self.release = False
+        """A claim ahead was dropped: the next transaction writes a snapshot without it."""
+
+    def saw(self, ex: ExecutionRequested) -> None:
+        self.lead_ms = max(self.lead_ms, ex.lease_ttl_ms // 2)
+
+    def starting(self, item: Item) -> ActiveRun | None:
+        """The claim ahead of `item`, now due and its turn come: it starts without a commit."""
+        run = self.claimed.get(item.execution.execution_id)
+        if run is None or run.item is not item:
+            return None
+        del self.claimed[item.execution.execution_id]
+        return run
+
+    def claim_ahead(
+        self, txn: TxnWork, now: int, runs: Mapping[str, ActiveRun], claiming: set[str]
+    ) -> None:
+        """Claim executions due within half their lease TTL (so each lease outlives its wait
+        by half a TTL at least), up to `ahead_max` waiting at once."""
+        room = self.ahead_max - len(self.claimed)
+        if room <= 0:
+            return
+
+        def ready(item: Item) -> bool:
+            ex = item.execution
+            busy = ex.execution_id in runs or ex.execution_id in self.claimed
+            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy
+
+        for item in self.inbox.upcoming(now + self.lead_ms, room, ready):
+            if item.execution.execution_id not in claiming:
+                claiming.add(item.execution.execution_id)
+                self.inbox.claim(item)
+                txn.ahead.append(claim(item, now))
+
+    def revoke(self, rev: ExecutionRevoked) -> None:
+        run = self.claimed.get(rev.execution_id)
+        if run is not None and run.execution.definition_version <= rev.definition_version:
+            log.info("revoked after its claim ahead: %s", rev.execution_id)
+            self.drop(run)
+
+    def drop(self, run: ActiveRun) -> None:
+        """A claim ahead given up before its start: the next snapshot leaves it out."""
+        self.claimed.pop(run.execution.execution_id, None)
+        run.item.held = False
+        self.release = True
+
+    def police(self, now: int) -> int:
+        """Drop claims ahead whose lease ran out (the reaper redelivers them); how many."""
+        gone = [r for r in self.claimed.values() if now >= r.lease_expires_ms]
+        for run in gone:
+            log.warning("lease of %s ran out before it started", run.execution.execution_id)
+            self.drop(run)
+        return len(gone)
+
+    def snapshot(self, txn: TxnWork, now: int, runs: Iterable[ActiveRun]) -> None:
+        """With snapshots: list every run held after this transaction when it claims,
+        finishes, releases or renews (a renewal due for one renews them all), claiming less
+        if they would not fit in one record."""
+        if not self.writer.snapshots:
+            return
+        renew = bool(txn.renewals) or any(now >= r.next_renew_ms for r in self.claimed.values())
+        txn.renewals = []
+        if not (renew or txn.claims or txn.ahead or txn.finished or self.release):
+            return
+        ended = {id(run) for run, _ in txn.finished}
+        held = [r for r in runs if not r.lease_lost and id(r) not in ended]
+        held += self.claimed.values()
+        txn.ranges, dropped = fit(held, txn)
+        for run in dropped:
+            log.warning("lease snapshot full: %s not claimed", run.execution.execution_id)
+            if run.item.claimed:
+                self.inbox.unclaim(run.item)
+            else:
+                self.inbox.hold(run.item)
+        txn.held = [*held, *txn.claims, *txn.ahead]
+
+    def committed(self, txn: TxnWork) -> None:
+        if txn.held is not None:
+            self.release = False
+        for run in txn.ahead:
+            if run.item.held:  # not dropped while the commit was retried
+                self.claimed[run.execution.execution_id] = run
+
+    def failed(self, txn: TxnWork) -> None:
+        for run in txn.ahead:
+            self.inbox.unclaim(run.item)
+
+
+def claim(item: Item, now: int) -> ActiveRun:
+    ttl = item.execution.lease_ttl_ms
+    return ActiveRun(item, Stop(), now, now + ttl, now + max(1, ttl // 3))

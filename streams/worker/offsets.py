@@ -1,0 +1,125 @@
+"""Held offsets of an executions partition, and how a worker's offset commit names them.
+
+The commit carries, in the offset metadata, which offsets after the committed one are still
+held (see `inbox`): `k1:<upto>:<start>+<length>,...`, base 36, starts relative to the first
+held offset. Past METADATA_LIMIT characters the list is left out (the next owner re-reads
+everything after the committed offset).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+METADATA_LIMIT = 3_500
+"""Characters of offset metadata (brokers accept 4 096 by default)."""
+FORMAT = "k1"
+
+
+@dataclass
+class HeldRuns:
+    """One partition's held offsets as sorted runs [start, end): the commit needs the first one
+    and the run-length list after it, in O(runs) per commit rather than a sort of every held
+    offset (a flood holds a hundred thousand, in a handful of runs)."""
+
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+
+    def add(self, offset: int) -> None:
+        if self.ends and offset == self.ends[-1]:  # the usual case: read in offset order
+            self.ends[-1] += 1
+            return
+        i = bisect.bisect_right(self.starts, offset)
+        if i > 0 and offset < self.ends[i - 1]:
+            return  # already held
+        joins_left = i > 0 and self.ends[i - 1] == offset
+        joins_right = i < len(self.starts) and self.starts[i] == offset + 1
+        if joins_left and joins_right:
+            self.ends[i - 1] = self.ends[i]
+            del self.starts[i], self.ends[i]
+        elif joins_left:
+            self.ends[i - 1] += 1
+        elif joins_right:
+            self.starts[i] -= 1
+        else:
+            self.starts.insert(i, offset)
+            self.ends.insert(i, offset + 1)
+
+    def remove(self, offset: int) -> None:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0 or offset >= self.ends[i]:
+            return  # not held
+        start, end = self.starts[i], self.ends[i]
+        if end - start == 1:
+            del self.starts[i], self.ends[i]
+        elif offset == start:
+            self.starts[i] += 1
+        elif offset == end - 1:
+            self.ends[i] -= 1
+        else:
+            self.ends[i] = offset
+            self.starts.insert(i + 1, offset + 1)
+            self.ends.insert(i + 1, end)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(start, length) per run, in offset order."""
+        return [(a, b - a) for a, b in zip(self.starts, self.ends, strict=True)]
+
+
+def encode_metadata(held: list[int], upto: int) -> str:
+    """`k1:<upto>:<start>+<length>,...` (base 36, starts relative to the first held offset)."""
+    return encode_runs(runs_of(held), upto)
+
+
+def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
+    """The metadata for held offsets given as sorted (start, length) runs."""
+    if len(runs) * 4 > METADATA_LIMIT:  # every run takes at least "a+b,"
+        log.info("held executions in %d runs: too many to name in the commit", len(runs))
+        return ""
+    base = runs[0][0]
+    body = ",".join(f"{_b36(start - base)}+{_b36(length)}" for start, length in runs)
+    text = f"{FORMAT}:{_b36(upto - base)}:{body}"
+    if len(text) > METADATA_LIMIT:
+        log.info("held executions in %d runs: too many to name in the commit", len(runs))
+        return ""
+    return text
+
+
+def runs_of(held: list[int]) -> list[tuple[int, int]]:
+    """Sorted offsets as (start, length) runs."""
+    runs: list[tuple[int, int]] = []
+    for o in held:
+        if runs and o == runs[-1][0] + runs[-1][1]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((o, 1))
+    return runs
+
+
+def decode_metadata(committed: int, text: str | None) -> tuple[int, frozenset[int]] | None:
+    """(read position, held offsets), or None when the commit named nothing (read all)."""
+    if not text or not text.startswith(f"{FORMAT}:"):
+        return None
+    try:
+        _, upto, body = text.split(":", 2)
+        held: set[int] = set()
+        for run in body.split(","):
+            start, length = run.split("+")
+            first = committed + int(start, 36)
+            held.update(range(first, first + int(length, 36)))
+        return committed + int(upto, 36), frozenset(held)
+    except ValueError:
+        log.warning("unreadable offset metadata %r: re-reading everything", text[:80])
+        return None
+
+
+def _b36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
