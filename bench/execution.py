@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from apps.processes import ChildProcess
+from bench.cpu import broker_pids, cpu_per_execution_us, cpu_seconds, pid_cpu_seconds
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
 from kadence.codec import Codec
@@ -90,29 +90,8 @@ class Stack:
             "scheduler": cpu_seconds(self.scheduler),
             "reaper": cpu_seconds(self.reaper),
             "workers": workers,
+            "broker": sum(pid_cpu_seconds(pid) for pid in broker_pids()),
         }
-
-
-def cpu_seconds(child: ChildProcess) -> float:
-    """User + system CPU of a running child, from /proc (Linux); 0 when it is not running."""
-    if child.proc is None or child.proc.poll() is not None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{child.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
-
-
-def cpu_per_execution_us(
-    before: dict[str, float], after: dict[str, float], executions: int
-) -> dict[str, float | None]:
-    """Each process's CPU from just before the due time until the last outcome, per execution
-    (idle polling in that window included), in microseconds."""
-    if executions <= 0:
-        return {name: None for name in before}
-    return {name: round((after[name] - before[name]) * 1e6 / executions) for name in before}
 
 
 def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:

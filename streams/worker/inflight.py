@@ -30,6 +30,7 @@ class InFlight:
         self.runs: dict[str, ActiveRun] = {}
         """execution id -> the run, until its outcome commits."""
         self.by_tenant: Counter[str] = Counter()
+        """tenant -> its invocations still going (for the tenants' caps)."""
         self._completed: queue.SimpleQueue[ActiveRun] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._done: dict[str, ActiveRun] = {}
@@ -37,6 +38,18 @@ class InFlight:
         self._renewing: dict[str, ActiveRun] = {}
         """Runs whose renewal is due and has not committed yet."""
         self._deadlines = Deadlines()
+
+    @property
+    def running(self) -> int:
+        """Invocations still going. A finished run waits for its outcome to commit (it is still
+        ours, and still in `runs`) but no longer holds a slot: the slots bound what targets
+        are asked to do at once, and a commit's round trip must not idle them."""
+        return len(self.runs) - len(self._done)
+
+    def _count(self, tenant: str, delta: int) -> None:
+        self.by_tenant[tenant] += delta
+        if self.by_tenant[tenant] <= 0:
+            del self.by_tenant[tenant]
 
     def alive(self, run: ActiveRun) -> bool:
         """`run` is still ours: started, and its outcome not yet committed."""
@@ -49,7 +62,7 @@ class InFlight:
         ex = run.execution
         run.future = future
         self.runs[ex.execution_id] = run
-        self.by_tenant[ex.tenant] += 1
+        self._count(ex.tenant, +1)
         self._deadlines.started(run)
         future.add_done_callback(lambda f: self.completed(run, f))
 
@@ -70,9 +83,8 @@ class InFlight:
         ex = run.execution
         if self.runs.get(ex.execution_id) is run:
             del self.runs[ex.execution_id]
-            self.by_tenant[ex.tenant] -= 1
-            if not self.by_tenant[ex.tenant]:
-                del self.by_tenant[ex.tenant]
+            if self._done.get(ex.execution_id) is not run:  # ended without being collected
+                self._count(ex.tenant, -1)
         self._done.pop(ex.execution_id, None)
         self._renewing.pop(ex.execution_id, None)
         self._deadlines.forget_ended(self.alive)
@@ -92,9 +104,10 @@ class InFlight:
                 run = self._completed.get_nowait()
             except queue.Empty:
                 return
-            if self.alive(run):
+            if self.alive(run) and run.execution.execution_id not in self._done:
                 self._done[run.execution.execution_id] = run
                 self._renewing.pop(run.execution.execution_id, None)
+                self._count(run.execution.tenant, -1)  # its slot is free: see `running`
 
     def police(self, now: int) -> None:
         """Self-fence runs whose lease ran out (finished ones too: an outcome not committed

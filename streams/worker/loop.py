@@ -152,7 +152,7 @@ class Worker:
         self._police(now)
         self.inflight.collect()
         txn = TxnWork()
-        free = self.settings.worker_concurrency - len(self.runs)
+        free = self.settings.worker_concurrency - self.inflight.running
         claiming: set[str] = set()
         for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
             ex = item.execution

@@ -293,3 +293,26 @@ def test_a_kafka_run_whose_topic_is_new_runs_on_the_pool_with_the_bytes_read(
     [(_, _, value, _)] = kafka.producer.sent  # type: ignore[attr-defined]
     assert value == message.value()
     kafka._closed.set()
+
+
+def test_a_finished_run_frees_its_slot_before_its_outcome_commits(
+    driver: Driver, settings: KadenceSettings, topics: Topics, gates: Gates
+) -> None:
+    """The slots bound the invocations going at once: a run that has finished but whose
+    outcome has not committed yet (the commit failed and is retried) does not keep the next
+    due execution waiting, and the tenant's cap counts it as done."""
+    one = settings.model_copy(update={"worker_concurrency": 1})
+    worker = driver.worker(one, {"kafka": gates})
+    start(driver, topics, worker, gates, n=1)
+    driver.cluster.faults.fail("commit_transaction", abort_error(), times=3)
+    gates.gate(execution(0).execution_id).set()
+    driver.turn_until(lambda: worker.inflight.running == 0, worker)
+    assert execution(0).execution_id in worker.runs  # its outcome has not committed yet
+    assert outcomes(driver, topics) == []
+    assert worker.inflight.by_tenant == {}
+    nxt = execution(1)
+    driver.send(topics.executions, nxt, key=nxt.routing_key, partition=1)
+    driver.turn_until(lambda: nxt.execution_id in gates.gates, worker)
+    assert worker.inflight.running == 1
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker)
+    assert [o.execution_id for o in outcomes(driver, topics)] == [execution(0).execution_id]
