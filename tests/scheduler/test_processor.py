@@ -234,3 +234,34 @@ def test_a_job_awaiting_its_outcome_and_its_tenants_breaker_stay_decoded(
     assert task.get(b"~breaker/acme") == breaker.dump()
     assert b"acme/j" not in task.cache  # settled: nothing more to wait for
     assert load_state(task.get(b"acme/j") or b"").dead
+
+
+def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
+    store: Store, monkeypatch: Any
+) -> None:
+    """Past AWAITING_CACHE_LIMIT cached entries a fired job awaiting its outcome is not kept
+    decoded (its outcome reads it back): workers that are down must not make the scheduler
+    hold every fired job's state in memory."""
+    monkeypatch.setattr("streams.scheduler.processor.AWAITING_CACHE_LIMIT", 2)
+    proc, task, _out = setup("2025b", store)
+    topics = proc.cfg.topics
+    for i in range(4):
+        d = ScheduleDefinition(
+            tenant="acme",
+            job_id=f"j{i}",
+            version=1,
+            schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
+            target=KafkaTarget(topic="o"),
+        )
+        record = InputRecord(topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW)
+        proc.process(task, record, NOW)
+    commit(task)
+    task.cache.clear()
+    for i in range(4):
+        proc.fire(task, f"acme/j{i}".encode(), NOW + 1_000)
+    commit(task)
+    kept = [k for k in task.cache if k.startswith(b"acme/j")]
+    assert 1 <= len(kept) <= 2  # the bound counts every cached entry (the breaker's too)
+    assert len(task.cache) <= 3  # the last one cached when the cache held one less
+    for i in range(4):  # every job's state is in the store all the same
+        assert load_state(task.get(f"acme/j{i}".encode()) or b"").running
