@@ -41,8 +41,9 @@ def test_execution_throughput_benchmark_smoke(kafka_bootstrap: str, tmp_path: Pa
     assert result["executions_per_s"] > 0
     assert result["start_lateness_s"]["p50"] >= 0  # workers never start early
     cpu = result["cpu_us_per_execution"]  # the per-process cost issue 16 sets out to cut
-    assert set(cpu) == {"scheduler", "reaper", "workers"}
-    assert all(us > 0 for us in cpu.values())
+    assert set(cpu) == {"scheduler", "reaper", "workers", "broker"}
+    assert all(cpu[name] > 0 for name in ("scheduler", "reaper", "workers"))
+    assert cpu["broker"] >= 0  # 0 when the broker is not a JVM on this machine
 
 
 @pytest.mark.slow
