@@ -116,15 +116,20 @@ def execution_requested(d: dict[str, Any]) -> ExecutionRequested | None:
     return _make(ExecutionRequested, d)  # type: ignore[no-any-return]
 
 
-def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
-    if not (
+def _run_fields_ok(d: dict[str, Any]) -> bool:
+    """The fields naming one run and its worker (outcomes and lease events share them)."""
+    return bool(
         0 < len(d["execution_id"]) <= 400
         and _ident(d["tenant"])
         and _ident(d["job_id"])
         and d["attempt"] >= 1
         and d["delivery"] >= 1
         and 0 < len(d["worker_id"]) <= 128
-    ):
+    )
+
+
+def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
+    if not _run_fields_ok(d):
         return None
     status = _member(OutcomeStatus, d["status"])
     error = _error(d["error"])
@@ -146,14 +151,7 @@ def history_record(d: dict[str, Any]) -> HistoryRecord | None:
 
 
 def lease_event(d: dict[str, Any]) -> LeaseEvent | None:
-    if not (
-        0 < len(d["execution_id"]) <= 400
-        and _ident(d["tenant"])
-        and _ident(d["job_id"])
-        and d["attempt"] >= 1
-        and d["delivery"] >= 1
-        and 0 < len(d["worker_id"]) <= 128
-    ):
+    if not _run_fields_ok(d):
         return None
     event = _member(LeaseEventKind, d["event"])
     execution = d["execution"]
