@@ -41,8 +41,8 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
-from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
-from kadence.models.execution import MAX_HELD_RANGES
+from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES, MAX_TIMEOUT_MS
+from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
 from kadence.models.schedule import Target
 
 Builder = Callable[[dict[str, Any]], WireModel | None]
@@ -102,8 +102,8 @@ def execution_requested(d: dict[str, Any]) -> ExecutionRequested | None:
         and d["definition_version"] >= 1
         and d["attempt"] >= 1
         and d["delivery"] >= 1
-        and d["timeout_ms"] >= 1
-        and d["lease_ttl_ms"] >= 1
+        and 1 <= d["timeout_ms"] <= MAX_TIMEOUT_MS
+        and 1 <= d["lease_ttl_ms"] <= MAX_LEASE_TTL_MS
         and len(d["payload"]) <= MAX_PAYLOAD_BYTES
         and (d["concurrency_key"] is None or _ident(d["concurrency_key"]))
     ):
@@ -172,8 +172,13 @@ def lease_snapshot(d: dict[str, Any]) -> LeaseSnapshot | None:
     ):
         return None
     ranges = []
+    total = 0
     for r in held:
-        if r["partition"] < 0 or r["start"] < 0 or r["count"] < 1 or r["ttl_ms"] < 1:
+        count = r["count"]
+        if r["partition"] < 0 or r["start"] < 0 or not 1 <= r["ttl_ms"] <= MAX_LEASE_TTL_MS:
+            return None
+        total += count
+        if not 1 <= count <= MAX_HELD_RUNS or total > MAX_HELD_RUNS:
             return None
         ranges.append(_make(HeldRange, r))
     d["held"] = ranges
@@ -216,11 +221,11 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "0fdad6ecd7d5adc2",
+    ExecutionRequested: "042730f9073a9a21",
     ExecutionOutcome: "fe5e7723bb665b2f",
     HistoryRecord: "03b214a11488b7db",
-    LeaseEvent: "3ba1f258d22d4204",
-    LeaseSnapshot: "1a8f0fa8fe1a6150",
+    LeaseEvent: "7ca3bd2bb11da629",
+    LeaseSnapshot: "b9b7d0f0c536f199",
 }
 """What each builder was written against; update together with the builder."""
 

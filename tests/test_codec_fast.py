@@ -34,7 +34,8 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
-from kadence.models.base import MAX_PAYLOAD_BYTES
+from kadence.models.base import MAX_PAYLOAD_BYTES, MAX_TIMEOUT_MS
+from kadence.models.execution import MAX_HELD_RUNS, MAX_LEASE_TTL_MS
 from kadence.schema_files import schemas_dir
 
 FAST = Codec()
@@ -119,6 +120,12 @@ instants = st.datetimes(
     min_value=datetime(1900, 1, 1), max_value=datetime(2400, 1, 1), timezones=zones
 )
 positives = st.one_of(st.integers(1, 10), st.integers(1, 2**63 - 1))
+
+
+def up_to(limit: int) -> st.SearchStrategy[int]:
+    return st.one_of(st.integers(1, 10), st.integers(1, limit))
+
+
 payloads = st.one_of(st.binary(max_size=64), st.just(b""), st.just(b"\xff" * MAX_PAYLOAD_BYTES))
 targets = st.one_of(
     st.builds(
@@ -149,8 +156,8 @@ executions = st.builds(
     target=targets,
     payload=payloads,
     content_type=texts,
-    timeout_ms=positives,
-    lease_ttl_ms=positives,
+    timeout_ms=up_to(MAX_TIMEOUT_MS),
+    lease_ttl_ms=up_to(MAX_LEASE_TTL_MS),
     concurrency_key=st.none() | idents,
 )
 ids = st.text(min_size=1, max_size=400)
@@ -211,8 +218,8 @@ records = st.one_of(
                 HeldRange,
                 partition=st.integers(0, 2**63 - 1),
                 start=st.integers(0, 2**63 - 1),
-                count=positives,
-                ttl_ms=positives,
+                count=up_to(MAX_HELD_RUNS // 5),
+                ttl_ms=up_to(MAX_LEASE_TTL_MS),
             ),
             max_size=5,
         ),
@@ -327,6 +334,26 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
         ),
     ),
     "snapshot bad incarnation": (LeaseSnapshot, _datum("LeaseSnapshot", incarnation="a/b")),
+    "snapshot huge count": (
+        LeaseSnapshot,
+        _datum("LeaseSnapshot", held=[{"partition": 0, "start": 0, "count": 2**62, "ttl_ms": 1}]),
+    ),
+    "snapshot too many runs in all": (
+        LeaseSnapshot,
+        _datum(
+            "LeaseSnapshot",
+            held=[{"partition": p, "start": 0, "count": 40_000, "ttl_ms": 1} for p in (0, 1)],
+        ),
+    ),
+    "snapshot huge ttl": (
+        LeaseSnapshot,
+        _datum("LeaseSnapshot", held=[{"partition": 0, "start": 0, "count": 1, "ttl_ms": 2**62}]),
+    ),
+    "huge lease ttl": (ExecutionRequested, _datum("ExecutionRequested", lease_ttl_ms=2**62)),
+    "timeout beyond six hours": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", timeout_ms=6 * 3_600_000 + 1),
+    ),
 }
 
 

@@ -20,6 +20,8 @@ from kadence.models.commands import (
 )
 from kadence.models.execution import (
     MAX_HELD_RANGES,
+    MAX_HELD_RUNS,
+    MAX_LEASE_TTL_MS,
     REDELIVERY_CAP_ERROR,
     ErrorInfo,
     ExecutionOutcome,
@@ -66,6 +68,8 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
 __all__ = [
     "COMMAND_TYPES",
     "MAX_HELD_RANGES",
+    "MAX_HELD_RUNS",
+    "MAX_LEASE_TTL_MS",
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_MS",
     "RECORD_TYPES",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kadence.models.base import (
     MAX_PAYLOAD_BYTES,
+    MAX_TIMEOUT_MS,
     ExecutionId,
     Identifier,
     Positive,
@@ -29,6 +30,20 @@ class TriggerKind(StrEnum):
     redelivery = "redelivery"
     replay = "replay"
     """Run again from the dead-letter topic by a ReplayDeadLetter command."""
+
+
+MAX_HELD_RANGES = 4_096
+"""Ranges one LeaseSnapshot may list (a worker holds far fewer: its slots plus what it has
+claimed ahead, mostly consecutive offsets); keeps the record well under the broker's limit."""
+
+MAX_HELD_RUNS = 65_536
+"""Runs one LeaseSnapshot may hold in all its ranges together. A worker holds at most its
+slots (1 000) and its claims ahead (3 000), and a finished run until its outcome commits: a
+snapshot beyond this is not a worker's, and is rejected before the reaper would expand it."""
+
+MAX_LEASE_TTL_MS = 86_400_000
+"""An execution's (and so a held range's) lease TTL at most: a day, where schedules allow 10
+minutes. Bounded so that every expiry a worker or the reaper computes stays a sane instant."""
 
 
 class ExecutionRequested(WireModel):
@@ -58,8 +73,8 @@ class ExecutionRequested(WireModel):
     target: Target
     payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
     content_type: str = "application/json"
-    timeout_ms: Positive
-    lease_ttl_ms: Positive
+    timeout_ms: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS)]
+    lease_ttl_ms: Annotated[int, Field(ge=1, le=MAX_LEASE_TTL_MS)]
     concurrency_key: Identifier | None = None
 
     @property
@@ -120,19 +135,14 @@ class LeaseEvent(WireModel):
     """On `acquired`: the execution itself, so the reaper can redeliver it if the lease expires."""
 
 
-MAX_HELD_RANGES = 4_096
-"""Ranges one LeaseSnapshot may list (a worker holds far fewer: its slots plus what it has
-claimed ahead, mostly consecutive offsets); keeps the record well under the broker's limit."""
-
-
 class HeldRange(WireModel):
     """Consecutive offsets of one executions partition that a worker holds under one TTL."""
 
     partition: Annotated[int, Field(ge=0)]
     start: Annotated[int, Field(ge=0)]
     """The first offset."""
-    count: Positive
-    ttl_ms: Positive
+    count: Annotated[int, Field(ge=1, le=MAX_HELD_RUNS)]
+    ttl_ms: Annotated[int, Field(ge=1, le=MAX_LEASE_TTL_MS)]
     """Each lease in the range runs until the snapshot's `at` plus this."""
 
 
@@ -155,6 +165,16 @@ class LeaseSnapshot(WireModel):
     process held (those leases expire and are redelivered)."""
     at: UtcDatetime
     held: Annotated[list[HeldRange], Field(default_factory=list, max_length=MAX_HELD_RANGES)]
+
+    @model_validator(mode="after")
+    def _bounded(self) -> LeaseSnapshot:
+        total = sum(r.count for r in self.held)
+        if total > MAX_HELD_RUNS:
+            raise ValueError(
+                f"held ranges list {total} runs in all, more than {MAX_HELD_RUNS}: "
+                "no worker holds that many"
+            )
+        return self
 
     @property
     def key(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from kadence.clock import ms_to_datetime
 from kadence.models import (
     MAX_HELD_RANGES,
+    MAX_HELD_RUNS,
     ExecutionRequested,
     ExecutionRevoked,
     HeldRange,
@@ -46,14 +47,16 @@ def ranges(runs: Iterable[ActiveRun]) -> list[HeldRange]:
 
 
 def fit(
-    held: list[ActiveRun], txn: TxnWork, limit: int = MAX_HELD_RANGES
+    held: list[ActiveRun], txn: TxnWork, limit: int = MAX_HELD_RANGES, runs: int = MAX_HELD_RUNS
 ) -> tuple[list[HeldRange], list[ActiveRun]]:
     """The ranges of `held` plus the transaction's claims, claiming less (claims ahead first,
-    latest first) until they fit in `limit` ranges; and the claims left out."""
+    latest first) until they fit in `limit` ranges and `runs` runs; and the claims
+    left out."""
     dropped: list[ActiveRun] = []
     while True:
         found = ranges([*held, *txn.claims, *txn.ahead])
-        if len(found) <= limit or not (txn.ahead or txn.claims):
+        fits = len(found) <= limit and sum(r.count for r in found) <= runs
+        if fits or not (txn.ahead or txn.claims):
             return found, dropped
         dropped.append(txn.ahead.pop() if txn.ahead else txn.claims.pop())
 

@@ -234,6 +234,14 @@ def test_a_snapshot_that_would_not_fit_claims_less() -> None:
     ]
 
 
+def test_a_snapshot_holding_too_many_runs_claims_less() -> None:
+    """In one range they fit any range limit; the run limit still drops the claims ahead."""
+    txn = TxnWork(claims=[run_at(0, 2)], ahead=[run_at(0, 3), run_at(0, 4)])
+    found, dropped = fit([run_at(0, 1)], txn, runs=3)
+    assert found == [HeldRange(partition=0, start=1, count=3, ttl_ms=TTL_MS)]
+    assert [(r.item.partition, r.item.offset) for r in dropped] == [(0, 4)]
+
+
 # -- the whole stack ----------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from kadence.models import (
     LeaseEvent,
     LeaseSnapshot,
     OutcomeStatus,
+    Rejected,
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
@@ -283,3 +284,37 @@ def test_a_changelog_lease_of_the_previous_release_expires_and_redelivers(h: Har
     [again] = h.records(ExecutionRequested)
     assert (again.execution_id, again.delivery) == (ex.execution_id, 2)
     assert "(worker w9)" in (h.records(HistoryRecord)[0].reason or "")
+
+
+# -- hostile snapshots ----------------------------------------------------------------------------
+
+
+def forged(count: int, ttl_ms: int = TTL, ranges: int = 1) -> bytes:
+    """A snapshot no worker writes, encoded past the model's checks (kcat could write it)."""
+    held = [
+        HeldRange.model_construct(partition=0, start=i * count, count=count, ttl_ms=ttl_ms)
+        for i in range(ranges)
+    ]
+    snap = LeaseSnapshot.model_construct(worker_id="evil", incarnation="e1", at=T, held=held)
+    return CODEC.encode(snap)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (forged(2**62), "count"),  # one range of 4.6e18 runs: expanding it would never end
+        (forged(40_000, ranges=2), "80000 runs in all"),  # each range fits, together they don't
+        (forged(1, ttl_ms=2**62), "ttl_ms"),  # its expiry would not fit the timer's 64 bits
+    ],
+    ids=["huge-count", "too-many-in-all", "huge-ttl"],
+)
+def test_a_snapshot_no_worker_could_write_is_rejected_and_the_reaper_goes_on(
+    h: Harness, value: bytes, says: str
+) -> None:
+    h.raw(value, b"evil/e1", T_MS)
+    [rejected] = h.records(Rejected)
+    assert rejected.processor == "reaper" and says in rejected.reason
+    assert h.task.get(snapshots.store_key("evil/e1")) is None  # nothing kept, no timer
+    h.snapshot(T_MS, (0, 2, 1))  # a real worker's snapshot is still kept and expires
+    h.tick(T_MS + TTL + LEASE_GRACE_MS)
+    assert [e.execution_id for e in h.records(ExecutionRequested)] == [execution("j2").execution_id]
