@@ -119,6 +119,10 @@ def server_properties(cfg: BrokerConfig) -> str:
             "log.cleaner.dedupe.buffer.size=16777216",
             "log.retention.check.interval.ms=60000",
             "message.max.bytes=1048588",
+            # Index files are preallocated sparse and memory-mapped; the first touch faults in
+            # a readahead window of zeros (8 MB on this project's CI disks). 1 MB caps that per
+            # new segment (docs/benchmarks.md, "The broker's cost was zeroing index files").
+            "log.index.size.max.bytes=1048576",
             "",
         ]
     )
