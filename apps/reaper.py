@@ -19,7 +19,8 @@ from streams.kafkaio.clients import Clients, KafkaClients
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.reaper.reader import ConsumerReader, ExecutionReader
-from streams.runtime.loop import Runner, RunnerConfig
+from streams.runtime.config import RunnerConfig
+from streams.runtime.loop import Runner
 from streams.runtime.metrics import RuntimeCollector
 
 APP = "reaper"

@@ -18,7 +18,8 @@ from kadence.settings import KadenceSettings
 from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
-from streams.runtime.loop import Runner, RunnerConfig
+from streams.runtime.config import RunnerConfig
+from streams.runtime.loop import Runner
 from streams.runtime.metrics import RuntimeCollector
 from streams.scheduler.breaker import BreakerConfig
 from streams.scheduler.metrics import SchedulerCollector, SchedulerMetrics

@@ -1,11 +1,13 @@
 """The processing loop: consume -> process -> punctuate -> one EOS-v2 transaction -> apply state.
 
 A transaction spans turns: it opens with the first unit of work and commits when it is
-`commit_interval_ms` old, when `commit_max_records` inputs and firings went into it, or at the
-end of a turn in which a processor asked for it (`commit_soon`: a run due now must not wait). A
-turn that did nothing opens nothing. What a transaction produced is visible only at its commit,
-so the interval is how long a record may wait to be seen (Kafka Streams under exactly-once
-commits every 100 ms too); timers still fire on time, within the open transaction.
+`commit_interval_ms` old, when `commit_max_records` inputs and firings went into it, at the end
+of a turn in which a processor asked for it (`commit_soon`: a run due now must not wait), or
+at once, mid-turn, when it has produced `commit_max_output` records (well within the broker's
+transaction timeout). What it produced is visible only at its commit, so the interval is how
+long a record may wait to be seen (Kafka Streams under exactly-once commits every 100 ms
+too); timers still fire on time, within the open transaction. A turn that did nothing opens
+nothing; a record that cannot be produced (a fenced producer) abandons the transaction.
 
 Commit order (the whole correctness argument lives in `_commit`):
 1. records produced by processing and by timers inside the open transaction, then the changelog:
@@ -25,10 +27,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -38,6 +38,7 @@ from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
+from streams.runtime.config import RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
@@ -46,43 +47,6 @@ from streams.runtime.store import MemoryStore, RocksStore, Store
 from streams.runtime.task import Task
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunnerConfig:
-    app: str
-    instance_id: str
-    input_topics: list[str]
-    changelog_topic: str
-    state_dir: Path | None
-    """None keeps state in memory (tests); it is still changelogged and restored."""
-    session_timeout_ms: int = 10_000
-    window_ms: int = 60_000
-    max_fires_per_turn: int = 5_000
-    max_records_per_turn: int = 2_000
-    idle_poll_s: float = 0.02
-    commit_interval_ms: int = 100
-    """An open transaction commits once it is this old (by the runner's clock): the longest a
-    produced record waits to become visible, unless a processor asks to commit sooner."""
-    commit_max_records: int = 1_000
-    """... or once this many input records and timer firings went into it."""
-
-    @property
-    def client_id(self) -> str:
-        """The consumer's client id and the producer's transactional id."""
-        return f"{self.app}.{self.instance_id}"
-
-
-@dataclass
-class RunnerStats:
-    turns: int = 0
-    records: int = 0
-    fires: int = 0
-    aborts: int = 0
-    failures: int = 0
-    """Units of work (one input record, one timer, one maintenance step) that raised and were
-    undone: the input was refused or the key quarantined, and the loop went on."""
-    restores: list[Any] = field(default_factory=list)
 
 
 class Runner:
@@ -130,6 +94,10 @@ class Runner:
         self._opened_ms = 0
         self._units = 0
         """Input records and timer firings in the open transaction."""
+        self._produced = 0
+        """Records produced in the open transaction."""
+        self._broken: KafkaException | None = None
+        """Why a record of the open transaction could not be produced: it must not commit."""
         self._in_turn = False
 
     # -- assignment --------------------------------------------------------------------------
@@ -207,8 +175,14 @@ class Runner:
         )
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
-        consumed = self._consumed
-        units = 0
+        whole = self._process(msgs, now) and self._maintenance(now) and self._fire(now)
+        if whole and self.session.open and self._commit_due(now):
+            self._commit()
+        self.stats.turns += 1
+        self._in_turn = False
+
+    def _process(self, msgs: Sequence[MessageLike], now: int) -> bool:
+        """Each input record as a unit; False when the transaction was aborted meanwhile."""
         for msg in msgs:
             if not self._usable(msg):
                 continue
@@ -222,17 +196,29 @@ class Runner:
                 partial(self.processor.refuse, task, record, now_ms=now),
             ):
                 self._failed("processing", record.topic, record.partition, record.offset)
-            consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
-            units += 1
-        self.stats.records += units
+            self._consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
+            self._units += 1
+            self.stats.records += 1
+            if not self._settle():
+                return False
+        return True
+
+    def _maintenance(self, now: int) -> bool:
         for task in self.tasks.values():
             if task.maintenance_pending:
                 self._begin(now)
                 task.maintenance_pending = self._maintain(task, now)
-        budget = self.cfg.max_fires_per_turn  # shared by all tasks: bounded transactions
+                if not self._settle():
+                    return False
+        return True
+
+    def _fire(self, now: int) -> bool:
+        """Due timers as units, `max_fires_per_turn` in all, a different partition first each
+        turn; False when the transaction was aborted meanwhile."""
+        budget = self.cfg.max_fires_per_turn
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0
-        for task in tasks[start:] + tasks[:start]:  # a different partition goes first each turn
+        for task in tasks[start:] + tasks[:start]:
             for key in task.due(now, budget):
                 self._begin(now)
                 if not task.attempt(
@@ -241,13 +227,21 @@ class Runner:
                 ):
                     self._failed("firing", repr(key), task.partition, -1)
                 self.stats.fires += 1
-                units += 1
+                self._units += 1
                 budget -= 1
-        self._units += units
-        if self.session.open and self._commit_due(now):
-            self._commit()
-        self.stats.turns += 1
-        self._in_turn = False
+                if not self._settle():
+                    return False
+        return True
+
+    def _settle(self) -> bool:
+        """After each unit: abandon a transaction that cannot commit, commit one that produced
+        `commit_max_output` records. False: it was aborted, the rest of the turn must not run."""
+        if self._broken is not None:
+            self._abandon(self._broken)
+            return False
+        if self._produced >= self.cfg.commit_max_output:
+            return self._commit()
+        return True
 
     def _poll_timeout_s(self) -> float:
         """How long an idle turn waits for input: not past the open transaction's commit."""
@@ -302,6 +296,7 @@ class Runner:
             self._changelog_offsets = {}
             self._opened_ms = now_ms
             self._units = 0
+            self._produced = 0
 
     def _produce(
         self,
@@ -311,12 +306,15 @@ class Runner:
         value: bytes | None,
         headers: Headers,
     ) -> None:
-        if topic != self.cfg.changelog_topic:
-            self.session.produce(topic, partition, key, value, headers)
-            return
-        self.session.produce(
-            topic, partition, key, value, headers, on_delivery=self._changelog_delivered
-        )
+        if self._broken is not None:
+            return  # the transaction will be abandoned and its inputs read again
+        self._produced += 1
+        on_delivery = self._changelog_delivered if topic == self.cfg.changelog_topic else None
+        try:
+            self.session.produce(topic, partition, key, value, headers, on_delivery=on_delivery)
+        except KafkaException as exc:
+            log.error("producing to %s failed: %s; abandoning the transaction", topic, exc)
+            self._broken = exc
 
     def _changelog_delivered(self, err: KafkaError | None, msg: MessageLike) -> None:
         """The changelog offset each partition's store will record when the batch is applied."""
@@ -324,9 +322,13 @@ class Runner:
             p, off = msg.partition() or 0, msg.offset() or 0
             self._changelog_offsets[p] = max(self._changelog_offsets.get(p, -1), off)
 
-    def _commit(self) -> None:
+    def _commit(self) -> bool:
+        """Commit the open transaction; False when it was aborted instead."""
         for task in self.tasks.values():
             task.changelog_records()
+        if self._broken is not None:
+            self._abandon(self._broken)
+            return False
         consumed, self._consumed = self._consumed, {}
         offsets = consumed or dict(list(self._committed.items())[:1])
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
@@ -335,10 +337,20 @@ class Runner:
             self.stats.aborts += 1
             self._reset_tasks()
             self._rewind()
-            return
+            return False
         self._committed.update(consumed)
         for p, task in self.tasks.items():
             task.committed(self._changelog_offsets.get(p))
+        return True
+
+    def _abandon(self, exc: KafkaException) -> None:
+        """A record could not be produced: abort (or replace the producer), read inputs again."""
+        self._broken = None
+        self.stats.aborts += 1
+        self._consumed = {}
+        self.session.abandon(exc)
+        self._reset_tasks()
+        self._rewind()
 
     def _abort(self) -> None:
         self.stats.aborts += 1

@@ -21,7 +21,8 @@ from kadence.settings import KadenceSettings
 from kadence.targets import Target
 from kadence.topics import ALL_TOPICS, Topics, TopicSpec, partitions_of
 from streams.kafkaio.session import Timeouts
-from streams.runtime.loop import Runner, RunnerConfig
+from streams.runtime.config import RunnerConfig
+from streams.runtime.loop import Runner
 from streams.runtime.processor import Processor
 from streams.views.materializer import Materializer
 from streams.worker.loop import Worker

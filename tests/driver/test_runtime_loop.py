@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from streams.runtime.config import RunnerConfig
 from streams.runtime.context import ProcessorContext
-from streams.runtime.loop import Runner, RunnerConfig
+from streams.runtime.loop import Runner
 from streams.runtime.records import InputRecord
 from testkit.driver import Driver, abort_error, fatal_error, retriable_error
 
@@ -162,6 +163,49 @@ def test_an_unusable_producer_is_replaced_and_the_turn_read_again(
     driver.turn(runner)
     assert outputs(driver) == [(b"k", b"1")]
     assert stored(runner, b"k", 0) == b"1"
+
+
+@pytest.mark.parametrize("how", ["fatal", "abort"])
+def test_a_record_that_cannot_be_produced_abandons_the_transaction_not_the_process(
+    topics: Driver, state_dir: Path | None, how: str
+) -> None:
+    """The broker fenced the producer (its transaction ran past the timeout) or the transaction
+    must abort, and a `produce` in the middle of a turn raises: the process goes on, the
+    transaction is aborted (a fenced producer is replaced) and its inputs are read again."""
+    driver = topics
+    runner = driver.runner(config("a", state_dir), Counter())
+    driver.turn(runner)  # assigned
+    feed(driver, b"k", b"j", b"k")
+    first = runner.session.producer
+    driver.cluster.faults.fail("produce", fatal_error() if how == "fatal" else abort_error())
+    driver.turn(runner)  # raised out of the turn and stopped the process before
+    assert runner.stats.aborts == 1
+    assert (runner.session.producer is not first) == (how == "fatal")
+    assert driver.messages(OUT) == []
+    assert driver.cluster.committed("app").get((IN, 0), 0) == 0
+    assert stored(runner, b"k", 0) is None
+    driver.turn(runner)
+    assert outputs(driver) == [(b"j", b"1"), (b"k", b"1"), (b"k", b"2")]  # each counted once
+    assert driver.cluster.committed("app")[(IN, 0)] == 3
+
+
+def test_a_transaction_that_produced_enough_commits_mid_turn(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    """Units that each produce records (a timer dispatching many occurrences) cannot pile up
+    one transaction past `commit_max_output` records: it commits at once, in the turn."""
+    driver, counter = topics, Counter()
+    cfg = config("a", state_dir)
+    runner = driver.runner(RunnerConfig(**{**vars(cfg), "commit_max_output": 3}), counter)
+    driver.turn(runner)  # assigned
+    visible: list[int] = []
+    counter.during = lambda: visible.append(len(driver.messages(OUT)))
+    feed(driver, *[f"k{i}".encode() for i in range(7)])
+    driver.turn(runner)
+    # one output per record (the changelog is written at the commit): a commit every third
+    assert visible == [0, 0, 0, 3, 3, 3, 6]
+    assert len(outputs(driver)) == 7
+    assert driver.cluster.committed("app")[(IN, 0)] == 7
 
 
 def test_a_zombie_that_lost_its_partitions_mid_turn_commits_nothing(

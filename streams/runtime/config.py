@@ -1,0 +1,46 @@
+"""The processor runtime's settings and counters (streams/runtime/loop.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunnerConfig:
+    app: str
+    instance_id: str
+    input_topics: list[str]
+    changelog_topic: str
+    state_dir: Path | None
+    """None keeps state in memory (tests); it is still changelogged and restored."""
+    session_timeout_ms: int = 10_000
+    window_ms: int = 60_000
+    max_fires_per_turn: int = 5_000
+    max_records_per_turn: int = 2_000
+    idle_poll_s: float = 0.02
+    commit_interval_ms: int = 100
+    """An open transaction commits once it is this old (by the runner's clock): the longest a
+    produced record waits to become visible, unless a processor asks to commit sooner."""
+    commit_max_records: int = 1_000
+    """... or once this many input records and timer firings went into it."""
+    commit_max_output: int = 5_000
+    """... or, at once, when it has produced this many records (changelog included)."""
+
+    @property
+    def client_id(self) -> str:
+        """The consumer's client id and the producer's transactional id."""
+        return f"{self.app}.{self.instance_id}"
+
+
+@dataclass
+class RunnerStats:
+    turns: int = 0
+    records: int = 0
+    fires: int = 0
+    aborts: int = 0
+    failures: int = 0
+    """Units of work (one input record, one timer, one maintenance step) that raised and were
+    undone: the input was refused or the key quarantined, and the loop went on."""
+    restores: list[Any] = field(default_factory=list)
