@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from datetime import timedelta
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from connectors.kafka_topic import KafkaTopicCaller
 from kadence.clock import ms_to_datetime
@@ -162,6 +163,36 @@ def test_a_finished_run_wakes_a_waiting_turn(
     assert time.monotonic() - began < 10
     worker.turn(poll_s=0)
     assert [o.status for o in outcomes(driver, topics)] == [OutcomeStatus.succeeded]
+
+
+def test_a_commit_sends_only_the_positions_that_moved_and_always_at_least_one(
+    driver: Driver,
+    settings: KadenceSettings,
+    topics: Topics,
+    gates: Gates,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every position re-sent with every transaction is a `__consumer_offsets` record per
+    partition per commit on the broker: only those that moved go, one when none did (KIP-447:
+    the group metadata still fences a worker that lost its partitions)."""
+    worker = driver.worker(settings, {"kafka": gates})
+    start(driver, topics, worker, gates, RUNS - 1)  # runs held on both partitions, one slot free
+    sent: list[list[int]] = []
+    producer = worker.session.producer
+    send = producer.send_offsets_to_transaction
+
+    def recording(positions: list[TopicPartition], *args: object) -> None:
+        sent.append(sorted(tp.partition for tp in positions))
+        send(positions, *args)
+
+    monkeypatch.setattr(producer, "send_offsets_to_transaction", recording)
+    ex = execution(RUNS + 1)
+    driver.send(topics.executions, ex, key=ex.routing_key, partition=1)
+    driver.turn_until(lambda: ex.execution_id in worker.runs, worker)
+    assert sent == [[1]]  # its claim: partition 1's position moved, partition 0's did not
+    driver.advance(TTL_MS // 3)
+    driver.turn(worker)  # renewals only: nothing moved, one position goes along
+    assert [len(s) for s in sent] == [1, 1]
 
 
 def test_many_runs_renew_at_a_third_of_the_lease_and_fence_themselves_at_its_expiry(
