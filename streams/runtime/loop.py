@@ -79,8 +79,8 @@ class Runner:
         self.session = TransactionalSession(
             clients,
             cfg.client_id,
-            producer_options={
-                "linger.ms": 5,
+            producer_options={  # records wait for the commit anyway, which sends at once
+                "linger.ms": 100,
                 "batch.num.messages": 10_000,
                 "queue.buffering.max.messages": 1_000_000,
             },

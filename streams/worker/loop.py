@@ -96,8 +96,8 @@ class Worker:
         self.lag = LagTracker(f"{settings.namespace}.workers")
         self.clients = clients or KafkaClients(settings)
         self.consumer = self.clients.consumer(f"{settings.namespace}.workers", self.worker_id)
-        self.session = TransactionalSession(
-            self.clients, self.worker_id, producer_options={"linger.ms": 2}
+        self.session = TransactionalSession(  # linger: the commit sends at once (flush)
+            self.clients, self.worker_id, producer_options={"linger.ms": 100}
         )
 
     # -- assignment --------------------------------------------------------------------------
