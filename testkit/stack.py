@@ -15,7 +15,7 @@ from typing import Any
 from apps.processes import ChildProcess
 from kadence.codec import Codec
 from kadence.metrics import ANY_PORT
-from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, LeaseEvent
+from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from testkit.scheduler_process import SchedulerProcess
@@ -123,10 +123,6 @@ def outcomes(
 
 def history(settings: KadenceSettings, timeout_s: float = 2) -> list[HistoryRecord]:
     return records(settings, Topics(settings).history, HistoryRecord, 100_000, timeout_s)
-
-
-def leases(settings: KadenceSettings, timeout_s: float = 2) -> list[LeaseEvent]:
-    return records(settings, Topics(settings).leases, LeaseEvent, 100_000, timeout_s)
 
 
 def dead_letters(
