@@ -181,9 +181,9 @@ def test_a_commit_sends_only_the_positions_that_moved_and_always_at_least_one(
     producer = worker.session.producer
     send = producer.send_offsets_to_transaction
 
-    def recording(positions: list[TopicPartition], *args: object) -> None:
+    def recording(positions: list[TopicPartition], group: object, timeout: float) -> None:
         sent.append(sorted(tp.partition for tp in positions))
-        send(positions, *args)
+        send(positions, group, timeout)
 
     monkeypatch.setattr(producer, "send_offsets_to_transaction", recording)
     ex = execution(RUNS + 1)
