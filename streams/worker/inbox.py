@@ -278,6 +278,13 @@ class Inbox:
         self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
         self._wait(item)
 
+    def serve_claimed_only(self) -> None:
+        """Draining: `due` serves claims ahead only. The rest stay held for the offset commit
+        (their positions do not move): the partition's next owner reads them again."""
+        for items in self._open.values():
+            for item in items.values():
+                item.held = False
+
     def offsets(self) -> dict[int, tuple[int, str]]:
         """Per partition read: the offset to commit (the first one still held) and the
         metadata naming the held ones after it."""

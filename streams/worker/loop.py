@@ -347,28 +347,47 @@ class Worker:
     # -- shutdown ----------------------------------------------------------------------------
 
     def drain(self, grace: timedelta = timedelta(seconds=20)) -> None:
-        """Graceful stop: claim nothing new; let running invocations finish (renewing their
-        leases) for up to `grace` and report them. What still runs after that is stopped
-        without an outcome: its lease expires and the reaper redelivers it to another worker."""
+        """Graceful stop: claim nothing new, but start each claim ahead at its due instant as
+        usual; let running invocations finish (renewing their leases) for up to `grace` and
+        report them. What still runs after that is stopped without an outcome, and a claim
+        ahead due after it is left to its lease: both expire and the reaper redelivers them.
+        Executions read but not claimed are the next owner's (their positions never moved)."""
         deadline = time.monotonic() + grace.total_seconds()
-        while self.runs and time.monotonic() < deadline:
+        self.inbox.serve_claimed_only()
+        while self._draining(deadline):
             now = self.clock.now_ms()
             self._police(now)
             self.inflight.collect()
+            free = self.settings.worker_concurrency - self.inflight.running
+            for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
+                ahead = self.holdings.starting(item)
+                if ahead is not None:
+                    self._start(ahead, now)
             txn = TxnWork()
             self.inflight.report(txn)
             self.holdings.snapshot(txn, now, self.runs.values())
             if txn.finished or txn.renewals or txn.held is not None:
                 self._commit(txn, now, self.inbox.offsets())
-            self.inflight.wait(0.05)
-        if self.runs:
+            self.inflight.wait(0.005 if self.holdings.claimed else 0.05)
+        if self.runs or self.holdings.claimed:
             log.warning(
-                "%d runs still going at shutdown; their leases expire and the reaper "
-                "redelivers them",
+                "%d runs still going and %d claimed ahead at shutdown; their leases expire and "
+                "the reaper redelivers them",
                 len(self.runs),
+                len(self.holdings.claimed),
             )
             for run in self.runs.values():
                 run.stop.set(OutcomeStatus.cancelled)
+
+    def _draining(self, deadline: float) -> bool:
+        """Runs still going, or a claim ahead due before the grace runs out."""
+        left_ms = (deadline - time.monotonic()) * 1000
+        if left_ms <= 0:
+            return False
+        until = self.clock.now_ms() + left_ms
+        return bool(self.runs) or any(
+            r.item.due_ms <= until for r in self.holdings.claimed.values()
+        )
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -152,6 +152,33 @@ def test_a_claim_ahead_starts_at_its_due_instant_without_another_commit_never_ea
     assert gates.calls[1][2] == START_MS + 2_000
 
 
+def test_a_draining_worker_starts_its_claims_ahead_on_time_and_leaves_the_rest_unclaimed(
+    driver: Driver, settings: KadenceSettings, topics: Topics, gates: Gates
+) -> None:
+    """A rolling restart a second before the top of the hour: the stopping worker's claims
+    ahead start at their due instant instead of waiting out their lease for the reaper, and
+    what it read but did not claim stays uncommitted for the partition's next owner."""
+    worker = driver.worker(settings, {"kafka": gates})
+    send(driver, topics, due_in("soon", 1_000))  # partition 0, offset 0: claimed ahead
+    driver.turn(worker)
+    send(driver, topics, due_in("far", 60_000))  # offset 1: read, too far ahead to claim
+    driver.turn(worker)
+    assert held(snapshots(driver.cluster, topics)[-1]) == [(0, 0, 1)]
+    draining = threading.Thread(target=worker.drain, kwargs={"grace": timedelta(seconds=30)})
+    draining.start()
+    try:
+        driver.advance(1_000)
+        until(lambda: bool(gates.calls))
+        assert gates.calls == [("soon", 1, START_MS + 1_000)]  # on time, never early
+    finally:
+        gates.release("soon")
+        draining.join(timeout=20)
+    assert not draining.is_alive()  # "far" is due after the grace: not waited for
+    assert outcomes(driver, topics) == [(OutcomeStatus.succeeded, 1)]
+    assert held(snapshots(driver.cluster, topics)[-1]) == []  # released with its outcome
+    assert driver.cluster.committed(GROUP)[(topics.executions, 0)] == 1  # "far" read again
+
+
 def test_a_claim_ahead_is_renewed_while_it_waits_and_a_revocation_drops_it(
     driver: Driver, settings: KadenceSettings, topics: Topics, gates: Gates
 ) -> None:
