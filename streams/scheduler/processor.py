@@ -64,10 +64,12 @@ class SchedulerConfig:
 
 
 AWAITING_CACHE_LIMIT = 20_000
-"""Jobs kept decoded while they await an outcome, per partition at most: the outcome then
+"""Jobs kept decoded while they await an outcome, per process at most: the outcome then
 finds them decoded (about 100 µs less each), but a burst whose outcomes are slow to come
 (workers down) must not hold every job's state in memory (B1 at 100 000 with no workers:
-781 MiB RSS unbounded)."""
+781 MiB RSS unbounded). Each partition's task has a cache of its own, so a partition keeps
+them only while its cache holds fewer than its share, this over the job partitions (1 666 of
+12 by default): the whole of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
 class SchedulerProcessor:
@@ -274,7 +276,8 @@ class SchedulerProcessor:
             wake = state.wake_ms
             ctx.put(key, data, wake)
             fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
-            awaits = bool(state.running) and len(ctx.cache) < AWAITING_CACHE_LIMIT
+            share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)
+            awaits = bool(state.running) and len(ctx.cache) < share
             if fires_soon or awaits:
                 ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
             else:

@@ -21,10 +21,11 @@ from kadence.models import (
     ReplayDeadLetter,
     ScheduleDefinition,
 )
+from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.records import InputRecord
-from streams.runtime.store import Batch, Store
+from streams.runtime.store import Batch, MemoryStore, Store
 from streams.runtime.task import Task
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
@@ -265,3 +266,53 @@ def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
     assert len(task.cache) <= 3  # the last one cached when the cache held one less
     for i in range(4):  # every job's state is in the store all the same
         assert load_state(task.get(f"acme/j{i}".encode()) or b"").running
+
+
+def test_jobs_awaiting_outcomes_are_bounded_per_process_not_per_partition(
+    monkeypatch: Any,
+) -> None:
+    """AWAITING_CACHE_LIMIT bounds the jobs kept decoded while awaiting an outcome over all the
+    partitions a process owns: each partition's task has a cache of its own, so a partition
+    gets its share (B1, 100 000 jobs over the default 12 partitions, stayed under a bound of
+    20 000 per partition and kept every fired job decoded: 781 MiB RSS instead of 365)."""
+    monkeypatch.setattr("streams.scheduler.processor.AWAITING_CACHE_LIMIT", 24)
+    partitions = 12
+    proc = SchedulerProcessor(
+        SchedulerConfig(Topics(KadenceSettings(partitions=partitions)), partitions, 1, "2025b"),
+        CODEC,
+    )
+    topics = proc.cfg.topics
+    tasks = []
+    for p in range(partitions):
+        task = Task(p, MemoryStore(), NOW, 60_000)
+        task.changelog = topics.scheduler_changelog
+        tasks.append(task)
+    per_partition: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    i = 0
+    while any(len(keys) < 5 for keys in per_partition.values()):
+        d = ScheduleDefinition(
+            tenant="acme",
+            job_id=f"j{i}",
+            version=1,
+            schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
+            target=KafkaTarget(topic="o"),
+        )
+        i += 1
+        p = partition_for(d.routing_key, partitions)
+        if len(per_partition[p]) == 5:
+            continue
+        per_partition[p].append(d.key.encode())
+        record = InputRecord(topics.schedules, p, i, d.key.encode(), CODEC.encode(d), [], NOW)
+        proc.process(tasks[p], record, NOW)
+    for task in tasks:
+        commit(task)
+        task.cache.clear()
+    for p, keys in per_partition.items():
+        for key in keys:
+            proc.fire(tasks[p], key, NOW + 1_000)
+        commit(tasks[p])
+    kept = sum(1 for task in tasks for key in task.cache if key.startswith(b"acme/j"))
+    assert 1 <= kept <= 24  # 60 jobs await an outcome: 2 a partition at most (the breaker counts)
+    for p, keys in per_partition.items():  # every job's state is in the store all the same
+        for key in keys:
+            assert load_state(tasks[p].get(key) or b"").running
