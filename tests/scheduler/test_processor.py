@@ -237,6 +237,17 @@ def test_a_job_awaiting_its_outcome_and_its_tenants_breaker_stay_decoded(
     assert load_state(task.get(b"acme/j") or b"").dead
 
 
+def once_in_a_second(job_id: str) -> ScheduleDefinition:
+    """A one-off job of tenant acme due a second after NOW."""
+    return ScheduleDefinition(
+        tenant="acme",
+        job_id=job_id,
+        version=1,
+        schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
+        target=KafkaTarget(topic="o"),
+    )
+
+
 def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
     store: Store, monkeypatch: Any
 ) -> None:
@@ -247,13 +258,7 @@ def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
     proc, task, _out = setup("2025b", store)
     topics = proc.cfg.topics
     for i in range(4):
-        d = ScheduleDefinition(
-            tenant="acme",
-            job_id=f"j{i}",
-            version=1,
-            schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
-            target=KafkaTarget(topic="o"),
-        )
+        d = once_in_a_second(f"j{i}")
         record = InputRecord(topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW)
         proc.process(task, record, NOW)
     commit(task)
@@ -290,13 +295,7 @@ def test_jobs_awaiting_outcomes_are_bounded_per_process_not_per_partition(
     per_partition: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     i = 0
     while any(len(keys) < 5 for keys in per_partition.values()):
-        d = ScheduleDefinition(
-            tenant="acme",
-            job_id=f"j{i}",
-            version=1,
-            schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
-            target=KafkaTarget(topic="o"),
-        )
+        d = once_in_a_second(f"j{i}")
         i += 1
         p = partition_for(d.routing_key, partitions)
         if len(per_partition[p]) == 5:
