@@ -149,6 +149,10 @@ class KafkaTopicCaller:
         stop.on_stop(lambda: settle(_stopped(stop)))
         return result
 
+    def can_start(self, ex: ExecutionRequested) -> bool:
+        """Its topic is known to exist (else the blocking call creates it first)."""
+        return self.topic_for(ex) in self._known
+
     def forward(self, ex: ExecutionRequested, stop: Stop, deadline: float, record: bytes) -> Result:
         """Produce `record`, the bytes `ex` was read as, if they are in the current schema;
         else (an execution written before an upgrade) `ex` encoded now."""

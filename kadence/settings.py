@@ -67,12 +67,15 @@ class KadenceSettings(BaseSettings):
     `breaker_min_attempts` attempts in `breaker_window_ms` failed; after the cool-down one retry
     probes, and its success resumes the rest."""
     worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 64
-    """Executions one worker process runs at the same time. Most runs wait on I/O (a webhook's
-    answer, a delivery ack), so slots are cheap: a run in flight costs the worker loop nothing
-    per turn (finished runs are pushed to it, renewals come off a deadline heap; an idle turn
-    takes about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn), only a parked
-    thread. 64 lets one worker keep a slow target's runs going without starving the rest; a
-    CPU-bound handler wants fewer (about the cores)."""
+    """Slots: executions one worker process runs at the same time on its thread pool (HTTP,
+    in-process handlers, a Kafka topic not known to exist yet). Most runs wait on I/O (a
+    webhook's answer), so slots are cheap: a run in flight costs the worker loop nothing per
+    turn (finished runs are pushed to it, renewals come off a deadline heap; an idle turn takes
+    about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn), only a parked thread.
+    64 lets one worker keep a slow target's runs going without starving the rest; a CPU-bound
+    handler wants fewer (about the cores). A run the Kafka topic target starts without a thread
+    takes no slot (nor counts towards a tenant's cap): a worker starts a burst of them at once
+    (up to what one lease snapshot lists: `worker_claim_ahead_max`)."""
     tenant_shards: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(default_factory=dict)
     """Wide tenants spread over several executions partitions: tenant -> shards (JSON object;
     others 1). One job always lands on one partition. Change it only while the tenant has
@@ -97,11 +100,13 @@ class KadenceSettings(BaseSettings):
     )
     """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
     two settings above."""
-    worker_claim_ahead_max: Annotated[int, Field(ge=0, le=3_000)] | None = None
+    worker_claim_ahead_max: Annotated[int, Field(ge=0, le=8_192)] | None = None
     """Executions one worker claims ahead of their due time (listed in a committed lease
     snapshot up to half their lease TTL early, so each starts from memory at its due instant)
-    at once at most; by default 4 x `worker_concurrency` (at most 3 000: with the slots, one
-    snapshot always fits). 0: claim only when due."""
+    at once at most; by default 8 192 - `worker_concurrency`. Whatever this says, a worker
+    holds (running or claimed ahead) only what one lease snapshot of 4 096 ranges is sure to
+    list however the runs end: up to 8 191 runs of consecutive offsets, 4 096 scattered ones.
+    0: claim only when due."""
     lease_format: Literal["snapshot", "events"] = "snapshot"
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the

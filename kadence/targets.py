@@ -93,6 +93,12 @@ class Starts(Protocol):
         """Must return at once."""
         ...
 
+    def can_start(self, ex: ExecutionRequested) -> bool:
+        """Whether `start` would take `ex` now without a thread: such a run does not take one
+        of the worker's slots. Must return at once; a wrong yes only makes the run wait for a
+        pool thread."""
+        ...
+
 
 @runtime_checkable
 class Prepares(Protocol):

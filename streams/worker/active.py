@@ -24,6 +24,9 @@ class ActiveRun:
     next_renew_ms: int
     future: Future[Result] | None = None
     """Set once the claim has committed and the invocation started."""
+    pooled: bool = True
+    """Its invocation takes a thread of the pool, so one of the worker's slots (a run its
+    target starts without a thread does not)."""
     lease_lost: bool = False
     """The lease ran out before a renewal or the outcome committed: the run was told to stop
     and reports `lease_lost`, which the scheduler records but does not apply."""

@@ -46,19 +46,37 @@ def ranges(runs: Iterable[ActiveRun]) -> list[HeldRange]:
     return [HeldRange(partition=p, start=s, count=c, ttl_ms=t) for p, s, c, t in out]
 
 
+def fits(found: list[HeldRange], limit: int = MAX_HELD_RANGES, runs: int = MAX_HELD_RUNS) -> bool:
+    """Whether a worker may hold the runs of `found`: however many of them end, in whatever
+    order, what is left fits in `limit` ranges. Ending one run splits a range at worst (ranges
+    + runs never grow), and each run is one range at most, so ranges never exceed
+    (ranges + runs) / 2: at most 2 x `limit` - 1 runs when they are consecutive, `limit` when
+    they are scattered."""
+    held = sum(r.count for r in found)
+    return len(found) + held <= 2 * limit and held <= runs
+
+
 def fit(
     held: list[ActiveRun], txn: TxnWork, limit: int = MAX_HELD_RANGES, runs: int = MAX_HELD_RUNS
 ) -> tuple[list[HeldRange], list[ActiveRun]]:
     """The ranges of `held` plus the transaction's claims, claiming less (claims ahead first,
-    latest first) until they fit in `limit` ranges and `runs` runs; and the claims
-    left out."""
-    dropped: list[ActiveRun] = []
-    while True:
-        found = ranges([*held, *txn.claims, *txn.ahead])
-        fits = len(found) <= limit and sum(r.count for r in found) <= runs
-        if fits or not (txn.ahead or txn.claims):
-            return found, dropped
-        dropped.append(txn.ahead.pop() if txn.ahead else txn.claims.pop())
+    latest first) until they `fits`; and the claims left out. `held` fits already (it only
+    lost runs since it last did)."""
+    claims = [*txn.claims, *txn.ahead]
+    found = ranges([*held, *claims])
+    if fits(found, limit, runs) or not claims:
+        return found, []
+    low, high = 0, len(claims) - 1  # the most claims kept that fit: ranges + runs only grow
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(ranges([*held, *claims[:mid]]), limit, runs):
+            low = mid
+        else:
+            high = mid - 1
+    kept = claims[:low]
+    dropped = claims[low:][::-1]
+    txn.claims, txn.ahead = kept[: len(txn.claims)], kept[len(txn.claims) :]
+    return ranges([*held, *kept]), dropped
 
 
 class LeaseWriter:
@@ -110,16 +128,28 @@ class Holdings:
         self.inbox = inbox
         self.claimed: dict[str, ActiveRun] = {}
         """execution id -> claimed ahead (listed in a committed snapshot), not started."""
+        self.slots = settings.worker_concurrency
         ahead = settings.worker_claim_ahead_max
-        default = min(3_000, 4 * settings.worker_concurrency)
+        default = max(0, 2 * MAX_HELD_RANGES - settings.worker_concurrency)
         self.ahead_max = (default if ahead is None else ahead) if self.writer.snapshots else 0
         self.lead_ms = 0
         """Half the longest lease TTL read: how far ahead of now a claim ahead may reach."""
         self.release = False
         """A claim ahead was dropped: the next transaction writes a snapshot without it."""
+        self.listed = 0
+        """Ranges in the last snapshot committed (only a snapshot's claims add ranges)."""
 
     def saw(self, ex: ExecutionRequested) -> None:
         self.lead_ms = max(self.lead_ms, ex.lease_ttl_ms // 2)
+
+    def room(self, running: int) -> int:
+        """Runs that may still be claimed with `running` runs in flight, if each claim adds a
+        run and no range (`fit` then claims less if they would not `fits`): the snapshot must
+        list what is held however it ends."""
+        held = running + len(self.claimed)
+        if not self.writer.snapshots:  # a lease event per claim: as many as the slots
+            return max(0, self.slots - held)
+        return max(0, min(2 * MAX_HELD_RANGES - self.listed - held, MAX_HELD_RUNS - held))
 
     def starting(self, item: Item) -> ActiveRun | None:
         """The claim ahead of `item`, now due and its turn come: it starts without a commit."""
@@ -133,8 +163,8 @@ class Holdings:
         self, txn: TxnWork, now: int, runs: Mapping[str, ActiveRun], claiming: set[str]
     ) -> None:
         """Claim executions due within half their lease TTL (so each lease outlives its wait
-        by half a TTL at least), up to `ahead_max` waiting at once."""
-        room = self.ahead_max - len(self.claimed)
+        by half a TTL at least), up to `ahead_max` waiting at once and within `room`."""
+        room = min(self.ahead_max - len(self.claimed), self.room(len(runs)) - len(txn.claims))
         if room <= 0:
             return
 
@@ -182,9 +212,10 @@ class Holdings:
         ended = {id(run) for run, _ in txn.finished}
         held = [r for r in runs if not r.lease_lost and id(r) not in ended]
         held += self.claimed.values()
-        txn.ranges, dropped = fit(held, txn)
+        txn.ranges, dropped = fit(held, txn, MAX_HELD_RANGES)
+        if dropped:  # `room` assumes each claim adds no range: a scattered burst fits fewer
+            log.debug("lease snapshot full: %d claims wait for a later turn", len(dropped))
         for run in dropped:
-            log.warning("lease snapshot full: %s not claimed", run.execution.execution_id)
             if run.item.claimed:
                 self.inbox.unclaim(run.item)
             else:
@@ -194,6 +225,7 @@ class Holdings:
     def committed(self, txn: TxnWork) -> None:
         if txn.held is not None:
             self.release = False
+            self.listed = len(txn.ranges)
         for run in txn.ahead:
             if run.item.held:  # not dropped while the commit was retried
                 self.claimed[run.execution.execution_id] = run

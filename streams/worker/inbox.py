@@ -83,6 +83,35 @@ class Fairness:
         return self.caps.get(tenant, self.max_running)
 
 
+def _never(_item: Item) -> bool:
+    return False
+
+
+@dataclass
+class _Budget:
+    """What one `Inbox.due` call may still hand out."""
+
+    slots: int
+    room: int
+    slotless: Callable[[Item], bool]
+
+    def admits(self, item: Item, tenant_busy: int, cap: int | None) -> bool:
+        if not item.claimed and self.room <= 0:
+            return False
+        if self.slotless(item):
+            return True
+        return self.slots > 0 and (cap is None or tenant_busy < cap)
+
+    def take(self, item: Item) -> bool:
+        """Count `item` in; whether it took a slot."""
+        if not item.claimed:
+            self.room -= 1
+        if self.slotless(item):
+            return False
+        self.slots -= 1
+        return True
+
+
 def default_max_running(settings: KadenceSettings) -> int:
     """The cap of a tenant not named in `worker_tenant_max_running_by_tenant`: the explicit
     number if there is one, else the share of the slots (at least 1; 0 when the share is all)."""
@@ -162,21 +191,32 @@ class Inbox:
                     dropped = True
         return dropped
 
-    def due(self, now_ms: int, limit: int, running: Mapping[str, int] | None = None) -> list[Item]:
-        """Up to `limit` held executions due by `now_ms`, tenants served by weighted deficit
-        round robin, none past its running cap (`running`: tenant -> runs in progress). They
-        stop being held (call `hold` to put one back if its claim fails)."""
+    def due(
+        self,
+        now_ms: int,
+        limit: int,
+        running: Mapping[str, int] | None = None,
+        *,
+        room: int | None = None,
+        slotless: Callable[[Item], bool] | None = None,
+    ) -> list[Item]:
+        """Held executions due by `now_ms`, tenants served by weighted deficit round robin.
+        They stop being held (call `hold` to put one back if its claim fails).
+        - `limit`: slots free. Each execution takes one, except those `slotless` accepts
+          (their run needs no pool thread); a tenant at its running cap (`running`: tenant ->
+          slots its runs take) takes no more slots.
+        - `room`: executions not claimed ahead yet taken at most (what the worker's lease
+          snapshot has room for); one claimed ahead is held already. Default: `limit`."""
         self._release(now_ms)
         out: list[Item] = []
+        budget = _Budget(limit, limit if room is None else room, slotless or _never)
         busy = dict(running or {})
-        while len(out) < limit and self._turns:
+        while self._turns:
             progressed = False
             for _ in range(len(self._turns)):
-                if len(out) >= limit:
-                    break
                 tenant = self._turns[0]
                 self._turns.rotate(-1)
-                progressed |= self._serve(tenant, out, limit, busy)
+                progressed |= self._serve(tenant, out, budget, busy)
             if not progressed:
                 break
         return out
@@ -201,29 +241,34 @@ class Inbox:
                         self._turns.append(tenant)
                     queue.append(item)
 
-    def _serve(self, tenant: str, out: list[Item], limit: int, busy: dict[str, int]) -> bool:
+    def _serve(self, tenant: str, out: list[Item], budget: _Budget, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
-        worth of executions into `out` (counted in `busy`). False if it cannot take at all."""
+        worth of executions into `out` (their slots counted in `busy`). False if it cannot take
+        at all."""
         queue = self._ready[tenant]
         while queue and not queue[0].held:
             queue.popleft()  # revoked, or its partition went away
         if not queue:
             self._retire(tenant)
             return False
-        unlimited = limit + sum(busy.values()) + 1
-        cap = (self.fairness.cap(tenant) if self.fairness.by_tenant else 0) or unlimited
-        if busy.get(tenant, 0) >= cap:
+        cap = (self.fairness.cap(tenant) if self.fairness.by_tenant else 0) or None
+        if not budget.admits(queue[0], busy.get(tenant, 0), cap):
             return False
         credit = self._deficit.get(tenant, 0.0) + self.fairness.weight(tenant)
-        while queue and credit >= 1 and len(out) < limit and busy.get(tenant, 0) < cap:
-            item = queue.popleft()
+        while queue and credit >= 1:
+            item = queue[0]
             if not item.held:
+                queue.popleft()
                 continue
+            if not budget.admits(item, busy.get(tenant, 0), cap):
+                break
+            queue.popleft()
+            if budget.take(item):
+                busy[tenant] = busy.get(tenant, 0) + 1
             self._close(item)
             if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
                 self._held[item.partition].remove(item.offset)
             out.append(item)
-            busy[tenant] = busy.get(tenant, 0) + 1
             credit -= 1
         self._deficit[tenant] = credit if queue else 0.0
         return True  # it took, or gained credit towards taking in a later round

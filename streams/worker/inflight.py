@@ -5,6 +5,9 @@ What a turn needs of them costs in proportion to what happened, not to the runs 
   thread); the loop takes the queue in (`collect`), no future is polled;
 - renewals, lease expiries and timeouts come off a heap of deadlines (`police`);
 - the runs by tenant (for the tenants' caps) are counted as runs start and end.
+Only runs whose invocation takes a pool thread (`ActiveRun.pooled`) take a slot and count
+towards a tenant's cap: one its target started without a thread (a Kafka produce awaiting its
+ack) costs the worker nothing while it waits.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ class InFlight:
         self.runs: dict[str, ActiveRun] = {}
         """execution id -> the run, until its outcome commits."""
         self.by_tenant: Counter[str] = Counter()
-        """tenant -> its invocations still going (for the tenants' caps)."""
+        """tenant -> its pooled invocations still going (for the tenants' caps)."""
+        self._pooled = 0
+        """Pooled invocations still going: the slots taken."""
         self._completed: queue.SimpleQueue[ActiveRun] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._done: dict[str, ActiveRun] = {}
@@ -41,12 +46,17 @@ class InFlight:
 
     @property
     def running(self) -> int:
-        """Invocations still going. A finished run waits for its outcome to commit (it is still
-        ours, and still in `runs`) but no longer holds a slot: the slots bound what targets
-        are asked to do at once, and a commit's round trip must not idle them."""
-        return len(self.runs) - len(self._done)
+        """Slots taken: pooled invocations still going. A finished run waits for its outcome
+        to commit (it is still ours, and still in `runs`) but no longer holds a slot: the
+        slots bound what targets are asked to do at once, and a commit's round trip must not
+        idle them."""
+        return self._pooled
 
-    def _count(self, tenant: str, delta: int) -> None:
+    def _count(self, run: ActiveRun, delta: int) -> None:
+        if not run.pooled:
+            return
+        self._pooled += delta
+        tenant = run.execution.tenant
         self.by_tenant[tenant] += delta
         if self.by_tenant[tenant] <= 0:
             del self.by_tenant[tenant]
@@ -62,7 +72,7 @@ class InFlight:
         ex = run.execution
         run.future = future
         self.runs[ex.execution_id] = run
-        self._count(ex.tenant, +1)
+        self._count(run, +1)
         self._deadlines.started(run)
         future.add_done_callback(lambda f: self.completed(run, f))
 
@@ -84,7 +94,7 @@ class InFlight:
         if self.runs.get(ex.execution_id) is run:
             del self.runs[ex.execution_id]
             if self._done.get(ex.execution_id) is not run:  # ended without being collected
-                self._count(ex.tenant, -1)
+                self._count(run, -1)
         self._done.pop(ex.execution_id, None)
         self._renewing.pop(ex.execution_id, None)
         self._deadlines.forget_ended(self.alive)
@@ -107,7 +117,7 @@ class InFlight:
             if self.alive(run) and run.execution.execution_id not in self._done:
                 self._done[run.execution.execution_id] = run
                 self._renewing.pop(run.execution.execution_id, None)
-                self._count(run.execution.tenant, -1)  # its slot is free: see `running`
+                self._count(run, -1)  # its slot is free: see `running`
 
     def police(self, now: int) -> None:
         """Self-fence runs whose lease ran out (finished ones too: an outcome not committed

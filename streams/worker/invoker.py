@@ -1,9 +1,10 @@
 """Starting a claimed run's invocation: without a thread when its target can, else on the pool.
 
 A target that `Starts` (the Kafka topic target, its topic known) produces and returns a future
-its delivery callback settles: no thread waits for the ack. Others run on the bounded pool, with
-the bytes the worker read when they `Forward` them. Timeouts, cancels and self-fencing reach a
-run through its `Stop` either way (the worker's deadline heap sets it).
+its delivery callback settles: no thread waits for the ack, and the run takes no slot (`pooled`
+False). Others run on the bounded pool, with the bytes the worker read when they `Forward`
+them. Timeouts, cancels and self-fencing reach a run through its `Stop` either way (the
+worker's deadline heap sets it).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
+from kadence.models import ExecutionRequested
 from kadence.targets import Forwards, Result, Starts, Target
 from streams.worker.active import ActiveRun, invoke
+from streams.worker.inbox import Item
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +29,31 @@ class Invoker:
         self.pool = pool
         self._forwarders: dict[str, Callable[..., Result]] = {}
         self._starters: dict[str, Callable[..., Future[Result] | None]] = {}
+        self._can_start: dict[str, Callable[[ExecutionRequested], bool]] = {}
         for kind, target in targets.items():
             if isinstance(target, Forwards):
                 self._forwarders[kind] = target.forward
             if isinstance(target, Starts):
                 self._starters[kind] = target.start
+                self._can_start[kind] = target.can_start
+
+    def slotless(self, item: Item) -> bool:
+        """`item`'s run would start without a pool thread (so without a slot)."""
+        can = self._can_start.get(item.execution.target.kind)
+        try:
+            return can is not None and can(item.execution)
+        except Exception:  # a target bug must not kill the worker: it runs on the pool
+            log.exception("target %s: can_start failed", item.execution.target.kind)
+            return False
 
     def begin(self, run: ActiveRun) -> Future[Result]:
-        """The run's invocation, under way (or already ended)."""
+        """The run's invocation, under way (or already ended); `run.pooled` says whether it
+        takes a pool thread."""
         ex, record = run.execution, run.item.record
         kind = ex.target.kind
         caller = self.targets.get(kind)
         if caller is None:
+            run.pooled = False
             return _ended(
                 Result.failed(
                     "UnsupportedTarget", f"this worker has no {kind!r} target", retryable=True
@@ -51,6 +67,7 @@ class Invoker:
                 log.exception("target %s failed for %s", kind, ex.execution_id)
                 started = _ended(Result.failed(type(exc).__name__, str(exc), retryable=True))
             if started is not None:
+                run.pooled = False
                 return started
         forward = self._forwarders.get(kind)
         if forward is not None and record is not None:

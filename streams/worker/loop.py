@@ -13,8 +13,11 @@ worker holds by (executions partition, offset) (`holding`):
   the reaper never redelivers an execution whose outcome was written.
 With `lease_format=events` it writes the previous release's LeaseEvents (acquired, renewed,
 released) instead, and claims only when due.
-Invocations run on a bounded thread pool. A run whose lease expires before a renewal commits is
-stopped (self-fencing) and reports `lease_lost`, which the scheduler records but does not apply.
+Invocations run on a bounded thread pool (`worker_concurrency` slots); a run its target starts
+without a thread (a Kafka produce awaiting its ack) takes no slot, so a midnight burst of them
+starts at once, up to what one snapshot is sure to list (`holding.fits`). A run whose lease
+expires before a renewal commits is stopped (self-fencing) and reports `lease_lost`, which the
+scheduler records but does not apply.
 A turn's cost does not grow with the runs in flight (streams/worker/inflight.py): finished runs
 are pushed to the loop, renewals and expiries come off a heap of deadlines.
 """
@@ -30,7 +33,6 @@ from datetime import timedelta
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kadence import rejects
 from kadence.clock import Clock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -52,11 +54,11 @@ from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
 from streams.worker.holding import Holdings, claim
-from streams.worker.inbox import Fairness, Inbox
+from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.records import outcome_of
+from streams.worker.records import outcome_of, rejected
 from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -152,9 +154,8 @@ class Worker:
         self._police(now)
         self.inflight.collect()
         txn = TxnWork()
-        free = self.settings.worker_concurrency - self.inflight.running
         claiming: set[str] = set()
-        for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
+        for item in self._due(now):
             ex = item.execution
             ahead = self.holdings.starting(item)
             if ahead is not None:
@@ -175,6 +176,18 @@ class Worker:
         if leases or self._rejects or periodic:
             self._commit(txn, now, offsets)
         self.summary.tick(now, len(self.runs))
+
+    def _due(self, now: int) -> list[Item]:
+        """What may start or be claimed now: runs needing a pool thread within the free slots,
+        and every run within what one lease snapshot is sure to list (`Holdings.room`)."""
+        free = self.settings.worker_concurrency - self.inflight.running
+        return self.inbox.due(
+            now,
+            max(0, free),
+            self.inflight.by_tenant,
+            room=self.holdings.room(len(self.runs)),
+            slotless=self.invoker.slotless,
+        )
 
     def _read(self, msg: MessageLike) -> None:
         err = msg.error()
@@ -327,22 +340,9 @@ class Worker:
         """Queue a `rejected` record for an unusable execution (written with the next
         transaction, with the offsets that move past it)."""
         log.warning("rejected executions[%d]@%d: %s", msg.partition(), msg.offset(), reason)
-        raw = msg.headers() or []
-        key, value, headers = rejects.rejected_record(
-            topic=msg.topic() or "",
-            partition=msg.partition() or 0,
-            offset=msg.offset() or 0,
-            key=msg.key(),
-            value=msg.value(),
-            headers=list(raw.items()) if isinstance(raw, dict) else list(raw),
-            code=code,
-            reason=reason,
-            processor="worker",
-            now_ms=self.clock.now_ms(),
-            codec=self.codec,
-            to_topic=self.topics.rejected,
-        )
-        self._rejects.append((self.topics.rejected, msg.partition() or 0, key, value, headers))
+        now, to = self.clock.now_ms(), self.topics.rejected
+        record = rejected(msg, code, reason, now_ms=now, codec=self.codec, to_topic=to)
+        self._rejects.append((self.topics.rejected, msg.partition() or 0, *record))
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -358,8 +358,7 @@ class Worker:
             now = self.clock.now_ms()
             self._police(now)
             self.inflight.collect()
-            free = self.settings.worker_concurrency - self.inflight.running
-            for item in self.inbox.due(now, max(0, free), self.inflight.by_tenant):
+            for item in self._due(now):
                 ahead = self.holdings.starting(item)
                 if ahead is not None:
                     self._start(ahead, now)

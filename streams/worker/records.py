@@ -1,10 +1,15 @@
-"""The records the worker writes about a run: lease events and the outcome."""
+"""The records the worker writes about a run (lease events, the outcome) and about an
+execution record it cannot use (`rejected`)."""
 
 from __future__ import annotations
 
+from kadence import rejects
 from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
+from kadence.headers import Headers
 from kadence.models import ErrorInfo, ExecutionOutcome, LeaseEvent, LeaseEventKind, OutcomeStatus
 from kadence.targets import Result
+from streams.kafkaio.ports import MessageLike
 from streams.worker.active import ActiveRun
 
 
@@ -64,4 +69,25 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
         due_at=ex.due_at,
         started_at=ms_to_datetime(run.started_ms),
         finished_at=ms_to_datetime(max(now_ms, run.started_ms)),
+    )
+
+
+def rejected(
+    msg: MessageLike, code: str, reason: str, *, now_ms: int, codec: Codec, to_topic: str
+) -> tuple[bytes | None, bytes, Headers]:
+    """(key, value, headers) of the `rejected` record for `msg`, read from `executions`."""
+    raw = msg.headers() or []
+    return rejects.rejected_record(
+        topic=msg.topic() or "",
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        key=msg.key(),
+        value=msg.value(),
+        headers=list(raw.items()) if isinstance(raw, dict) else list(raw),
+        code=code,
+        reason=reason,
+        processor="worker",
+        now_ms=now_ms,
+        codec=codec,
+        to_topic=to_topic,
     )

@@ -145,3 +145,13 @@ def test_a_run_starts_on_the_pool_while_its_topic_is_unknown_or_the_queue_full()
     c._known.clear()
     c.producer = Producer()  # type: ignore[assignment]
     assert c.start(ex, Stop(), raw) is None
+
+
+def test_it_says_it_can_start_without_a_thread_only_once_its_topic_is_known() -> None:
+    ex, raw = as_read()
+    c, _producer = target(ex)
+    assert c.can_start(ex)
+    c._known.clear()  # the topic not created yet: the blocking call creates it, on the pool
+    assert not c.can_start(ex)
+    assert c.start(ex, Stop(), raw) is None
+    c._closed.set()

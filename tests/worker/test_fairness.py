@@ -170,3 +170,31 @@ def test_a_child_process_gets_the_same_caps(monkeypatch: pytest.MonkeyPatch) -> 
                 monkeypatch.setenv(name, value)
         child = KadenceSettings()
         assert Fairness.of(child) == Fairness.of(parent)
+
+
+def test_runs_that_need_no_slot_pass_the_slots_and_the_cap_but_not_the_room() -> None:
+    """A Kafka produce awaiting its ack holds no thread: the slots and a tenant's cap bound
+    only runs on the pool, while `room` (what the lease snapshot can list) bounds them all."""
+    inbox = Inbox(Fairness(max_running=1))
+    flooded(inbox, flood=50, small=2)
+    slotless = lambda item: item.execution.tenant == "flood"  # noqa: E731
+    got = inbox.due(T_MS, 1, running={"small0": 0}, room=30, slotless=slotless)
+    by_tenant = Counter(i.execution.tenant for i in got)
+    assert by_tenant == {"flood": 29, "small0": 1}  # one slot for a small one, room 30 in all
+    assert inbox.due(T_MS, 0, room=0, slotless=slotless) == []  # no room: nothing more
+    rest = inbox.due(T_MS, 0, room=100, slotless=slotless)  # no slot: the pooled one waits
+    assert Counter(i.execution.tenant for i in rest) == {"flood": 21}
+    assert [i.execution.tenant for i in inbox.due(T_MS, 1, room=100)] == ["small1"]
+
+
+def test_a_claim_ahead_starting_takes_a_slot_but_no_room() -> None:
+    """An execution claimed ahead is held already: starting it needs no room, only (if its run
+    needs a thread) a slot."""
+    inbox = Inbox()
+    for n in range(3):
+        inbox.add(0, n, tenant_ex("a", n))
+    for item in inbox.upcoming(T_MS, 2, lambda _item: True):
+        inbox.claim(item)
+    assert [i.offset for i in inbox.due(T_MS, 2, room=0)] == [0, 1]  # the two claimed
+    assert inbox.due(T_MS, 2, room=0) == []  # the unclaimed one needs room
+    assert [i.offset for i in inbox.due(T_MS, 0, room=1, slotless=lambda _i: True)] == [2]
