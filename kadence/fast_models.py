@@ -165,6 +165,13 @@ def lease_event(d: dict[str, Any]) -> LeaseEvent | None:
     return _make(LeaseEvent, d)  # type: ignore[no-any-return]
 
 
+def held_range(partition: int, start: int, count: int, ttl_ms: int) -> HeldRange:
+    """A HeldRange from values its writer built itself (no validation: a worker lists
+    thousands per snapshot, and the snapshot is checked as a whole when it is read)."""
+    values = {"partition": partition, "start": start, "count": count, "ttl_ms": ttl_ms}
+    return _make(HeldRange, values)  # type: ignore[no-any-return]
+
+
 def lease_snapshot(d: dict[str, Any]) -> LeaseSnapshot | None:
     held = d["held"]
     if not (

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 
 from kadence.clock import ms_to_datetime
+from kadence.fast_models import held_range
 from kadence.models import (
     MAX_HELD_RANGES,
     MAX_HELD_RUNS,
@@ -30,20 +32,35 @@ log = logging.getLogger(__name__)
 
 LeaseRecord = tuple[int, bytes, WireModel]
 """(leases partition, key, record)."""
+PACE_FREE_RUNS = 256
+PACE_US_PER_RUN = 20
+"""A snapshot lists everything held, so building and writing one costs a few µs per run:
+holding more than PACE_FREE_RUNS, a worker spaces its transactions by PACE_US_PER_RUN per run
+held (8 000 held: one every 155 ms at most), which keeps snapshots to a fraction of a core."""
+
+
+def _spans(keys: Iterable[tuple[int, int, int]]) -> list[list[int]]:
+    """(partition, offset, ttl) keys as [partition, start, count, ttl] runs of consecutive
+    offsets of one partition under one TTL."""
+    out: list[list[int]] = []
+    last: list[int] | None = None
+    for p, o, ttl in sorted(keys):
+        if last is not None and last[0] == p and last[3] == ttl and last[1] + last[2] == o:
+            last[2] += 1
+        else:
+            last = [p, o, 1, ttl]
+            out.append(last)
+    return out
+
+
+def _key(run: ActiveRun) -> tuple[int, int, int]:
+    item = run.item
+    return item.partition, item.offset, item.execution.lease_ttl_ms
 
 
 def ranges(runs: Iterable[ActiveRun]) -> list[HeldRange]:
     """The runs as ranges of consecutive offsets of one partition under one TTL."""
-    out: list[list[int]] = []  # partition, start, count, ttl
-    for p, o, ttl in sorted(
-        {(r.item.partition, r.item.offset, r.execution.lease_ttl_ms) for r in runs}
-    ):
-        last = out[-1] if out else None
-        if last is not None and (last[0], last[3]) == (p, ttl) and last[1] + last[2] == o:
-            last[2] += 1
-        else:
-            out.append([p, o, 1, ttl])
-    return [HeldRange(partition=p, start=s, count=c, ttl_ms=t) for p, s, c, t in out]
+    return [held_range(*span) for span in _spans({_key(r) for r in runs})]
 
 
 def fits(found: list[HeldRange], limit: int = MAX_HELD_RANGES, runs: int = MAX_HELD_RUNS) -> bool:
@@ -56,27 +73,57 @@ def fits(found: list[HeldRange], limit: int = MAX_HELD_RANGES, runs: int = MAX_H
     return len(found) + held <= 2 * limit and held <= runs
 
 
+class RangeCache:
+    """The HeldRange of each range listed last time: consecutive snapshots list mostly the
+    same ranges, and building thousands of models per snapshot would cost more than the rest."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[int, ...], HeldRange] = {}
+
+    def ranges(self, spans: list[list[int]]) -> list[HeldRange]:
+        made, self._made = self._made, {}
+        out = []
+        for span in spans:
+            key = tuple(span)
+            found = made.get(key)
+            if found is None:
+                found = held_range(*span)
+            self._made[key] = found
+            out.append(found)
+        return out
+
+
 def fit(
-    held: list[ActiveRun], txn: TxnWork, limit: int = MAX_HELD_RANGES, runs: int = MAX_HELD_RUNS
+    held: list[ActiveRun],
+    txn: TxnWork,
+    limit: int = MAX_HELD_RANGES,
+    runs: int = MAX_HELD_RUNS,
+    cache: RangeCache | None = None,
 ) -> tuple[list[HeldRange], list[ActiveRun]]:
     """The ranges of `held` plus the transaction's claims, claiming less (claims ahead first,
-    latest first) until they `fits`; and the claims left out. `held` fits already (it only
-    lost runs since it last did)."""
+    latest first) so that they `fits`; and the claims left out. `held` fits already (it only
+    lost runs since it last did). One pass: a claim changes the ranges by +1 (no neighbour
+    held), 0 (one) or -1 (it joins two), so ranges + runs never shrink as claims are added and
+    the claims kept are the longest prefix that fits."""
+    keys = {(p, o): ttl for p, o, ttl in map(_key, held)}
+    count = len(keys)
+    spans = len(_spans((p, o, ttl) for (p, o), ttl in keys.items()))
     claims = [*txn.claims, *txn.ahead]
-    found = ranges([*held, *claims])
-    if fits(found, limit, runs) or not claims:
-        return found, []
-    low, high = 0, len(claims) - 1  # the most claims kept that fit: ranges + runs only grow
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(ranges([*held, *claims[:mid]]), limit, runs):
-            low = mid
-        else:
-            high = mid - 1
-    kept = claims[:low]
-    dropped = claims[low:][::-1]
-    txn.claims, txn.ahead = kept[: len(txn.claims)], kept[len(txn.claims) :]
-    return ranges([*held, *kept]), dropped
+    kept = 0
+    for run in claims:
+        p, o, ttl = _key(run)
+        if (p, o) not in keys:
+            joins = (keys.get((p, o - 1)) == ttl) + (keys.get((p, o + 1)) == ttl)
+            if spans + 1 - joins + count + 1 > 2 * limit or count + 1 > runs:
+                break
+            keys[(p, o)] = ttl
+            spans += 1 - joins
+            count += 1
+        kept += 1
+    dropped = claims[kept:][::-1]
+    txn.claims, txn.ahead = claims[: min(kept, len(txn.claims))], claims[len(txn.claims) : kept]
+    spans_now = _spans((p, o, t) for (p, o), t in keys.items())
+    return (cache or RangeCache()).ranges(spans_now), dropped
 
 
 class LeaseWriter:
@@ -136,11 +183,20 @@ class Holdings:
         """Half the longest lease TTL read: how far ahead of now a claim ahead may reach."""
         self.release = False
         """A claim ahead was dropped: the next transaction writes a snapshot without it."""
+        self._ranges = RangeCache()
+        self.monotonic: Callable[[], float] = time.monotonic
+        self._next_txn = 0.0
+        """`monotonic()` before which a transaction waits (`paced`)."""
         self.listed = 0
         """Ranges in the last snapshot committed (only a snapshot's claims add ranges)."""
 
     def saw(self, ex: ExecutionRequested) -> None:
         self.lead_ms = max(self.lead_ms, ex.lease_ttl_ms // 2)
+
+    def paced(self) -> bool:
+        """Too soon after the last transaction for another (PACE_US_PER_RUN); claims ahead still
+        start at their due instant meanwhile."""
+        return self.monotonic() < self._next_txn
 
     def room(self, running: int) -> int:
         """Runs that may still be claimed with `running` runs in flight, if each claim adds a
@@ -212,7 +268,7 @@ class Holdings:
         ended = {id(run) for run, _ in txn.finished}
         held = [r for r in runs if not r.lease_lost and id(r) not in ended]
         held += self.claimed.values()
-        txn.ranges, dropped = fit(held, txn, MAX_HELD_RANGES)
+        txn.ranges, dropped = fit(held, txn, MAX_HELD_RANGES, cache=self._ranges)
         if dropped:  # `room` assumes each claim adds no range: a scattered burst fits fewer
             log.debug("lease snapshot full: %d claims wait for a later turn", len(dropped))
         for run in dropped:
@@ -226,6 +282,8 @@ class Holdings:
         if txn.held is not None:
             self.release = False
             self.listed = len(txn.ranges)
+            spaced = max(0, len(txn.held) - PACE_FREE_RUNS) * PACE_US_PER_RUN / 1e6
+            self._next_txn = self.monotonic() + spaced
         for run in txn.ahead:
             if run.item.held:  # not dropped while the commit was retried
                 self.claimed[run.execution.execution_id] = run

@@ -155,7 +155,8 @@ class Worker:
         self.inflight.collect()
         txn = TxnWork()
         claiming: set[str] = set()
-        for item in self._due(now):
+        paced = self.holdings.paced()
+        for item in self._due(now, paced):
             ex = item.execution
             ahead = self.holdings.starting(item)
             if ahead is not None:
@@ -166,6 +167,8 @@ class Worker:
                 continue  # it starts once that run has ended and been reported
             claiming.add(ex.execution_id)
             txn.claims.append(claim(item, now))
+        if paced and not txn.claims:  # too soon for the next snapshot: only starts this turn
+            return
         self.holdings.claim_ahead(txn, now, self.runs, claiming)
         self.inflight.report(txn)
         self.holdings.snapshot(txn, now, self.runs.values())
@@ -177,16 +180,14 @@ class Worker:
             self._commit(txn, now, offsets)
         self.summary.tick(now, len(self.runs))
 
-    def _due(self, now: int) -> list[Item]:
+    def _due(self, now: int, paced: bool = False) -> list[Item]:
         """What may start or be claimed now: runs needing a pool thread within the free slots,
-        and every run within what one lease snapshot is sure to list (`Holdings.room`)."""
+        and every run within what one lease snapshot is sure to list (`Holdings.room`; none
+        while `paced`: only claims ahead start)."""
         free = self.settings.worker_concurrency - self.inflight.running
+        room = 0 if paced else self.holdings.room(len(self.runs))
         return self.inbox.due(
-            now,
-            max(0, free),
-            self.inflight.by_tenant,
-            room=self.holdings.room(len(self.runs)),
-            slotless=self.invoker.slotless,
+            now, max(0, free), self.inflight.by_tenant, room=room, slotless=self.invoker.slotless
         )
 
     def _read(self, msg: MessageLike) -> None:

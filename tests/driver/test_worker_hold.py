@@ -1,6 +1,7 @@
-"""Runs a target starts without a thread (the Kafka topic target's produce awaiting its ack)
-take none of the worker's slots: a midnight burst claimed ahead starts at its due instant all
-at once, however few the slots. What bounds them is what one lease snapshot is sure to list."""
+"""What a worker holds. Runs a target starts without a thread (the Kafka topic target's produce
+awaiting its ack) take none of its slots: a midnight burst claimed ahead starts at its due
+instant all at once, however few the slots. What bounds them is what one lease snapshot is
+sure to list; and since each transaction lists everything held, many held space them out."""
 
 from __future__ import annotations
 
@@ -110,3 +111,31 @@ def test_a_worker_holds_no_more_runs_than_one_snapshot_is_sure_to_list(
     driver.turn_until(lambda: len(outcomes(driver, topics)) == 12, worker)
     assert max(listed(topics, driver)) == 9
     assert listed(topics, driver)[-1] == 0
+
+
+def test_with_many_runs_held_transactions_are_spaced_and_claims_ahead_still_start_on_time(
+    driver: Driver, settings: KadenceSettings, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(holding, "PACE_FREE_RUNS", 1)
+    monkeypatch.setattr(holding, "PACE_US_PER_RUN", 100_000)  # 0.1 s per run held beyond 1
+    target = Produces(driver.now_ms)
+    worker = driver.worker(settings, {"kafka": target})
+    clock = [100.0]
+    worker.holdings.monotonic = lambda: clock[0]
+    for job in ("a", "b", "c"):
+        send(driver, topics, due_in(job, 1_000))
+    driver.turn(worker)
+    assert listed(topics, driver) == [3]  # claimed ahead: the next transaction 0.2 s later
+    driver.advance(1_000)
+    driver.turn(worker)
+    assert len(target.started) == 3  # from memory, while transactions wait
+    target.settle()
+    driver.turn(worker, times=3)
+    assert outcomes(driver, topics) == []  # the outcomes wait for the pace
+    clock[0] += 0.199
+    driver.turn(worker)
+    assert outcomes(driver, topics) == []
+    clock[0] += 0.001
+    driver.turn(worker)
+    assert outcomes(driver, topics) == [(OutcomeStatus.succeeded, 1)] * 3
+    assert listed(topics, driver) == [3, 0]
