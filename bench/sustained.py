@@ -103,6 +103,7 @@ def one_rate(
         "seconds": seconds,
         "expected": expect,
         "start_lateness_s": percentiles(late),
+        "early": sum(1 for x in late if x < 0),
         "p99_by_third_s": [round(t, 3) for t in thirds],
         "p99_after_warm_up_s": round(steady, 3),
         "within_1s_pct": round(100 * sum(1 for x in late if x <= ON_TIME_S) / expect, 1),
