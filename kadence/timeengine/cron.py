@@ -38,6 +38,13 @@ SEARCH_YEARS = 9
 """A spec with no match in 9 years never matches (Feb 29 needs up to 8: 2096 -> 2104)."""
 _QUARTZ_LAST_DOW = re.compile(r"^([0-7]|sun|mon|tue|wed|thu|fri|sat)l$")
 _SINGLE_RANGE = re.compile(r"^(\w+)-\1(/\d+)?$")
+_QUARTZ_ONLY_DOM = {
+    re.compile(r"^lw$"): "`LW` (the last weekday of the month, Quartz) is not supported: use "
+    "`L` (the last day) or, for one weekday, `5L` in day-of-week (the last Friday)",
+    re.compile(r"^l-\d+$"): "`L-n` (n days before the last day, Quartz) is not supported: use "
+    "`L` (the last day) or a day number",
+}
+"""Quartz day-of-month forms croniter cannot evaluate: refused with what to write instead."""
 """`5-5`: croniter 7 expands a one-value range to `*` (every value); we rewrite it to `5`."""
 
 
@@ -90,6 +97,12 @@ def _normalize(expression: str) -> tuple[str, bool, bool]:
                 f"with seconds first, got {len(fields)} in {expression!r}"
             ],
         )
+    for part in fields[-3].split(","):
+        for pattern, why in _QUARTZ_ONLY_DOM.items():
+            if pattern.match(part):
+                raise InvalidScheduleError(
+                    f"cron expression {expression!r}: {why}", [f"{FIELD}: {why}"]
+                )
     hour = fields[2] if len(fields) == 6 else fields[1]
     fields = [
         ",".join(
