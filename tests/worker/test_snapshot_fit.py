@@ -4,35 +4,20 @@ so a burst on consecutive offsets holds nearly twice the limit and scattered run
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kadence.models import ExecutionRequested, KafkaTarget
 from kadence.targets import Stop
 from streams.worker.active import ActiveRun, TxnWork
 from streams.worker.holding import RangeCache, fit, fits, ranges
 from streams.worker.inbox import Item
+from tests.worker.test_inbox import ex
 
 LIMIT = 6
-AT = datetime(2026, 12, 1, 8, tzinfo=UTC)
 
 
 def run_at(partition: int, offset: int) -> ActiveRun:
-    ex = ExecutionRequested(
-        execution_id=f"acme/j{partition}-{offset}@x",
-        tenant="acme",
-        job_id=f"j{partition}-{offset}",
-        definition_version=1,
-        nominal_at=AT,
-        due_at=AT,
-        dispatched_at=AT,
-        target=KafkaTarget(topic="t"),
-        timeout_ms=60_000,
-        lease_ttl_ms=30_000,
-    )
-    return ActiveRun(Item(partition, offset, ex, 0), Stop(), 0, 30_000, 10_000)
+    return ActiveRun(Item(partition, offset, ex(partition * 1_000 + offset, 0), 0), Stop(), 0, 1, 1)
 
 
 steps = st.lists(
