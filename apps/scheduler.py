@@ -43,6 +43,7 @@ def wire(
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
+            backfill_per_tenant_per_s=settings.backfill_runs_per_tenant_per_s,
             tenant_shards=settings.tenant_shards,
             breaker=BreakerConfig(
                 failure_ratio=settings.breaker_failure_ratio,

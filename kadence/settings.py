@@ -53,6 +53,9 @@ class KadenceSettings(BaseSettings):
     policy decides whether it still fires."""
     fires_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
     """Timer firings per transaction at most: a burst is committed in bounded steps."""
+    backfill_runs_per_tenant_per_s: Annotated[int, Field(ge=1, le=100_000)] = 500
+    """Backfill runs one scheduler process starts per tenant per second at most; a long
+    backfill goes on across seconds (and at most 200 runs per job per transaction)."""
     dispatch_ahead_ms: Annotated[int, Field(ge=0, le=50_000)] = 30_000
     """Scheduled occurrences go onto `executions` up to this long before they are due (workers
     wait for `due_at`), so a midnight burst is queued before midnight. A job paused, changed or

@@ -51,6 +51,10 @@ class Backfill(_JobCommand):
     force: bool = False
     """Also fire occurrences already dispatched (they keep their execution ids)."""
     max_occurrences: Annotated[int, Field(ge=1, le=100_000)] = 1_000
+    """Runs fired at most (occurrences left out as already dispatched do not count)."""
+    dry_run: bool = False
+    """Fire nothing: the scheduler publishes the facts its plan would use (a
+    `backfill_planned` history record), so the API's dry run computes the same plan."""
 
     @model_validator(mode="after")
     def _window(self) -> Backfill:

@@ -9,7 +9,7 @@ from kadence.models import Decision, MissedRunMode, TriggerKind
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.dispatch import fire_or_overlap
-from streams.scheduler.state import JobState, remember
+from streams.scheduler.state import GAPS_LIMIT, JobState, remember
 from streams.scheduler.step import Effects, Facts, advance_to
 
 MISSED_LISTED = 1000
@@ -69,7 +69,11 @@ def _collect_due(
         if occ.due_ms < window_start:
             state = _missed(state, effects, facts, occ, "outside the catch-up window")
             if effects.missed_listed == MISSED_LISTED:
-                cursor = _jump_to_window(state, effects, facts, cursor, window_start)
+                jumped = _jump_to_window(state, effects, facts, cursor, window_start)
+                if jumped != cursor:  # a backfill may still fire what the jump passed over
+                    gap = (cursor, jumped + 1)
+                    state = state.evolve(gaps=(*state.gaps, gap)[-GAPS_LIMIT:])
+                cursor = jumped
             continue
         due.append(occ)
         if len(due) > policy.max_catch_up:

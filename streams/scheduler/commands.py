@@ -17,7 +17,7 @@ from kadence.models import (
     TriggerNow,
 )
 from kadence.timeengine.identity import manual_execution_id
-from streams.scheduler.backfill import backfill
+from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import fire, revoke, room_for, stop_running
 from streams.scheduler.outcomes import replay
@@ -59,7 +59,7 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
             state = catch_up(state, effects, replace(facts, misfire_grace_ms=-1))
         effects.state = state
     elif isinstance(command, Backfill):
-        effects.state = backfill(state, effects, command, facts)
+        effects.state = backfill.start(state, effects, command, facts)
     elif isinstance(command, CancelRun):
         effects.state = _cancel(state, effects, command, facts)
     elif isinstance(command, ReplayDeadLetter):

@@ -48,9 +48,12 @@ def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
     )
 
 
-def fire(state: JobState, effects: Effects, facts: Facts, shot: Shot) -> JobState:
+def fire(
+    state: JobState, effects: Effects, facts: Facts, shot: Shot, *, backfill: str | None = None
+) -> JobState:
     """Dispatch `shot`: the execution, a `fired` history record, and a running entry that holds
-    the overlap slot until its outcome (or its timeout and lease have passed)."""
+    the overlap slot until its outcome (or its timeout and lease have passed). `backfill`: the
+    request id of the backfill that fired it (its progress counts these records)."""
     d = state.definition(facts.codec)
     ex = execution(state, facts, shot)
     effects.out.append(Emit(Sink.executions, ex))
@@ -60,6 +63,8 @@ def fire(state: JobState, effects: Effects, facts: Facts, shot: Shot) -> JobStat
         "trigger": shot.trigger.value,
         "lateness_ms": str(max(0, facts.now_ms - shot.due_ms)),
     }
+    if backfill is not None:
+        details["backfill"] = backfill
     if shot.due_ms > facts.now_ms:
         details["ahead_ms"] = str(shot.due_ms - facts.now_ms)
     effects.history(

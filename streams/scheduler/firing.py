@@ -9,6 +9,7 @@ from dataclasses import replace
 from kadence.clock import ms_to_datetime
 from kadence.models import Decision, TriggerKind
 from kadence.timeengine.identity import execution_id
+from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up, dst_skipped
 from streams.scheduler.dispatch import drain_buffer, fire
 from streams.scheduler.state import RUNNING_LIMIT, Ahead, JobState, active_runs
@@ -25,6 +26,7 @@ def on_due(state: JobState, facts: Facts) -> Effects:
     effects = Effects(state)
     state = _fire_retries(state, effects, facts)
     state = drain_buffer(state, effects, facts)
+    state = backfill.step(state, effects, facts)
     if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
         state = catch_up(state, effects, facts)
     effects.state = _dispatch_ahead(state, effects, facts)

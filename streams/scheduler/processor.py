@@ -58,6 +58,7 @@ class SchedulerConfig:
     tzdb: str
     misfire_grace_ms: int = 30_000
     dispatch_ahead_ms: int = 0
+    backfill_per_tenant_per_s: int = 500
     breaker: BreakerConfig = DEFAULTS
     tenant_shards: Mapping[str, int] = field(default_factory=dict)
     name: str = "scheduler"
@@ -79,6 +80,9 @@ class SchedulerProcessor:
         self.cfg = cfg
         self.codec = codec
         self.metrics = metrics or SchedulerMetrics()
+        self._paced: dict[str, tuple[int, int]] = {}
+        """tenant -> (second, backfill runs started in it): the backfill pace. Kept in memory:
+        after a restart a tenant may get one extra second's worth, never more."""
         self._sink_topics = {
             Sink.executions: cfg.topics.executions,
             Sink.history: cfg.topics.history,
@@ -169,7 +173,7 @@ class SchedulerProcessor:
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
-        self._write(ctx, record.key, effects)
+        self._write(ctx, record.key, effects, now_ms=now_ms)
 
     def _outcome(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
@@ -189,7 +193,7 @@ class SchedulerProcessor:
         state = self._load(ctx, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
-        self._write(ctx, key, firing.on_due(state, self._facts(ctx, state, now_ms)))
+        self._write(ctx, key, firing.on_due(state, self._facts(ctx, state, now_ms)), now_ms=now_ms)
 
     def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         """After assignment: if the tz database changed, recompute every job (in steps)."""
@@ -236,11 +240,14 @@ class SchedulerProcessor:
         job's group is busy; the breaker is the job's tenant's (or `tenant`'s)."""
         busy = False
         breaker = Breaker()
+        budget = self.cfg.backfill_per_tenant_per_s
         if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
                 busy = groups.busy(self._group(ctx, d), d.key, now_ms)
             breaker = self._breaker(ctx, tenant or d.tenant)
+            second, used = self._paced.get(d.tenant, (0, 0))
+            budget -= used if second == now_ms // 1000 else 0
         return Facts(
             now_ms,
             self.codec,
@@ -250,6 +257,7 @@ class SchedulerProcessor:
             breaker=breaker,
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
+            backfill_budget=budget,
         )
 
     def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
@@ -261,7 +269,12 @@ class SchedulerProcessor:
         return load_state(raw) if raw is not None else None
 
     def _write(
-        self, ctx: ProcessorContext, key: bytes, effects: Effects, tenant: str | None = None
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        effects: Effects,
+        tenant: str | None = None,
+        now_ms: int = 0,
     ) -> None:
         """Write what a step decided: the job's state (and its group's index), its records, the
         dead-letter count, and the tenant's breaker (the job's, or `tenant`'s)."""
@@ -287,6 +300,8 @@ class SchedulerProcessor:
                 group = groups.with_runs(self._group(ctx, d), d.key, state.running)
                 ctx.put(GROUP_PREFIX + d.routing_key.encode(), groups.dump(group), None)
             job_tenant = tenant or d.tenant
+            if effects.backfill_used:
+                self._pace(d.tenant, effects.backfill_used, now_ms)
         self._forward(ctx, effects.out)
         if effects.urgent:
             ctx.commit_soon()
@@ -304,6 +319,13 @@ class SchedulerProcessor:
             key = BREAKER_PREFIX + job_tenant.encode()
             ctx.put(key, effects.breaker.dump(), None)
             ctx.cache[key] = effects.breaker
+
+    def _pace(self, tenant: str, used: int, now_ms: int) -> None:
+        second, before = self._paced.get(tenant, (0, 0))
+        now_s = now_ms // 1000
+        self._paced[tenant] = (now_s, used + (before if second == now_s else 0))
+        if len(self._paced) > 10_000:  # tenants seen long ago have nothing left to pace
+            self._paced = {t: v for t, v in self._paced.items() if v[0] == now_s}
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from kadence.codec import Codec
@@ -24,6 +24,7 @@ _V2_MAGIC = b"KS\x02"
 RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
 DEAD_LIMIT = 100
+GAPS_LIMIT = 100
 RUNNING_LIMIT = 1000
 """Runs of one job dispatched and not finished, at most. A trigger, backfill or replay that
 would go past it is refused; a scheduled occurrence that finds it reached is skipped (history
@@ -64,6 +65,35 @@ class Ahead:
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillRun:
+    """A backfill in progress: the part of its window still to walk, and what it did so far."""
+
+    request_id: str
+    after_ms: int
+    """Occurrences up to this nominal instant are done; the next step starts after it."""
+    end_ms: int
+    """The window's end as backfilled (exclusive): the asked end, or where the job's cursor was
+    when the command arrived, whichever is earlier."""
+    force: bool
+    budget: int
+    """Runs it may still fire (what is left of max_occurrences)."""
+    wake_ms: int
+    """When its next step may run."""
+    asked_end_ms: int
+    fired: int = 0
+    skipped: int = 0
+    left_out: int = 0
+    resume_ms: int | None = None
+    counted_all: bool = True
+
+    def advanced(self, **changes: Any) -> BackfillRun:
+        return replace(self, **changes)
+
+    def dump(self) -> list[object]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+@dataclass(frozen=True, slots=True)
 class JobState:
     definition_bytes: bytes
     cursor_ms: int
@@ -90,6 +120,11 @@ class JobState:
     """Recent dead letters (the last DEAD_LIMIT), for ReplayDeadLetter."""
     ahead: tuple[Ahead, ...] = ()
     """Dispatched ahead of their due time, oldest first; dropped once due."""
+    gaps: tuple[tuple[int, int], ...] = ()
+    """Recent ranges (after, before) of an outage skipped without visiting each occurrence:
+    every occurrence strictly inside was missed, so a backfill may fire it (GAPS_LIMIT)."""
+    backfills: tuple[BackfillRun, ...] = ()
+    """Backfills in progress, oldest first; only the first one steps."""
     early_ms: int = 0
     """The next scheduled occurrence may be dispatched this long before it is due (0: at the
     due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
@@ -128,6 +163,8 @@ class JobState:
         """When the scheduler must next look at this job: the earliest retry due, or the next
         occurrence's due time (less `early_ms` when it may be dispatched ahead)."""
         candidates = [r.due_ms for r in self.retries]
+        if self.backfills:
+            candidates.append(self.backfills[0].wake_ms)
         if self.next_due_ms is not None and not self.paused:
             candidates.append(self.next_due_ms - self.early_ms)
         return min(candidates) if candidates else None
@@ -169,7 +206,7 @@ def active_runs(state: JobState, now_ms: int) -> int:
     return sum(1 for r in state.running if r.expires_ms > now_ms)
 
 
-_TRIMMABLE = ("finished", "request_ids", "backfilled", "undispatched", "dead")
+_TRIMMABLE = ("finished", "request_ids", "backfilled", "undispatched", "dead", "gaps")
 """Memories that only guard against repeats: the oldest may go when the state must shrink."""
 
 
@@ -204,6 +241,10 @@ def dump_state(state: JobState) -> bytes:
     body["ahead"] = [
         [a.execution_id, a.nominal_ms, a.due_ms, a.cursor_before_ms] for a in state.ahead
     ]
+    if state.gaps:
+        body["gaps"] = [list(g) for g in state.gaps]
+    if state.backfills:
+        body["backfills"] = [b.dump() for b in state.backfills]
     body["v"] = STATE_VERSION
     head = _V2_MAGIC + len(state.definition_bytes).to_bytes(4, "big")
     return head + state.definition_bytes + json.dumps(body, separators=(",", ":")).encode()
@@ -228,6 +269,8 @@ def load_state(data: bytes) -> JobState:
     body["dead"] = tuple(Pending(*p) for p in body.get("dead", ()))
     body["finished"] = tuple(body.get("finished", ()))
     body["ahead"] = tuple(Ahead(*a) for a in body.get("ahead", ()))  # absent before dispatch-ahead
+    body["gaps"] = tuple((a, b) for a, b in body.get("gaps", ()))  # absent before backfill v2
+    body["backfills"] = tuple(BackfillRun(*b) for b in body.get("backfills", ()))
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])
     body["backfilled"] = tuple(body["backfilled"])

@@ -60,6 +60,8 @@ class Facts:
     breaker: Breaker = field(default_factory=Breaker)
     """The tenant's retry circuit breaker as stored (for an outcome: the outcome's tenant)."""
     breaker_cfg: BreakerConfig = DEFAULTS
+    backfill_budget: int = 1_000_000
+    """Backfill runs the job's tenant may still start in this second (the scheduler's pace)."""
     ahead_ms: int = 0
     """Dispatch scheduled occurrences up to this long before they are due, when the decision
     to fire cannot depend on what happens until then (see `may_go_early`)."""
@@ -103,6 +105,8 @@ class Effects:
     """The tenant's breaker after this step, when the step changed it: to be written."""
     breaker_change: str | None = None
     """What the change did to the circuit ("opened", "closed"), for the log."""
+    backfill_used: int = 0
+    """Backfill runs this step fired (taken from the tenant's budget)."""
     urgent: bool = False
     """A run went out due within `URGENT_WITHIN_MS`: commit at the end of the turn, not at the
     runtime's commit interval, or it starts late."""

@@ -15,7 +15,6 @@ from kadence.models import (
     Decision,
     HistoryRecord,
     KafkaTarget,
-    Rejected,
     ResumeJob,
     ScheduleDefinition,
     TriggerNow,
@@ -27,6 +26,7 @@ from kadence.topics import Topics
 from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore, wake_of
 from streams.runtime.task import Task
+from streams.scheduler.backfill import STEP_RUNS
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import RUNNING_LIMIT, Running, dump_state, fit_state, load_state
 
@@ -103,18 +103,36 @@ def backfill(n: int, request_id: str, force: bool = True) -> Backfill:
     )
 
 
-def test_two_forced_backfill_floods_are_refused_and_never_outgrow_the_record_limit() -> None:
+def step_until_quiet(h: Harness, key: bytes, now_ms: int, steps: int = 200) -> int:
+    """Fire the job at each wake time its state names, `steps` times at most; the time reached."""
+    for _ in range(steps):
+        state = load_state(h.task.get(key) or b"")
+        if not state.backfills:
+            break
+        now_ms = max(now_ms, state.backfills[0].wake_ms)
+        assert h.fire(key, now_ms)
+        assert len(load_state(h.task.get(key) or b"").running) <= RUNNING_LIMIT
+    return now_ms
+
+
+def test_two_forced_backfill_floods_are_paced_and_never_outgrow_the_limits() -> None:
+    """Two backfills of 10 000 runs are queued, not refused: each step fires at most 200, and
+    none passes the job's limit of runs at once; every record fits the broker's limit."""
     h = Harness()
     d = per_second_job()
-    assert h.send(h.topics.schedules, d.key.encode(), d)
+    key = d.key.encode()
+    assert h.send(h.topics.schedules, key, d)
     for attempt in ("flood-1", "flood-2"):
-        assert h.send(h.topics.commands, d.key.encode(), backfill(10_000, attempt))
-    rejected = h.records(".rejected")
-    assert [r.code for r in rejected] == ["too_many_runs", "too_many_runs"]
-    assert all(isinstance(r, Rejected) for r in rejected)
-    refused = h.history(Decision.refused)
-    assert len(refused) == 2
-    assert f"at most {RUNNING_LIMIT}" in (refused[0].reason or "")
+        assert h.send(h.topics.commands, key, backfill(10_000, attempt))
+    assert h.records(".rejected") == []
+    assert len(h.records(".executions")) == STEP_RUNS  # the first step only
+    step_until_quiet(h, key, NOW, steps=30)
+    state = load_state(h.task.get(key) or b"")
+    assert len(state.running) == RUNNING_LIMIT  # full, and waiting for runs to finish
+    assert len(h.records(".executions")) == RUNNING_LIMIT
+    assert state.backfills[0].request_id == "flood-1"
+    assert len(state.backfills) == 2
+    assert len(dump_state(state)) < RECORD_LIMIT
     assert h.largest_record() < RECORD_LIMIT
 
 
@@ -124,6 +142,7 @@ def test_backfills_fill_the_job_up_to_its_limit_and_not_one_run_more() -> None:
     key = d.key.encode()
     h.send(h.topics.schedules, key, d)
     assert h.send(h.topics.commands, key, backfill(RUNNING_LIMIT - 1, "fill"))
+    step_until_quiet(h, key, NOW)
     assert h.send(h.topics.commands, key, TriggerNow(**_cmd("one-more")))
     fired = [e for e in h.records(".executions")]
     assert len(fired) == RUNNING_LIMIT
@@ -135,7 +154,7 @@ def test_backfills_fill_the_job_up_to_its_limit_and_not_one_run_more() -> None:
     assert len(dump_state(state)) < RECORD_LIMIT
     # the schedule itself keeps deciding: the next occurrence is skipped, with the reason
     assert h.fire(key, (state.next_due_ms or 0) + 1)
-    [skip] = h.history(Decision.skipped_overlap)
+    skip = h.history(Decision.skipped_overlap)[-1]
     assert "per-job limit" in (skip.reason or "")
 
 

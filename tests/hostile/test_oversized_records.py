@@ -135,15 +135,15 @@ def test_oversized_records_a_backfill_flood_and_a_binary_payload_stop_no_process
                     )
                 )
         got = until(
-            lambda: _rejected(xsettings, len(attacked) + 2),
+            lambda: _rejected(xsettings, len(attacked)),
             60,
-            "a rejected record for each attacked topic and each backfill",
+            "a rejected record for each attacked topic",
         )
-        oversized = [r for r in got if r.code != "too_many_runs"]
-        assert sorted(r.source_topic for r in oversized) == sorted(attacked)
-        for r in oversized:
+        assert sorted(r.source_topic for r in got) == sorted(attacked)
+        for r in got:
             assert r.truncated, r.source_topic
-        assert [r.source_topic for r in got if r.code == "too_many_runs"] == [topics.commands] * 2
+        # the floods are not refused: the scheduler paces them (200 runs a step, 500 a second
+        # for the tenant, never past the job's 1 000 runs at once) while everyone else goes on
         # another tenant's fresh job still fires on time, and every process is still up
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
         job = ScheduleDefinition(
