@@ -241,28 +241,28 @@ def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # n
 
 
 def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
-    """A dry run lists the window's occurrences; --run sends them in chunks of at most 100
-    occurrences, paced at --rate, with a progress bar. Past the tenant's backfill quota the
-    API answers 429: wait its Retry-After and send the chunk again (a chunk larger than the
-    whole quota is split to fit)."""
+    """A dry run lists the occurrences the scheduler would fire and says what it leaves out;
+    --run sends them in chunks of at most 100 occurrences, paced at --rate, and shows progress
+    as runs the scheduler fired (not chunks sent). Past the tenant's backfill quota the API
+    answers 429: wait its Retry-After and send the chunk again (a chunk larger than the whole
+    quota is split to fit)."""
     start, end = _instant(args.start, "start"), _instant(args.end, "end")
     body = {"start": start.isoformat(), "end": end.isoformat(), "force": args.force}
     plan = api.call(
         "POST",
         f"/v1/jobs/{args.job_id}/backfill",
-        json={**body, "dry_run": True, "max_occurrences": 10_000},
+        json={**body, "dry_run": True, "max_occurrences": 100_000},
     )
     todo = plan["occurrences"]
     if not args.run:
         if not args.json:
             for o in todo:
                 console.print(o["nominal_at"])
-            console.print(
-                f"{len(todo)} occurrences would run; "
-                f"{len(plan['already_dispatched'])} already dispatched (--force runs them)"
-            )
+            for line in _plan_summary(plan):
+                console.print(line)
         return plan
     sent: list[str] = []
+    requests: dict[str, tuple[int, bool]] = {}
     chunk = 100
     title = f"backfill {args.job_id}"
     with Progress(console=console, disable=args.json) as progress:
@@ -271,6 +271,7 @@ def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
             part = todo[len(sent) : len(sent) + chunk]
             t0 = datetime.fromisoformat(part[0]["nominal_at"])
             t1 = datetime.fromisoformat(part[-1]["nominal_at"]) + timedelta(milliseconds=1)
+            rid = f"cli-{uuid.uuid4().hex[:12]}"
             try:
                 api.call(
                     "POST",
@@ -281,7 +282,7 @@ def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
                         "end": min(t1, end).isoformat(),
                         "dry_run": False,
                         "max_occurrences": chunk,
-                        "request_id": f"cli-{uuid.uuid4().hex[:12]}",
+                        "request_id": rid,
                     },
                 )
             except ApiError as exc:
@@ -296,11 +297,55 @@ def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
                 progress.update(bar, description=title)
                 continue
             sent += [o["execution_id"] for o in part]
-            progress.update(bar, completed=len(sent))
+            requests[rid] = (0, False)
+            progress.update(bar, completed=_fired(api, args.job_id, requests)[0])
             time.sleep(len(part) / args.rate)
+        fired, done = _fired(api, args.job_id, requests)
+        deadline = time.monotonic() + 60 + len(todo) / 100
+        while not done and time.monotonic() < deadline:
+            progress.update(bar, completed=fired)
+            time.sleep(0.5)
+            fired, done = _fired(api, args.job_id, requests)
+        progress.update(bar, completed=fired)
     if not args.json:
-        console.print(f"backfill {args.job_id}: {len(sent)} occurrences sent")
-    return {"sent": sent}
+        state = "done" if done else "still in progress (kadence history shows the rest)"
+        console.print(f"backfill {args.job_id}: {fired} of {len(todo)} runs fired, {state}")
+    return {"sent": sent, "fired": fired, "done": done, "requests": list(requests)}
+
+
+def _plan_summary(plan: dict[str, Any]) -> list[str]:
+    """What a dry run leaves out, always said."""
+    lines = [
+        f"{len(plan['occurrences'])} occurrences would run; "
+        f"{plan['already_dispatched_count']} already dispatched (--force runs them)"
+    ]
+    if plan["left_out"] or plan["truncated"]:
+        lines.append(
+            f"{plan['left_out']} more left out past 100 000 occurrences: backfill again from "
+            f"{plan['resume_at']}"
+        )
+    if plan["not_reached_from"]:
+        lines.append(
+            f"from {plan['not_reached_from']} on the job has not reached the window: those "
+            "occurrences run on schedule"
+        )
+    return lines
+
+
+def _fired(api: Api, job_id: str, requests: dict[str, tuple[int, bool]]) -> tuple[int, bool]:
+    """Runs the scheduler fired for `requests` so far (request id -> fired, done; those not
+    done are asked again), and whether every one is done."""
+    for rid, (_, done) in list(requests.items()):
+        if done:
+            continue
+        try:
+            p = api.call("GET", f"/v1/jobs/{job_id}/backfill/{rid}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            continue  # not stepped yet
+        requests[rid] = (int(p["fired"]), bool(p["done"]))
+    return sum(f for f, _ in requests.values()), all(d for _, d in requests.values())
 
 
 def _fitting_chunk(exc: ApiError, asked: int) -> int:

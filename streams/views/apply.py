@@ -17,7 +17,7 @@ from kadence.models import (
     ScheduleDefinition,
     split_job_key,
 )
-from streams.views.store import Doc, ViewStore, dead_key, history_key, job_key
+from streams.views.store import Doc, ViewStore, backfill_key, dead_key, history_key, job_key
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -108,6 +108,10 @@ def apply_history(store: ViewStore, r: HistoryRecord, seq: str) -> None:
         job["paused"] = r.decision is Decision.paused
         job["paused_reason"] = r.reason if r.decision is Decision.paused else ""
         store.put(jk, job)
+    rid = r.details.get("request_id") if r.details else None
+    if rid and r.decision in (Decision.backfill_planned, Decision.backfill_progress):
+        doc = {k: event[k] for k in ("at", "decision", "reason", "details")}
+        store.put(backfill_key(r.tenant, r.job_id, rid), {**doc, "at_ms": at_ms})
     if r.execution_id and r.decision is Decision.fired:
         _mark_replayed(store, r.tenant, r.execution_id, "replayed", r.at)
 

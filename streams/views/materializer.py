@@ -220,6 +220,11 @@ class Materializer:
                 if at_ms < cutoff:
                     self.store.put(key, None)
                     dropped += 1
+            for key in list(self.store.keys(b"B")):  # backfill progress, as old as its history
+                doc = self.store.get(key)
+                if doc is not None and doc.get("at_ms", 0) < cutoff:
+                    self.store.put(key, None)
+                    dropped += 1
             self.store.flush()
         if dropped:
             log.info(

@@ -12,7 +12,7 @@ from kadence.errors import KadenceError
 from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
 from streams.views.apply import definition_of
-from streams.views.store import SEP, Doc, ViewStore, dead_key, history_prefix, job_key
+from streams.views.store import SEP, Doc, ViewStore, backfill_key, dead_key, history_prefix, job_key
 
 NOT_RUN = {
     "skipped_overlap": "skipped: a run of the job was still active (overlap policy)",
@@ -109,6 +109,11 @@ class ViewQueries:
             if len(out) >= limit:
                 break
         return out
+
+    def backfill(self, tenant: str, job_id: str, request_id: str) -> Doc | None:
+        """The latest word of the scheduler on one backfill request: its dry-run facts or
+        its progress."""
+        return self.store.get(backfill_key(tenant, job_id, request_id))
 
     def runs(self, tenant: str, job_id: str, limit: int = 50) -> list[Doc]:
         """One entry per occurrence (execution id), newest first, from the last events."""

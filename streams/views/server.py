@@ -93,6 +93,11 @@ def serve(
                         before = int(q["before_ms"]) if "before_ms" in q else None
                         limit = min(int(q.get("limit", 100)), 1000)
                         return queries.history(tenant, job_id, limit, before)
+                    case ["jobs", tenant, job_id, "backfills", request_id]:
+                        found = queries.backfill(tenant, job_id, request_id)
+                        if found is None:
+                            raise _NotFoundError(f"no word yet on backfill {request_id}")
+                        return found
                     case ["jobs", tenant, job_id, "runs"]:
                         return queries.runs(tenant, job_id, min(int(q.get("limit", 50)), 500))
                     case ["dead-letters"]:

@@ -35,6 +35,10 @@ def history_key(tenant: str, job_id: str, at_ms: int, seq: str) -> bytes:
     return history_prefix(tenant, job_id) + f"{at_ms:015d}{SEP}{seq}".encode()
 
 
+def backfill_key(tenant: str, job_id: str, request_id: str) -> bytes:
+    return f"B{SEP}{tenant}{SEP}{job_id}{SEP}{request_id}".encode()
+
+
 def dead_key(tenant: str, execution_id: str) -> bytes:
     return f"D{SEP}{tenant}{SEP}{execution_id}".encode()
 

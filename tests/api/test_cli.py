@@ -80,7 +80,7 @@ def test_backfill_dry_run_then_run_with_progress(
     assert cli.main(["backfill", "cli-bf", *window]) == 0
     assert "6 occurrences would run" in capsys.readouterr().out
     assert cli.main(["backfill", "cli-bf", *window, "--run", "--rate", "1000"]) == 0
-    assert "6 occurrences sent" in capsys.readouterr().out
+    assert "6 of 6 runs fired, done" in capsys.readouterr().out
     api.wait(
         lambda: (
             len(

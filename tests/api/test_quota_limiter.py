@@ -152,11 +152,15 @@ class FakeApi:
         self.limit = limit
         self.refused_once = False
         self.accepted: list[int] = []
+        self.fired: dict[str, int] = {}
+        """request id -> runs: what the scheduler reports as fired for each accepted chunk."""
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        if method == "GET":  # progress: every accepted chunk fired in full
+            return {"fired": self.fired[path.rsplit("/", 1)[1]], "done": True}
         body = kw["json"]
         if body["dry_run"]:
-            return {"occurrences": self.todo, "already_dispatched": [], "truncated": False}
+            return plan(self.todo)
         asked = body["max_occurrences"]
         if asked > self.limit:
             raise ApiError(429, {"msg": "split it", "quota": BACKFILL, "limit": self.limit})
@@ -164,7 +168,20 @@ class FakeApi:
             self.refused_once = True
             raise ApiError(429, {"msg": "wait", "quota": BACKFILL, "limit": self.limit}, 7.0)
         self.accepted.append(asked)
+        self.fired[body["request_id"]] = min(asked, len(self.todo) - sum(self.fired.values()))
         return {"accepted": True}
+
+
+def plan(todo: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "occurrences": todo,
+        "already_dispatched": [],
+        "already_dispatched_count": 0,
+        "left_out": 0,
+        "truncated": False,
+        "resume_at": None,
+        "not_reached_from": None,
+    }
 
 
 def test_the_cli_backfill_waits_out_a_429_and_fits_its_chunks_to_the_quota(
@@ -185,6 +202,8 @@ def test_the_cli_backfill_waits_out_a_429_and_fits_its_chunks_to_the_quota(
     out = cli_api._backfill(api, args, Console(quiet=True))  # type: ignore[arg-type]
     assert out["sent"] == [o["execution_id"] for o in api.todo]  # every one, once, in order
     assert api.accepted == [40, 40, 40, 40]  # max_occurrences fitted to the quota
+    assert out["fired"] == 150  # progress as runs the scheduler fired, summed over the chunks
+    assert out["done"] is True
     assert 7.0 in slept  # the Retry-After, waited
 
 
@@ -195,7 +214,7 @@ def test_the_cli_gives_up_on_other_errors(monkeypatch: pytest.MonkeyPatch) -> No
 
     def refuse(method: str, path: str, **kw: Any) -> Any:
         if kw["json"]["dry_run"]:
-            return {"occurrences": api.todo, "already_dispatched": [], "truncated": False}
+            return plan(api.todo)
         raise ApiError(429, {"msg": "no", "quota": BACKFILL, "limit": 0})
 
     api.call = refuse  # type: ignore[method-assign]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,6 +11,12 @@ import pytest
 from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _history(api: Api, job: str, h: dict[str, str]) -> list[dict[str, Any]]:
+    r = api.http.get(f"/v1/jobs/{job}/history", headers=h)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
 
 
 def _runs(api: Api, job: str, h: dict[str, str]) -> list[dict[str, Any]]:
@@ -111,6 +118,64 @@ def test_backfill_dry_run_lists_exactly_what_the_real_run_dispatches(api: Api) -
     again = api.http.post("/v1/jobs/hourly/backfill", json=window, headers=h).json()
     assert again["occurrences"] == []
     assert len(again["already_dispatched"]) == 5
+
+
+def test_a_missed_window_is_planned_and_run_and_its_progress_counts_runs(api: Api) -> None:
+    """Issue 17, items 1-3: occurrences missed during a pause are what backfill is for. The
+    dry run (the scheduler's facts, the scheduler's plan function) lists them as runs, not as
+    already dispatched; the real run fires exactly them; progress counts runs fired."""
+    h = api.as_("acme")
+    job = api.job("*/2 * * * * *", missed={"mode": "none"})
+    assert api.http.post("/v1/jobs/gappy", json=job, headers=h).status_code == 201
+    api.wait(lambda: _runs(api, "gappy", h), what="the first runs")
+    paused_at = datetime.now(UTC)
+    assert api.http.post("/v1/jobs/gappy/pause", headers=h).status_code == 202
+    api.wait(
+        lambda: any(e["decision"] == "paused" for e in _history(api, "gappy", h)),
+        what="the pause to be applied",
+    )
+    time.sleep(7)  # three or four occurrences fall due while paused
+    resumed_at = datetime.now(UTC)
+    assert api.http.post("/v1/jobs/gappy/resume", headers=h).status_code == 202
+
+    def missed() -> list[str]:
+        return [
+            r["execution_id"]
+            for r in _runs(api, "gappy", h)
+            if r["status"] == "not_run" and r["reason"].startswith("late")
+        ]
+
+    gone = api.wait(
+        lambda: len(missed()) >= 3 and missed(), timeout_s=60, what="the missed occurrences"
+    )
+    window = {"start": paused_at.isoformat(), "end": resumed_at.isoformat()}
+    dry = api.http.post("/v1/jobs/gappy/backfill", json=window, headers=h)
+    assert dry.status_code == 200, dry.text
+    planned = [o["execution_id"] for o in dry.json()["occurrences"]]
+    assert set(gone) <= set(planned)  # on main: every one listed as already dispatched
+    assert not set(gone) & {o["execution_id"] for o in dry.json()["already_dispatched"]}
+    assert dry.json()["left_out"] == 0
+    real = api.http.post(
+        "/v1/jobs/gappy/backfill",
+        json={**window, "dry_run": False, "request_id": "gap-1"},
+        headers=h,
+    )
+    assert real.status_code == 200, real.text
+    done = api.wait(
+        lambda: (
+            (p := api.http.get("/v1/jobs/gappy/backfill/gap-1", headers=h)).status_code == 200
+            and p.json()["done"]
+            and p.json()
+        ),
+        what="the backfill's last progress record",
+    )
+    assert done["fired"] == len(planned)
+    api.wait(
+        lambda: set(planned) <= {x.headers["idempotency-key"] for x in api.target.seen("/ok")},
+        what="every planned run at the target",
+    )
+    other = api.http.get("/v1/jobs/gappy/backfill/gap-1", headers=api.as_("globex"))
+    assert other.status_code == 404  # another tenant sees nothing of it
 
 
 def test_cancel_a_run_in_flight(api: Api) -> None:

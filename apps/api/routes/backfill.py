@@ -1,9 +1,15 @@
-"""Backfill: the occurrences of a past window a real run would dispatch (dry run, the
-default), or those occurrences sent to the scheduler, paced by the tenant's quota."""
+"""Backfill: the occurrences of a past window a real run fires (dry run, the default), or that
+run sent to the scheduler, and its progress as runs fired.
+
+What a backfill fires is decided by one function, `streams.scheduler.backfill.plan`, on the
+scheduler's facts: a dry run asks the scheduler for them (a Backfill with dry_run, answered by a
+`backfill_planned` history record) and calls the same function on them here."""
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -17,9 +23,17 @@ from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.models import Backfill, ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id
+from streams.scheduler.backfill import DispatchFacts, plan
 from streams.views.apply import definition_of
 
 router = APIRouter(tags=["commands"])
+PLAN_WAIT_S = 15.0
+"""How long a dry run waits for the scheduler's facts before answering 504."""
+PLAN_SCAN = 200_000
+"""Occurrences a dry run looks at at most; past them it says where to ask again."""
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+LISTED = 1_000
+"""Already dispatched occurrences listed one by one at most (all are counted)."""
 
 
 class BackfillIn(RequestIn):
@@ -27,14 +41,15 @@ class BackfillIn(RequestIn):
     end: datetime
     dry_run: bool = True
     force: bool = False
-    max_occurrences: int = Field(default=1_000, ge=1, le=10_000)
+    max_occurrences: int = Field(default=1_000, ge=1, le=100_000)
 
 
 @router.post("/v1/jobs/{job_id}/backfill")
 def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
-    """Dry run (the default): the occurrences in [start, end) a real run would dispatch.
-    A real run sends them to the scheduler (at most max_occurrences per request; the CLI
-    splits a long window and paces it); 429 past the tenant's occurrences per minute."""
+    """Dry run (the default): the occurrences in [start, end) a real run fires, computed on the
+    scheduler's facts. A real run sends them to the scheduler, which fires them paced (at most
+    max_occurrences; 422 when the window has more: split it); 429 past the tenant's
+    occurrences per minute. Follow it with GET .../backfill/{request_id}."""
     tenant = tenant_of(who)
     check_id(job_id)
     if body.start.tzinfo is None or body.end.tzinfo is None:
@@ -44,22 +59,22 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     if body.end <= body.start:
         raise HTTPException(422, [{"loc": ["body", "end"], "msg": "end must be after start"}])
     job = svc.job(tenant, job_id)
-    plan = _plan(svc, tenant, job_id, job, body)
+    planned = _plan(svc, tenant, job_id, job, body)
     if body.dry_run:
-        return plan
-    if plan["truncated"]:
+        return planned
+    if planned["left_out"]:
         raise HTTPException(
             422,
             [
                 {
                     "loc": ["body", "max_occurrences"],
-                    "msg": f"the window has more than {body.max_occurrences} occurrences; "
-                    "split it "
+                    "msg": f"the window has more than {body.max_occurrences} occurrences to "
+                    f"run ({planned['left_out']} more from {planned['resume_at']}); split it "
                     "(kadence backfill does) or raise max_occurrences",
                 }
             ],
         )
-    svc.quotas.backfill.take(tenant, len(plan["occurrences"]))  # 429 past the tenant's pace
+    svc.quotas.backfill.take(tenant, len(planned["occurrences"]))  # 429 past the tenant's pace
     out = send(
         svc,
         tenant,
@@ -71,37 +86,97 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
         force=body.force,
         max_occurrences=body.max_occurrences,
     )
-    return {**plan, **out, "dry_run": False}
+    return {**planned, **out, "dry_run": False}
+
+
+@router.get("/v1/jobs/{job_id}/backfill/{request_id}")
+def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
+    """A backfill's progress as the scheduler reports it: runs fired so far, occurrences left
+    out as already dispatched, whether it is done, and (when done) what was left out past
+    max_occurrences and the part of the window the job had not reached. 404 until its first
+    step."""
+    tenant = tenant_of(who)
+    check_id(job_id)
+    if not REQUEST_ID.fullmatch(request_id):
+        raise HTTPException(404, f"no backfill {request_id[:64]!r}")
+    doc = svc.view.maybe(f"/jobs/{tenant}/{job_id}/backfills/{request_id}")
+    if doc is None or doc["decision"] != "backfill_progress":
+        raise HTTPException(404, f"no progress of backfill {request_id} yet")
+    d = doc["details"]
+    return {
+        "request_id": request_id,
+        "fired": int(d["fired"]),
+        "already_dispatched": int(d["already_dispatched"]),
+        "done": d["done"] == "true",
+        "left_out": d.get("left_out", "0"),
+        "resume_at": d.get("resume_at"),
+        "not_reached_from": d.get("not_reached_from"),
+        "reason": doc["reason"],
+        "at": doc["at"],
+    }
 
 
 def _plan(svc: Services, tenant: str, job_id: str, job: Any, body: BackfillIn) -> dict[str, Any]:
-    """The window's occurrences up to now, less those already run (unless `force`)."""
+    """The plan the scheduler would follow now: its facts for the window, asked with a dry-run
+    Backfill, given to the scheduler's own plan function."""
+    rid = f"plan-{uuid.uuid4().hex[:16]}"
+    send(
+        svc,
+        tenant,
+        job_id,
+        Backfill,
+        RequestIn(request_id=rid),
+        start=body.start,
+        end=body.end,
+        force=body.force,
+        dry_run=True,
+    )
+    doc = _await_facts(svc, tenant, job_id, rid)
+    facts = DispatchFacts.from_details(doc["details"])
     d = ScheduleDefinition.model_validate(definition_of(job["definition"]))
-    compiled = compile_schedule(d.schedule, d.key)
-    end_ms = min(datetime_to_ms(body.end), int(time.time() * 1000) + 1)
-    cursor = datetime_to_ms(body.start) - 1
-    seen = {
-        r["execution_id"]
-        for r in svc.view.get(f"/jobs/{tenant}/{job_id}/runs", limit=500)
-        if r["status"] != "pending"
-    }
-    out: list[dict[str, str]] = []
-    skipped: list[dict[str, str]] = []
-    truncated = False
-    while (occ := compiled.next_after(cursor)) is not None and occ.nominal_ms < end_ms:
-        cursor = occ.nominal_ms
-        eid = execution_id(d.key, occ.nominal_ms)
-        entry = {"execution_id": eid, "nominal_at": ms_to_datetime(occ.nominal_ms).isoformat()}
-        if eid in seen and not body.force:
-            skipped.append(entry)
-        elif len(out) >= body.max_occurrences:
-            truncated = True
-            break
-        else:
-            out.append(entry)
+    start_ms, end_ms = datetime_to_ms(body.start), datetime_to_ms(body.end)
+    p = plan(
+        compile_schedule(d.schedule, d.key),
+        facts,
+        start_ms,
+        end_ms,
+        force=body.force,
+        limit=body.max_occurrences,
+        scan=PLAN_SCAN,
+    )
+
+    def entry(nominal_ms: int) -> dict[str, str]:
+        at = ms_to_datetime(nominal_ms).isoformat()
+        return {"execution_id": execution_id(d.key, nominal_ms), "nominal_at": at}
+
+    resume = None if p.resume_at_ms is None else ms_to_datetime(p.resume_at_ms)
     return {
         "dry_run": True,
-        "occurrences": out,
-        "already_dispatched": skipped,
-        "truncated": truncated,
+        "occurrences": [entry(o.nominal_ms) for o in p.runs],
+        "already_dispatched": [entry(n) for n in p.dispatched[:LISTED]],
+        "already_dispatched_count": len(p.dispatched),
+        "left_out": p.left_out,
+        "truncated": p.resume_after_ms is not None,
+        "resume_at": None if resume is None else resume.isoformat(),
+        "not_reached_from": None
+        if p.until_ms >= end_ms
+        else ms_to_datetime(p.until_ms).isoformat(),
+        "definition_version": int(doc["details"].get("definition_version", 0)),
     }
+
+
+def _await_facts(svc: Services, tenant: str, job_id: str, rid: str) -> dict[str, Any]:
+    deadline = time.monotonic() + PLAN_WAIT_S
+    pause = 0.02
+    while True:
+        doc = svc.view.maybe(f"/jobs/{tenant}/{job_id}/backfills/{rid}")
+        if doc is not None and doc["decision"] == "backfill_planned":
+            return dict(doc)
+        if time.monotonic() > deadline:
+            raise HTTPException(
+                504,
+                f"the scheduler did not answer the backfill dry run within {PLAN_WAIT_S:.0f} s "
+                "(is it running and caught up?); nothing was fired",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
