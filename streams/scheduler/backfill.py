@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kadence.base36 import base36
 from kadence.clock import ms_to_datetime
 from kadence.models import Backfill, Decision, TriggerKind
 from kadence.timeengine.engine import CompiledSchedule, Occurrence
@@ -86,9 +87,9 @@ class DispatchFacts:
         return {
             "cursor_ms": str(self.cursor_ms),
             "created_cursor_ms": str(self.created_cursor_ms),
-            "undispatched": ",".join(_b36(n) for n in sorted(self.undispatched)),
-            "backfilled": ",".join(_b36(n) for n in sorted(self.backfilled)),
-            "gaps": ",".join(f"{_b36(a)}-{_b36(b)}" for a, b in self.gaps),
+            "undispatched": ",".join(base36(n) for n in sorted(self.undispatched)),
+            "backfilled": ",".join(base36(n) for n in sorted(self.backfilled)),
+            "gaps": ",".join(f"{base36(a)}-{base36(b)}" for a, b in self.gaps),
         }
 
     @classmethod
@@ -107,16 +108,6 @@ class DispatchFacts:
             instants(details.get("backfilled", "")),
             gaps,
         )
-
-
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ import bisect
 import logging
 from dataclasses import dataclass, field
 
+from kadence.base36 import base36
+
 log = logging.getLogger(__name__)
 METADATA_LIMIT = 3_500
 """Characters of offset metadata (brokers accept 4 096 by default)."""
@@ -79,8 +81,8 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
         log.info("held executions in %d runs: too many to name in the commit", len(runs))
         return ""
     base = runs[0][0]
-    body = ",".join(f"{_b36(start - base)}+{_b36(length)}" for start, length in runs)
-    text = f"{FORMAT}:{_b36(upto - base)}:{body}"
+    body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
+    text = f"{FORMAT}:{base36(upto - base)}:{body}"
     if len(text) > METADATA_LIMIT:
         log.info("held executions in %d runs: too many to name in the commit", len(runs))
         return ""
@@ -113,13 +115,3 @@ def decode_metadata(committed: int, text: str | None) -> tuple[int, frozenset[in
     except ValueError:
         log.warning("unreadable offset metadata %r: re-reading everything", text[:80])
         return None
-
-
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
