@@ -231,15 +231,14 @@ def step(state: JobState, effects: Effects, facts: Facts) -> JobState:
     if room <= 0:  # the tenant's second is spent, or the job has its most runs at once
         return _replace_head(state, run.advanced(wake_ms=facts.now_ms + 1_000))
     known = DispatchFacts.of(state)
-    p = plan(
-        state.compiled(facts.codec),
-        known,
-        run.after_ms + 1,
-        run.end_ms,
-        force=run.force,
-        limit=room,
-        scan=STEP_SCAN,
-    )
+
+    def walk(after_ms: int, limit: int) -> Plan:
+        compiled = state.compiled(facts.codec)
+        return plan(
+            compiled, known, after_ms + 1, run.end_ms, force=run.force, limit=limit, scan=STEP_SCAN
+        )
+
+    p = walk(run.after_ms, room)
     key = state.definition(facts.codec).key
     for nominal in p.dispatched:
         effects.history(
@@ -267,17 +266,10 @@ def step(state: JobState, effects: Effects, facts: Facts) -> JobState:
     finished = p.resume_after_ms is None
     if not finished and run.budget <= 0:
         # max_occurrences is spent: what is left of the window is counted, not fired
-        rest = plan(
-            state.compiled(facts.codec),
-            known,
-            run.after_ms + 1,
-            run.end_ms,
-            force=run.force,
-            limit=0,
-            scan=STEP_SCAN,
+        rest = walk(run.after_ms, 0)
+        run = run.advanced(
+            left_out=rest.left_out, resume_ms=rest.resume_at_ms, counted_all=rest.looked_at_all
         )
-        run = run.advanced(left_out=rest.left_out, resume_ms=rest.resume_at_ms)
-        run = run.advanced(counted_all=rest.looked_at_all)
         finished = True
     _progress(state, effects, facts, run, done=finished)
     if finished:
@@ -304,7 +296,8 @@ def _progress(
     if done and run.left_out and run.resume_ms is not None:
         more = "" if run.counted_all else "+"
         resume = ms_to_datetime(run.resume_ms).isoformat()
-        details["left_out"] = f"{run.left_out}{more}"
+        details["left_out"] = str(run.left_out)
+        details["left_out_counted_all"] = "true" if run.counted_all else "false"
         details["resume_at"] = resume
         parts.append(
             f"{run.left_out}{more} left out past max_occurrences (backfill again from {resume})"

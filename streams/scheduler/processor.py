@@ -144,7 +144,7 @@ class SchedulerProcessor:
         if record.value is None:
             if state is not None:
                 facts = self._facts(ctx, state, now_ms)
-                self._write(ctx, record.key, definitions.apply_delete(state, facts))
+                self._write(ctx, record.key, definitions.apply_delete(state, facts), now_ms=now_ms)
             return
         definition = SCHEDULES.decode(self.codec, record.value)
         assert isinstance(definition, ScheduleDefinition)
@@ -159,7 +159,7 @@ class SchedulerProcessor:
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
         effects = definitions.apply_definition(state, definition, raw, record.timestamp_ms, facts)
-        self._write(ctx, record.key, effects)
+        self._write(ctx, record.key, effects, now_ms=now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
@@ -185,7 +185,7 @@ class SchedulerProcessor:
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
-        self._write(ctx, record.key, effects, tenant=outcome.tenant)
+        self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ class SchedulerProcessor:
         state = self._load(ctx, key)
         if state is not None and state.tzdb != self.cfg.tzdb:
             effects = definitions.apply_tzdb(state, self._facts(ctx, state, now_ms))
-            self._write(ctx, key, effects)
+            self._write(ctx, key, effects, now_ms=now_ms)
 
     def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""
@@ -273,8 +273,9 @@ class SchedulerProcessor:
         ctx: ProcessorContext,
         key: bytes,
         effects: Effects,
+        *,
+        now_ms: int,
         tenant: str | None = None,
-        now_ms: int = 0,
     ) -> None:
         """Write what a step decided: the job's state (and its group's index), its records, the
         dead-letter count, and the tenant's breaker (the job's, or `tenant`'s)."""

@@ -72,6 +72,22 @@ def test_triggers_past_the_rate_get_429_with_retry_after(api: Api) -> None:
         assert r.status_code == 202, r.text  # q-trig's flood costs the others nothing
 
 
+def test_backfill_plans_count_as_requests_to_the_scheduler(api: Api) -> None:
+    """A dry run asks the scheduler (a command and a history record each), so a tenant that
+    floods dry runs is held by its triggers per minute, and nobody else is."""
+    with low(api, api_quota_triggers_per_minute=2) as http:
+        for tenant in ("q-plan", "q-plan-other"):
+            r = http.post("/v1/jobs/p", json=api.job("* * * * *"), headers=as_(tenant))
+            assert r.status_code == 201, r.text
+        url, window = "/v1/jobs/p/backfill", _window(5, 2)
+        for _ in range(2):
+            r = http.post(url, json=window, headers=as_("q-plan"))
+            assert r.status_code == 200, r.text
+        refused(http.post(url, json=window, headers=as_("q-plan")), "triggers_per_minute", 2)
+        r = http.post(url, json=window, headers=as_("q-plan-other"))
+        assert r.status_code == 200 and len(r.json()["occurrences"]) == 5, r.text
+
+
 def _window(minutes: int, ago_h: int) -> dict[str, str]:
     """`minutes` whole minutes, ending `ago_h` hours ago (a per-minute job's occurrences)."""
     end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=ago_h)

@@ -108,7 +108,8 @@ def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
         "fired": int(d["fired"]),
         "already_dispatched": int(d["already_dispatched"]),
         "done": d["done"] == "true",
-        "left_out": d.get("left_out", "0"),
+        "left_out": int(d.get("left_out", "0")),
+        "left_out_counted_all": d.get("left_out_counted_all", "true") == "true",
         "resume_at": d.get("resume_at"),
         "not_reached_from": d.get("not_reached_from"),
         "reason": doc["reason"],
@@ -118,7 +119,9 @@ def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
 
 def _plan(svc: Services, tenant: str, job_id: str, job: Any, body: BackfillIn) -> dict[str, Any]:
     """The plan the scheduler would follow now: its facts for the window, asked with a dry-run
-    Backfill, given to the scheduler's own plan function."""
+    Backfill, given to the scheduler's own plan function. Asking costs the scheduler a command
+    and a history record, so it counts against the tenant's triggers per minute (429)."""
+    svc.quotas.triggers.take(tenant)
     rid = f"plan-{uuid.uuid4().hex[:16]}"
     send(
         svc,
