@@ -131,7 +131,7 @@ def test_a_missed_window_is_planned_and_run_and_its_progress_counts_runs(api: Ap
     paused_at = datetime.now(UTC)
     assert api.http.post("/v1/jobs/gappy/pause", headers=h).status_code == 202
     api.wait(
-        lambda: any(e["decision"] == "paused" for e in _history(api, "gappy", h)),
+        lambda: any(e.get("decision") == "paused" for e in _history(api, "gappy", h)),
         what="the pause to be applied",
     )
     time.sleep(7)  # three or four occurrences fall due while paused
@@ -176,6 +176,9 @@ def test_a_missed_window_is_planned_and_run_and_its_progress_counts_runs(api: Ap
     )
     other = api.http.get("/v1/jobs/gappy/backfill/gap-1", headers=api.as_("globex"))
     assert other.status_code == 404  # another tenant sees nothing of it
+    for hostile in ("..%2F..%2Fjobs", "x" * 200, "%00%ff"):  # never reaches the view's paths
+        r = api.http.get(f"/v1/jobs/gappy/backfill/{hostile}", headers=h)
+        assert r.status_code == 404, (hostile, r.text)
 
 
 def test_cancel_a_run_in_flight(api: Api) -> None:

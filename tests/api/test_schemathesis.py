@@ -51,6 +51,7 @@ def test_the_spec_is_published_and_lists_the_operations(api: Api) -> None:
         "/v1/jobs/{job_id}/pause",
         "/v1/jobs/{job_id}/trigger",
         "/v1/jobs/{job_id}/backfill",
+        "/v1/jobs/{job_id}/backfill/{request_id}",
         "/v1/jobs/{job_id}/history",
         "/v1/jobs/{job_id}/runs",
         "/v1/jobs/{job_id}/next",
