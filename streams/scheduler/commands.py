@@ -3,8 +3,6 @@ A repeated request id changes nothing; a refused command leaves a `refused` hist
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kadence.models import (
     Backfill,
     CancelRun,
@@ -21,6 +19,7 @@ from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import fire, revoke, room_for, stop_running
 from streams.scheduler.outcomes import replay
+from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import JobState, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
 
@@ -47,17 +46,16 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
         shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
         effects.state = fire(state, effects, facts, shot)
     elif isinstance(command, PauseJob):
+        if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
+            state = catch_up(state, effects, facts)  # due before the pause: decided as usual
         state = revoke(state, effects, facts, "job paused before it was due", rewind=True)
         effects.state = state.evolve(paused=True, paused_at_ms=facts.now_ms)
         effects.history(state, facts, Decision.paused, reason=command.reason or "paused")
     elif isinstance(command, ResumeJob):
+        if state.paused:  # what fell due while paused is skipped, not caught up
+            state = skip_paused(state, effects, facts)
         effects.history(state, facts, Decision.resumed, reason="resumed")
-        state = state.evolve(paused=False, paused_at_ms=None)
-        if state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
-            # what fell due while paused was missed, however short the pause: the job's
-            # missed-run policy decides, with no grace for being "only a little late"
-            state = catch_up(state, effects, replace(facts, misfire_grace_ms=-1))
-        effects.state = state
+        effects.state = state.evolve(paused=False, paused_at_ms=None)
     elif isinstance(command, Backfill):
         effects.state = backfill.start(state, effects, command, facts)
     elif isinstance(command, CancelRun):

@@ -6,7 +6,9 @@ from __future__ import annotations
 from kadence.acceptance import refusal
 from kadence.clock import ms_to_datetime
 from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefinition
+from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import revoke
+from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import JobState
 from streams.scheduler.step import (
     HISTORY_REASON_CHARS,
@@ -79,11 +81,22 @@ def apply_definition(
         state = JobState(raw, cursor, cursor, None, None, facts.tzdb)
     else:
         state = state.evolve(definition_bytes=raw)
-    state = state.evolve(
-        paused=definition.paused, paused_at_ms=facts.now_ms if definition.paused else None
-    )
+    state = _pause_as_defined(state, effects, facts, definition.paused)
     effects.state = advance_to(state, state.cursor_ms, facts)
     return settle(effects, facts)
+
+
+def _pause_as_defined(state: JobState, effects: Effects, facts: Facts, paused: bool) -> JobState:
+    """A version that pauses decides first about what was due before it; one that resumes
+    records what fell due while paused as skipped (as PauseJob and ResumeJob do)."""
+    due = state.next_due_ms is not None and state.next_due_ms <= facts.now_ms
+    if paused and not state.paused:
+        if due:
+            state = catch_up(state, effects, facts)
+        return state.evolve(paused=True, paused_at_ms=facts.now_ms)
+    if state.paused and not paused:
+        return skip_paused(state, effects, facts).evolve(paused=False, paused_at_ms=None)
+    return state
 
 
 def apply_tzdb(state: JobState, facts: Facts) -> Effects:

@@ -12,6 +12,7 @@ from kadence.timeengine.identity import execution_id
 from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up, dst_skipped
 from streams.scheduler.dispatch import drain_buffer, fire
+from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import RUNNING_LIMIT, Ahead, JobState, active_runs
 from streams.scheduler.step import Effects, Facts, Shot, advance_to, may_go_early, settle
 
@@ -21,13 +22,15 @@ AHEAD_LIMIT = 1000
 
 
 def on_due(state: JobState, facts: Facts) -> Effects:
-    """Fire everything of this job that is due at `facts.now_ms`: retries, buffered, schedule;
-    then dispatch ahead what may go early."""
+    """Fire everything of this job that is due at `facts.now_ms`: retries, buffered, backfill,
+    schedule (a paused job records it skipped instead); then dispatch ahead what may go early."""
     effects = Effects(state)
     state = _fire_retries(state, effects, facts)
     state = drain_buffer(state, effects, facts)
     state = backfill.step(state, effects, facts)
-    if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
+    if state.paused:
+        state = skip_paused(state, effects, facts)
+    elif state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
         state = catch_up(state, effects, facts)
     effects.state = _dispatch_ahead(state, effects, facts)
     if effects.probe is not None:

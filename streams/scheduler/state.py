@@ -160,13 +160,14 @@ class JobState:
 
     @property
     def wake_ms(self) -> int | None:
-        """When the scheduler must next look at this job: the earliest retry due, or the next
-        occurrence's due time (less `early_ms` when it may be dispatched ahead)."""
+        """When the scheduler must next look at this job: the earliest retry due, the next
+        backfill step, or the next occurrence's due time (less `early_ms` when it may be
+        dispatched ahead; a paused job wakes at it too, to record it skipped)."""
         candidates = [r.due_ms for r in self.retries]
         if self.backfills:
             candidates.append(self.backfills[0].wake_ms)
-        if self.next_due_ms is not None and not self.paused:
-            candidates.append(self.next_due_ms - self.early_ms)
+        if self.next_due_ms is not None:  # paused, it still wakes to record the skip
+            candidates.append(self.next_due_ms - (0 if self.paused else self.early_ms))
         return min(candidates) if candidates else None
 
 

@@ -173,6 +173,14 @@ def test_every_command_end_to_end(settings: KadenceSettings, tmp_path: Path) -> 
     ahead = {e.execution_id for e in pausable if e.dispatched_at < paused < e.due_at}
     assert ahead, "a per-second job has the look-ahead's worth out when it is paused"
     assert {r.execution_id for r in revoked if r.job_id == "pausable"} == ahead
+    # issue 17, item 6: each occurrence due while paused is recorded skipped, at its due time
+    skipped = [h for h in hist if h.job_id == "pausable" and h.decision is Decision.skipped_paused]
+    assert len(skipped) >= 2, "about 3 s paused, a per-second job"
+    for h in skipped:
+        assert h.due_at is not None and paused < h.due_at <= resumed
+        assert h.at - h.due_at < timedelta(seconds=2)  # when it fell due, not at the resume
+    ran = {e.execution_id for e in pausable} - ahead
+    assert not ran & {h.execution_id for h in skipped}  # and none of them ran
     deleted = at("deletable", Decision.deleted)
     assert not [e for e in got if e.job_id == "deletable" and e.dispatched_at > deleted]
     after_delete = {e.execution_id for e in got if e.job_id == "deletable" and e.due_at > deleted}

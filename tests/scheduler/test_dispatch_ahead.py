@@ -113,7 +113,7 @@ def test_jobs_whose_decision_depends_on_other_runs_wait_for_the_due_time() -> No
     assert grouped.early_ms == 0
     assert grouped.wake_ms == T0 + MIN
     paused = created(paused=True)
-    assert paused.wake_ms is None
+    assert (paused.early_ms, paused.wake_ms) == (0, T0 + MIN)  # wakes at due, only to skip it
     skip = created(overlap="skip")
     first = due(skip, T0 + MIN - AHEAD)
     [ex] = executions(first)
@@ -137,7 +137,7 @@ def test_a_skip_job_still_running_at_the_due_time_skips_as_before() -> None:
     assert decisions(second) == [Decision.skipped_overlap]
 
 
-def test_pause_before_due_revokes_and_resume_applies_the_missed_policy() -> None:
+def test_pause_before_due_revokes_and_the_occurrence_is_skipped_not_caught_up() -> None:
     state = due(created(), T0 + MIN - AHEAD).state
     assert state is not None
     result = command(state, PauseJob(request_id="p", **common()), T0 + MIN - 10_000)
@@ -150,11 +150,15 @@ def test_pause_before_due_revokes_and_resume_applies_the_missed_policy() -> None
     assert paused is not None
     assert paused.ahead == ()
     assert paused.cursor_ms == T0  # rewound: the occurrence was not dispatched after all
-    assert paused.wake_ms is None
-    resumed = command(paused, ResumeJob(request_id="r", **common()), T0 + MIN + 5_000)
-    [again] = executions(resumed)  # late after a pause: latest_once fires it as catch-up
-    assert again.execution_id == rev.execution_id
-    assert again.trigger == "catch_up"
+    assert paused.wake_ms == T0 + MIN  # at its due time, not before
+    skipped = due(paused, T0 + MIN)
+    assert executions(skipped) == []
+    [skip] = history(skipped)
+    assert (skip.decision, skip.execution_id) == (Decision.skipped_paused, rev.execution_id)
+    assert skipped.state is not None
+    resumed = command(skipped.state, ResumeJob(request_id="r", **common()), T0 + MIN + 5_000)
+    assert executions(resumed) == []  # skipped while paused: a resume does not run it
+    assert decisions(resumed) == [Decision.resumed]
 
 
 def test_pause_after_the_due_time_revokes_nothing() -> None:

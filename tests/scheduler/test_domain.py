@@ -26,6 +26,7 @@ from kadence.models import (
 )
 from kadence.models.records import DeadLetter
 from streams.scheduler import catchup, commands, definitions, firing, outcomes
+from streams.scheduler.paused import PAUSED_LISTED
 from streams.scheduler.state import JobState, dump_state, load_state
 from streams.scheduler.step import Effects, Facts, Refused, Sink
 
@@ -152,8 +153,10 @@ def test_delete_leaves_nothing_behind() -> None:
 
 def test_a_paused_definition_does_not_fire() -> None:
     state = create(definition(paused=True))
-    assert state.wake_ms is None
-    assert executions(due(state, T0 + MIN)) == []
+    assert state.wake_ms == T0 + MIN
+    result = due(state, T0 + MIN)
+    assert executions(result) == []
+    assert decisions(result) == [Decision.skipped_paused]
 
 
 # --- overlap ---------------------------------------------------------------------------------
@@ -356,29 +359,67 @@ def cmd(kind: type, **kw: Any) -> Any:
     return kind(tenant="acme", job_id="job", issued_at=ms_to_datetime(T0), **kw)
 
 
-def test_pause_and_resume() -> None:
+def test_each_occurrence_due_while_paused_is_skipped_at_its_due_time() -> None:
+    """Issue 17, item 6: on main nothing was recorded until the resume, and then as `missed`
+    or `coalesced` under the missed policy (latest_once even ran one)."""
     state = create(definition(missed={"mode": "latest_once"}))
     paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + 1))
     assert decisions(paused) == [Decision.paused]
     assert paused.state is not None
-    assert executions(due(paused.state, T0 + 3 * MIN)) == []
+    s = paused.state
+    for minute in (1, 2, 3):
+        assert s.wake_ms == T0 + minute * MIN
+        result = due(s, T0 + minute * MIN)
+        assert executions(result) == []
+        [skip] = history(result)
+        assert skip.decision is Decision.skipped_paused
+        assert skip.at == skip.due_at == ms_to_datetime(T0 + minute * MIN)  # at its due time
+        assert skip.execution_id is not None and skip.execution_id.endswith(f"09:0{minute}:00.000Z")
+        assert result.state is not None
+        s = result.state
     resume = cmd(ResumeJob, request_id="r1")
-    resumed = commands.apply_command(paused.state, resume, ctx(T0 + 3 * MIN + 5_000))
-    [ex] = executions(resumed)  # the policy decides what the pause missed, at once
-    assert ex.execution_id.endswith("09:03:00.000Z")
-    assert ex.trigger == "catch_up"
-    assert decisions(resumed) == [Decision.resumed] + [Decision.coalesced] * 2 + [Decision.fired]
+    resumed = commands.apply_command(s, resume, ctx(T0 + 3 * MIN + 5_000))
+    assert executions(resumed) == []  # nothing is caught up: the pause skipped them
+    assert decisions(resumed) == [Decision.resumed]
+    assert resumed.state is not None
+    assert {T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN} <= set(resumed.state.undispatched)  # backfill
+    [ex] = executions(due(resumed.state, T0 + 4 * MIN))
+    assert ex.trigger == "schedule"
 
 
-def test_a_short_pause_still_misses_under_mode_none() -> None:
+def test_a_resume_records_what_fell_due_that_no_wake_saw_yet() -> None:
     state = create(definition(missed={"mode": "none"}))
     paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + MIN - 2_000))
     assert paused.state is not None
     resumed = commands.apply_command(
         paused.state, cmd(ResumeJob, request_id="r1"), ctx(T0 + MIN + 3_000)
     )
-    assert executions(resumed) == []  # 3 s late, inside the grace, but it fell due while paused
-    assert decisions(resumed) == [Decision.resumed, Decision.missed]
+    assert executions(resumed) == []
+    assert decisions(resumed) == [Decision.skipped_paused, Decision.resumed]
+
+
+def test_a_pause_decides_first_about_what_was_already_due() -> None:
+    state = create(definition())
+    paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + MIN + 500))
+    [ex] = executions(paused)  # due 500 ms before the pause: it runs, on time
+    assert ex.trigger == "schedule"
+    assert decisions(paused) == [Decision.fired, Decision.paused]
+
+
+def test_a_long_outage_while_paused_is_listed_then_summarised_and_still_backfillable() -> None:
+    state = create(
+        definition(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
+    )
+    paused = commands.apply_command(state, cmd(PauseJob, request_id="p1"), ctx(T0 + 1))
+    assert paused.state is not None
+    result = due(paused.state, T0 + 3_600_000)  # the scheduler was down for an hour
+    skips = [h for h in history(result) if h.decision is Decision.skipped_paused]
+    assert len(skips) == PAUSED_LISTED + 1  # one by one, then one record for the range
+    assert "not listed one by one" in (skips[-1].reason or "")
+    assert result.state is not None
+    # every occurrence up to now is handled: the range ends before the next one, still to come
+    assert result.state.next_due_ms == T0 + 3_601_000
+    assert result.state.gaps == ((T0 + PAUSED_LISTED * 1_000, T0 + 3_601_000),)
 
 
 def test_trigger_now_is_idempotent_by_request_id() -> None:

@@ -1,6 +1,8 @@
 """A model-based test of the scheduler's pure logic (hypothesis state machine): create, pause,
 resume, trigger, outcomes, clock jumps, crashes with and without the last step committed,
-against a simple model of what must have been dispatched."""
+against a simple model of what must have been dispatched, and of what a pause skips: every
+occurrence due is either dispatched once or recorded `skipped_paused` once, and it is skipped
+exactly when it fell due while the job was paused."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kadence.clock import ms_to_datetime
 from kadence.models import (
+    Decision,
     ExecutionRequested,
     ExecutionRevoked,
+    HistoryRecord,
     OutcomeStatus,
     PauseJob,
     ResumeJob,
@@ -47,6 +51,11 @@ class SchedulerModel(RuleBasedStateMachine):
         self.attempts: dict[str, int] = {}
         self.running: dict[str, ExecutionRequested] = {}
         self.paused = False
+        self.pauses: list[list[int]] = []
+        """[paused at, resumed at (or now)]: a scheduled occurrence due in (start, end] is
+        skipped, any other one is dispatched."""
+        self.skipped: Counter[str] = Counter()
+        self.due: dict[str, int] = {}
         self.requests: set[str] = set()
         self.manual: Counter[str] = Counter()
         self.counter = 0
@@ -72,9 +81,15 @@ class SchedulerModel(RuleBasedStateMachine):
                 assert r.attempt in (1, top + 1), "attempts go up one at a time"
                 self.attempts[r.execution_id] = max(top, r.attempt)
                 self.running[r.execution_id] = r
+                self.due.setdefault(r.execution_id, int(r.due_at.timestamp() * 1000))
             elif isinstance(r, ExecutionRevoked):
                 self.net[r.execution_id] -= 1
                 self.running.pop(r.execution_id, None)
+            elif isinstance(r, HistoryRecord) and r.decision is Decision.skipped_paused:
+                assert r.execution_id is not None and r.due_at is not None  # none are ranges here
+                self.skipped[r.execution_id] += 1
+                self.due.setdefault(r.execution_id, int(r.due_at.timestamp() * 1000))
+                assert r.at == ms_to_datetime(self.now)
         assert result.state is not None
         self.state = result.state
 
@@ -90,6 +105,8 @@ class SchedulerModel(RuleBasedStateMachine):
     @rule(dt=st.integers(min_value=0, max_value=95_000))
     def advance(self, dt: int) -> None:
         self.now += dt
+        if self.paused:
+            self.pauses[-1][1] = self.now
         self.pump()
 
     @rule()
@@ -98,6 +115,8 @@ class SchedulerModel(RuleBasedStateMachine):
             tenant="acme", job_id="job", request_id=self.fresh("p"), issued_at=ms_to_datetime(T0)
         )
         self.apply(commands.apply_command(self.state, cmd, self.ctx()))
+        if not self.paused:
+            self.pauses.append([self.now, self.now])
         self.paused = True
 
     @rule()
@@ -106,6 +125,8 @@ class SchedulerModel(RuleBasedStateMachine):
             tenant="acme", job_id="job", request_id=self.fresh("r"), issued_at=ms_to_datetime(T0)
         )
         self.apply(commands.apply_command(self.state, cmd, self.ctx()))
+        if self.paused:
+            self.pauses[-1][1] = self.now
         self.paused = False
         self.pump()
 
@@ -147,8 +168,13 @@ class SchedulerModel(RuleBasedStateMachine):
                 f"acme/job@{ms_to_datetime(occ.nominal_ms).isoformat(timespec='milliseconds')[:-6]}Z"
             )
             cursor = occ.nominal_ms
-        if not self.paused:
-            assert due_by_now <= out, sorted(due_by_now - out)[:3]
+        skipped = set(self.skipped)
+        assert all(n == 1 for n in self.skipped.values()), self.skipped
+        assert not out & skipped, sorted(out & skipped)[:3]
+        assert due_by_now <= out | skipped, sorted(due_by_now - out - skipped)[:3]
+        for eid in due_by_now:
+            in_pause = any(a < self.due[eid] <= b for a, b in self.pauses)
+            assert (eid in skipped) == in_pause, (eid, self.due[eid], self.pauses)
         assert len(out) <= len(due_by_now) + AHEAD // PERIOD
         assert all(n == 1 for n in self.manual.values())  # a request id fires once
         assert set(self.manual) == {f"acme/job@manual:{r}" for r in self.requests}
