@@ -329,8 +329,6 @@ class Codec:
             if model is None:
                 raise UnexpectedRecordTypeError(f"unknown record type {type_name!r}")
         assert model is not None
-        if isinstance(doc.get("payload"), dict | list):
-            doc["payload"] = json.dumps(doc["payload"], separators=(",", ":")).encode()
         return self._validate(model, doc)
 
     @staticmethod

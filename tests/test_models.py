@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from kadence.codec import Codec
 from kadence.models import (
     Backfill,
     CronSchedule,
@@ -15,6 +17,7 @@ from kadence.models import (
     OnceSchedule,
     RetryPolicy,
     ScheduleDefinition,
+    TriggerNow,
     job_key,
     split_job_key,
 )
@@ -116,3 +119,33 @@ def test_job_keys() -> None:
     for bad in ("acme", "acme/", "/daily", "a/b/c"):
         with pytest.raises(ValueError, match="not a job key"):
             split_job_key(bad)
+
+
+@pytest.mark.parametrize(
+    ("payload", "stored"),
+    [
+        ("hello", b"hello"),
+        ({"hi": 1}, b'{"hi":1}'),
+        ([1, "a", None], b'[1,"a",null]'),
+        (None, b""),
+        (b"\xff\x00", b"\xff\x00"),
+    ],
+)
+def test_a_payload_means_the_same_in_the_model_and_on_the_topic(
+    payload: Any, stored: bytes
+) -> None:
+    """Issue 17, item 12: the rule lives in the model, so the API, the SDK and the topic's JSON
+    decoding (which alone accepted objects before) store the same bytes."""
+    assert ScheduleDefinition.model_validate(_definition(payload=payload)).payload == stored
+    if not isinstance(payload, bytes):
+        doc = json.dumps({"type": "ScheduleDefinition", **_definition(payload=payload)})
+        assert Codec().decode_as(doc.encode(), ScheduleDefinition).payload == stored
+    trigger = {"tenant": "a", "job_id": "j", "request_id": "r", "issued_at": datetime.now(UTC)}
+    expected = None if payload is None else stored  # no override: the job's payload
+    assert TriggerNow.model_validate({**trigger, "payload": payload}).payload == expected
+
+
+@pytest.mark.parametrize("payload", [5, 1.5, True, {"a"}])
+def test_other_payloads_are_refused_saying_what_is_accepted(payload: Any) -> None:
+    with pytest.raises(ValidationError, match="a payload is a string, a JSON object or array"):
+        ScheduleDefinition.model_validate(_definition(payload=payload))

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 AVRO_NAMESPACE = "kadence"
 
@@ -25,6 +33,27 @@ ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
 MAX_PAYLOAD_BYTES = 512 * 1024
 """Hard cap on a job payload, well below the broker's 1 MiB message limit (settings may lower
 it)."""
+
+
+def _payload_bytes(value: object) -> object:
+    """The one rule for a payload at every door (API, SDK, CLI, topics): bytes as they are, a
+    string as its UTF-8, a JSON object or array as its compact JSON text, null as none."""
+    if value is None:
+        return b""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":")).encode()
+    raise ValueError(
+        f"a payload is a string, a JSON object or array, or bytes, not {type(value).__name__} "
+        '(write a number or true/false as a string: "5")'
+    )
+
+
+Payload = Annotated[bytes, BeforeValidator(_payload_bytes), Field(max_length=MAX_PAYLOAD_BYTES)]
+"""A job's or a run's payload: see `_payload_bytes` for what each door accepts."""
 
 MAX_TIMEOUT_MS = 6 * 3600 * 1000
 """Jobs may run for up to six hours per attempt."""

@@ -11,9 +11,9 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from kadence.models.base import (
-    MAX_PAYLOAD_BYTES,
     ExecutionId,
     Identifier,
+    Payload,
     UtcDatetime,
     WireModel,
     job_key,
@@ -38,8 +38,9 @@ class TriggerNow(_JobCommand):
     """Run the job once now, outside its schedule; the execution id derives from request_id."""
 
     avro_name = "TriggerNow"
-    payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] | None = None
-    """Replaces the job's payload for this run only."""
+    payload: Payload | None = None
+    """Replaces the job's payload for this run only (the shapes a definition's payload takes;
+    absent or null: the job's payload)."""
 
 
 class Backfill(_JobCommand):

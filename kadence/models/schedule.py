@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from kadence.models.base import (
-    MAX_PAYLOAD_BYTES,
     MAX_TIMEOUT_MS,
     Identifier,
+    Payload,
     Positive,
     UtcDatetime,
     WireModel,
@@ -213,7 +213,7 @@ class ScheduleDefinition(WireModel):
     """Monotonic per job; a record with a version not above the current one is rejected."""
     schedule: Schedule
     target: Target
-    payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
+    payload: Payload = b""
     content_type: Annotated[str, Field(max_length=128)] = "application/json"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_ms: Annotated[int, Field(ge=1_000, le=MAX_TIMEOUT_MS)] = 300_000

@@ -25,7 +25,11 @@ class RequestIn(BaseModel):
 
 
 class TriggerIn(RequestIn):
-    payload: str | None = Field(default=None, description="replaces the payload for this run")
+    payload: str | dict[str, Any] | list[Any] | None = Field(
+        default=None,
+        description="replaces the payload for this run: a string, or a JSON object or array "
+        "(sent as its compact JSON), as a definition's payload",
+    )
 
 
 def send(
@@ -77,8 +81,7 @@ def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> 
     svc.quotas.triggers.take(tenant_of(who))
     body = body or TriggerIn()
     body.request_id = _request_id(body)  # fixed here: the execution id derives from it
-    payload = body.payload.encode() if body.payload is not None else None
-    out = send(svc, tenant_of(who), job_id, TriggerNow, body, payload=payload)
+    out = send(svc, tenant_of(who), job_id, TriggerNow, body, payload=body.payload)
     eid = manual_execution_id(f"{tenant_of(who)}/{job_id}", body.request_id)
     return {**out, "execution_id": eid}
 
