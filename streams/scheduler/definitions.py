@@ -9,7 +9,7 @@ from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefini
 from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import revoke
 from streams.scheduler.paused import skip_paused
-from streams.scheduler.state import JobState
+from streams.scheduler.state import Ahead, JobState
 from streams.scheduler.step import (
     HISTORY_REASON_CHARS,
     Effects,
@@ -100,21 +100,44 @@ def _pause_as_defined(state: JobState, effects: Effects, facts: Facts, paused: b
 
 
 def apply_tzdb(state: JobState, facts: Facts) -> Effects:
-    """Recompute the next occurrence under the running tz database; report it if it moved."""
-    new = advance_to(state, state.cursor_ms, facts)
-    effects = Effects(new)
+    """Recompute the job under the running tz database (its schedule compiles with the zones
+    this process loaded): what went out ahead and moved is revoked, and the next occurrence is
+    recomputed from the cursor; a history record reports a next occurrence that moved."""
+    effects = Effects(state)
+    moved = _moved_ahead(state, facts)
+    if moved:
+        why = f"tz database {state.tzdb} -> {facts.tzdb} moved it"
+        for a in moved:
+            state = revoke(state, effects, facts, why, rewind=False, only=a.execution_id)
+        cursor = min(a.cursor_before_ms for a in moved)
+    else:
+        cursor = state.cursor_ms
+    new = advance_to(state, cursor, facts)
+    effects.state = new
     if new.next_nominal_ms != state.next_nominal_ms:
         old = ms_to_datetime(state.next_nominal_ms).isoformat() if state.next_nominal_ms else "none"
-        moved = ms_to_datetime(new.next_nominal_ms).isoformat() if new.next_nominal_ms else "none"
+        now = ms_to_datetime(new.next_nominal_ms).isoformat() if new.next_nominal_ms else "none"
         effects.history(
             new,
             facts,
             Decision.rescheduled,
             nominal_at=ms_to_datetime(new.next_nominal_ms) if new.next_nominal_ms else None,
-            reason=f"tz database {state.tzdb} -> {facts.tzdb}: next occurrence {old} -> {moved}",
+            reason=f"tz database {state.tzdb} -> {facts.tzdb}: next occurrence {old} -> {now}",
             details={"old_nominal_ms": str(state.next_nominal_ms), "tzdb": facts.tzdb},
         )
     return settle(effects, facts)
+
+
+def _moved_ahead(state: JobState, facts: Facts) -> list[Ahead]:
+    """The occurrences dispatched ahead that the running rules no longer have (a different
+    instant), from the first such one on (those after it were computed from it)."""
+    compiled = state.compiled(facts.codec)
+    pending = [a for a in state.ahead if a.due_ms > facts.now_ms]
+    for i, a in enumerate(pending):
+        occ = compiled.next_after(a.nominal_ms - 1)
+        if occ is None or (occ.nominal_ms, occ.due_ms) != (a.nominal_ms, a.due_ms):
+            return pending[i:]
+    return []
 
 
 def apply_delete(state: JobState, facts: Facts) -> Effects:

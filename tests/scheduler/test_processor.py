@@ -3,17 +3,20 @@ decode/encode and state."""
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from kadence.clock import ms_to_datetime
+from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
     DeadLetter,
     Decision,
     ExecutionOutcome,
     ExecutionRequested,
+    ExecutionRevoked,
     HistoryRecord,
     KafkaTarget,
     OutcomeStatus,
@@ -23,12 +26,16 @@ from kadence.models import (
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from kadence.timeengine.zones import tzdb_version
 from kadence.topics import Topics
 from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore, Store
 from streams.runtime.task import Task
+from streams.scheduler import definitions, firing
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
+from streams.scheduler.step import Facts
+from testkit.tzdb import build_tzdb
 from tests.scheduler.test_breaker import Scheduler
 from tests.scheduler.test_domain import T0
 from tests.scheduler.test_domain import outcome as make_outcome
@@ -315,3 +322,101 @@ def test_jobs_awaiting_outcomes_are_bounded_per_process_not_per_partition(
     for p, keys in per_partition.items():  # every job's state is in the store all the same
         for key in keys:
             assert load_state(tasks[p].get(key) or b"").running
+
+
+def test_a_zone_whose_rules_really_change_is_recomputed_and_what_moved_reported(
+    store: Store, tmp_path: Path
+) -> None:
+    """Issue 17, item 9: maintain + apply_tzdb, the one production path, on zones compiled for
+    the test: Kadence/Shift moves by 30 s between two versions, Kadence/Still does not."""
+    old = build_tzdb(tmp_path, "2099a", {"Kadence/Shift": "0", "Kadence/Still": "0"})
+    new = build_tzdb(tmp_path, "2099b", {"Kadence/Shift": "0:00:30", "Kadence/Still": "0"})
+    cron = {"kind": "cron", "expression": "* * * * *", "spread_s": 0}
+    jobs: dict[str, dict[str, Any]] = {
+        "shift": {**cron, "timezone": "Kadence/Shift"},
+        "still": {**cron, "timezone": "Kadence/Still"},
+        "once": {"kind": "once", "run_at": ms_to_datetime(NOW + 3_600_000)},
+    }
+    try:
+        use_tzdb(old)
+        proc, task, out = setup("2099a", store)
+        for i, (job, schedule) in enumerate(jobs.items()):
+            d = ScheduleDefinition(
+                tenant="acme",
+                job_id=job,
+                version=1,
+                schedule=schedule,
+                target=KafkaTarget(topic="o"),
+            )
+            rec = InputRecord(
+                proc.cfg.topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW
+            )
+            proc.process(task, rec, NOW)
+        assert proc.maintain(task, NOW)
+        commit(task)
+        before = {j: load_state(task.get(f"acme/{j}".encode()) or b"") for j in jobs}
+        use_tzdb(new)  # a new release ships tz database 2099b
+        assert tzdb_version() == "2099b"
+        task.cache.clear()  # a restarted process: nothing decoded under the old rules
+        out.clear()
+        assert processor("2099b").maintain(task, NOW)
+        commit(task)
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()
+    after = {j: load_state(task.get(f"acme/{j}".encode()) or b"") for j in jobs}
+    assert after["shift"].next_nominal_ms == (before["shift"].next_nominal_ms or 0) + 30_000
+    assert after["still"].next_nominal_ms == before["still"].next_nominal_ms
+    assert after["once"].next_nominal_ms == before["once"].next_nominal_ms
+    assert all(s.tzdb == "2099b" for s in after.values())
+    history = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t.endswith(".history")]
+    [moved] = [h for h in history if isinstance(h, HistoryRecord)]
+    assert (moved.job_id, moved.decision) == ("shift", Decision.rescheduled)
+    assert moved.details["tzdb"] == "2099b"
+
+
+def use_tzdb(folder: Path) -> None:
+    zoneinfo.reset_tzpath([str(folder)])
+    zoneinfo.ZoneInfo.clear_cache()
+
+
+def test_what_went_out_ahead_under_the_old_rules_and_moved_is_revoked(tmp_path: Path) -> None:
+    """Runs dispatched ahead were computed with the old zone; under the new one they are other
+    instants: revoked (on main they ran at the old times) and dispatched again at the new."""
+    old = build_tzdb(tmp_path, "2099a", {"Kadence/Shift": "0"})
+    new = build_tzdb(tmp_path, "2099b", {"Kadence/Shift": "0:00:30"})
+    d = ScheduleDefinition(
+        tenant="acme",
+        job_id="shift",
+        version=1,
+        schedule={
+            "kind": "cron",
+            "expression": "* * * * *",
+            "spread_s": 0,
+            "timezone": "Kadence/Shift",
+        },
+        target=KafkaTarget(topic="o"),
+        overlap="allow",
+    )
+    try:
+        use_tzdb(old)
+        facts = Facts(NOW, CODEC, "2099a", ahead_ms=120_000)
+        created = definitions.apply_definition(None, d, CODEC.encode(d), NOW, facts).state
+        assert created is not None
+        fired = firing.on_due(created, facts)  # two minutes ahead: 09:01 and 09:02 go out
+        assert fired.state is not None
+        assert [a.nominal_ms for a in fired.state.ahead] == [NOW + 30_000, NOW + 90_000]
+        use_tzdb(new)
+        state = load_state(dump_state(fired.state))  # decoded again, under the new rules
+        now = Facts(NOW, CODEC, "2099b", ahead_ms=120_000)
+        result = definitions.apply_tzdb(state, now)
+        assert result.state is not None
+        assert (result.state.wake_ms or NOW + 1) <= NOW  # at once: the new instants go out ahead
+        redone = firing.on_due(result.state, now)
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()
+    revoked = [e.record for e in result.out if isinstance(e.record, ExecutionRevoked)]
+    assert [r.execution_id for r in revoked] == [a.execution_id for a in fired.state.ahead]
+    again = [e.record for e in redone.out if isinstance(e.record, ExecutionRequested)]
+    assert [datetime_to_ms(e.nominal_at) for e in again] == [NOW + 60_000, NOW + 120_000]
