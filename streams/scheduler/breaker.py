@@ -8,6 +8,9 @@ pause: scheduled occurrences still fire, and their outcomes are what closes the 
 closed --(failure ratio >= threshold over >= min attempts in the window)--> open
 open   --(cool-down over)--> half-open: the next due retry fires as the probe, others wait
 probe succeeded --> closed; probe failed --> open again
+probe cancelled, lease lost, or no outcome by its deadline (its job's timeout + lease + the
+cool-down) --> half-open again: the next due retry is a new probe (a probe whose run was
+cancelled or whose job was deleted used to hold the tenant's retries forever)
 """
 
 from __future__ import annotations
@@ -33,7 +36,21 @@ class Breaker:
     failures: int = 0
     open_until_ms: int | None = None
     probe: str | None = None
-    """Execution id of the retry fired as the half-open probe, until its outcome."""
+    """Execution id of the retry fired as the half-open probe, until its outcome. While it is
+    out, `open_until_ms` is its deadline."""
+
+    def probing(self, execution_id: str, now_ms: int, wait_ms: int) -> Breaker:
+        """The breaker with `execution_id` out as the probe, awaited until now + wait."""
+        return replace(self, probe=execution_id, open_until_ms=now_ms + wait_ms)
+
+    def probe_gone(self, execution_id: str, now_ms: int) -> str | None:
+        """The probe ended without saying whether the target works (cancelled, lease lost):
+        half-open again at once."""
+        if self.probe != execution_id:
+            return None
+        self.probe = None
+        self.open_until_ms = now_ms
+        return "half-open again (the probe ended without a verdict)"
 
     def record(
         self, execution_id: str, failed: bool, now_ms: int, cfg: BreakerConfig
@@ -61,14 +78,17 @@ class Breaker:
     def gate(self, now_ms: int, cfg: BreakerConfig) -> Gate:
         if self.open_until_ms is None:
             return Gate()
-        if now_ms < self.open_until_ms or self.probe is not None:
+        if now_ms < self.open_until_ms:
             reason = (
                 f"tenant circuit open: {self.failures} of {self.attempts} attempts failed "
                 "recently; retries wait for a successful probe"
             )
-            later = self.open_until_ms if now_ms < self.open_until_ms else now_ms + cfg.cooldown_ms
+            later = self.open_until_ms
+            if self.probe is not None:  # look again after a cool-down: the probe may be back
+                reason += f" (probe {self.probe} is out)"
+                later = min(later, now_ms + cfg.cooldown_ms)
             return Gate(closed=False, reason=reason, retry_at_ms=later)
-        return Gate(closed=False, probe=True)
+        return Gate(closed=False, probe=True)  # half-open, or the probe is past its deadline
 
     def _reset(self, now_ms: int) -> None:
         self.window_start_ms, self.attempts, self.failures = now_ms, 0, 0
@@ -101,9 +121,12 @@ def after_outcome(
 ) -> tuple[Breaker, str | None] | None:
     """The breaker after counting `outcome`, and what changed ("opened", "closed", or None);
     None when the outcome does not count: a lost lease or a cancel says nothing about whether
-    the tenant's target works."""
+    the tenant's target works (but if it ended the probe, a new probe may go)."""
     if outcome.status in (OutcomeStatus.lease_lost, OutcomeStatus.cancelled):
-        return None
+        if breaker.probe != outcome.execution_id:
+            return None
+        cleared = replace(breaker)
+        return cleared, cleared.probe_gone(outcome.execution_id, now_ms)
     counted = replace(breaker)
     failed = outcome.status is not OutcomeStatus.succeeded
     return counted, counted.record(outcome.execution_id, failed, now_ms, cfg)

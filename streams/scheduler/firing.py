@@ -34,7 +34,9 @@ def on_due(state: JobState, facts: Facts) -> Effects:
         state = catch_up(state, effects, facts)
     effects.state = _dispatch_ahead(state, effects, facts)
     if effects.probe is not None:
-        effects.breaker = replace(facts.breaker, probe=effects.probe)
+        d = state.definition(facts.codec)
+        wait = d.timeout_ms + d.lease_ttl_ms + facts.breaker_cfg.cooldown_ms
+        effects.breaker = facts.breaker.probing(effects.probe, facts.now_ms, wait)
     return settle(effects, facts)
 
 
@@ -65,7 +67,8 @@ def _fire_retries(state: JobState, effects: Effects, facts: Facts) -> JobState:
             effects.probe = probe[0].execution_id
     state = state.evolve(retries=waiting)
     for p in due:
-        shot = Shot(p.execution_id, p.nominal_ms, p.due_ms, TriggerKind.retry, p.attempt)
+        payload = state.payload_of(p.execution_id)  # a triggered run's own payload, if any
+        shot = Shot(p.execution_id, p.nominal_ms, p.due_ms, TriggerKind.retry, p.attempt, payload)
         state = fire(state, effects, facts, shot)
     return state
 

@@ -20,7 +20,7 @@ from kadence.models import (
 )
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.dispatch import drain_buffer, execution, fire, room_for
-from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, remember
+from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads, remember
 from streams.scheduler.step import Effects, Emit, Facts, Shot, Sink, settle
 
 
@@ -74,7 +74,8 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
     )
     effects.dead_delta -= len(chosen)
     for p in chosen:
-        shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay)
+        payload = state.payload_of(p.execution_id)
+        shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay, 1, payload)
         state = fire(state, effects, facts, shot)
     return state
 
@@ -128,7 +129,7 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         effects.history(state, facts, Decision.cancelled, **common)
     else:
         state = _failed(state, effects, outcome, facts)
-    effects.state = drain_buffer(state, effects, facts)
+    effects.state = kept_payloads(drain_buffer(state, effects, facts))
     return effects
 
 
@@ -160,8 +161,11 @@ def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts:
         reason = DeadLetterReason.redelivery_cap
     nominal = int(outcome.nominal_at.timestamp() * 1000)
     trigger = TriggerKind.retry if outcome.attempt > 1 else TriggerKind.schedule
+    if outcome.attempt == 1 and "@manual:" in outcome.execution_id:
+        trigger = TriggerKind.manual
     due = int(outcome.due_at.timestamp() * 1000)
-    shot = Shot(outcome.execution_id, nominal, due, trigger, outcome.attempt)
+    payload = state.payload_of(outcome.execution_id)  # the run's, when it had its own
+    shot = Shot(outcome.execution_id, nominal, due, trigger, outcome.attempt, payload)
     effects.out.append(
         Emit(
             Sink.dead_letter,

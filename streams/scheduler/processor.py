@@ -35,7 +35,7 @@ from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
 from streams.scheduler import commands, definitions, firing, groups, outcomes
-from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig
+from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, after_outcome
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.state import JobState, fit_state, load_state
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
@@ -48,6 +48,8 @@ DEAD_DEPTH = b"~dead-depth"
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
+MAX_KEY_BYTES = 257
+"""The longest job key: two 128-character identifiers and the slash."""
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,12 @@ class SchedulerProcessor:
         outcome = OUTCOMES.decode(self.codec, record.value)
         assert isinstance(outcome, ExecutionOutcome)
         state = self._load(ctx, record.key)
-        if state is None:
-            log.info("outcome for %s of a job no longer here; ignored", outcome.execution_id)
+        if state is None:  # its job was deleted: the outcome still tells the tenant's breaker
+            counted = after_outcome(
+                self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
+            )
+            if counted is not None:
+                self._put_breaker(ctx, outcome.tenant, *counted)
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
@@ -258,6 +264,7 @@ class SchedulerProcessor:
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
             backfill_budget=budget,
+            state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,
         )
 
     def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
@@ -310,16 +317,16 @@ class SchedulerProcessor:
             depth = outcomes.dead_letter_depth(self.dead_letter_depth(ctx), effects)
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
         if effects.breaker is not None and job_tenant is not None:
-            if effects.breaker_change:
-                log.warning(
-                    "tenant %s: retry circuit %s (partition %d)",
-                    job_tenant,
-                    effects.breaker_change,
-                    ctx.partition,
-                )
-            key = BREAKER_PREFIX + job_tenant.encode()
-            ctx.put(key, effects.breaker.dump(), None)
-            ctx.cache[key] = effects.breaker
+            self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
+
+    def _put_breaker(
+        self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None
+    ) -> None:
+        if change:
+            log.warning("tenant %s: retry circuit %s (partition %d)", tenant, change, ctx.partition)
+        key = BREAKER_PREFIX + tenant.encode()
+        ctx.put(key, breaker.dump(), None)
+        ctx.cache[key] = breaker
 
     def _pace(self, tenant: str, used: int, now_ms: int) -> None:
         second, before = self._paced.get(tenant, (0, 0))

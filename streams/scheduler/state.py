@@ -25,6 +25,8 @@ RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
 DEAD_LIMIT = 100
 GAPS_LIMIT = 100
+RUN_JSON_BYTES = 48
+"""What one running entry adds to the stored state besides its execution id, at most."""
 RUNNING_LIMIT = 1000
 """Runs of one job dispatched and not finished, at most. A trigger, backfill or replay that
 would go past it is refused; a scheduled occurrence that finds it reached is skipped (history
@@ -125,6 +127,11 @@ class JobState:
     every occurrence strictly inside was missed, so a backfill may fire it (GAPS_LIMIT)."""
     backfills: tuple[BackfillRun, ...] = ()
     """Backfills in progress, oldest first; only the first one steps."""
+    payloads: tuple[tuple[str, bytes], ...] = ()
+    """(execution id, payload) of runs triggered with a payload override, while they are in
+    progress (running, awaiting a retry, or dead-lettered and replayable): their retries, dead
+    letters and replays carry the run's payload, not the job's (`room_for_override`,
+    `kept_payloads`)."""
     early_ms: int = 0
     """The next scheduled occurrence may be dispatched this long before it is due (0: at the
     due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
@@ -158,6 +165,10 @@ class JobState:
         values.update(changes)
         return JobState(**values)
 
+    def payload_of(self, execution_id: str) -> bytes | None:
+        """The run's own payload when it was triggered with an override, else None."""
+        return next((p for e, p in self.payloads if e == execution_id), None)
+
     @property
     def wake_ms(self) -> int | None:
         """When the scheduler must next look at this job: the earliest retry due, the next
@@ -172,6 +183,29 @@ class JobState:
 
 
 _STATE_FIELDS = tuple(f.name for f in fields(JobState))
+
+
+def room_for_override(state: JobState, exec_id: str, payload: bytes, limit: int) -> bool:
+    """Whether the state still fits `limit` bytes with this override kept, after dropping the
+    memories that may be dropped, and with room for the job's runs at once to reach
+    RUNNING_LIMIT with the longest ids this job can have: overrides are never dropped, so they
+    must not be able to push a later write past the broker's limit."""
+    more_runs = max(0, RUNNING_LIMIT - len(state.running) - 1)
+    longest_id = len(exec_id.partition("@")[0]) + len("@manual:") + 128  # 128: a request id
+    reserve = more_runs * (longest_id + RUN_JSON_BYTES)
+    candidate = state.evolve(payloads=(*state.payloads, (exec_id, payload)))
+    _, data = fit_state(candidate, limit - reserve)
+    return len(data) <= limit - reserve
+
+
+def kept_payloads(state: JobState) -> JobState:
+    """Forget the overrides of runs no longer running, awaiting a retry or dead-lettered."""
+    if not state.payloads:
+        return state
+    live = {r.execution_id for r in state.running}
+    live |= {p.execution_id for p in (*state.retries, *state.dead)}
+    kept = tuple(item for item in state.payloads if item[0] in live)
+    return state if kept == state.payloads else state.evolve(payloads=kept)
 
 
 def remember(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
@@ -246,6 +280,8 @@ def dump_state(state: JobState) -> bytes:
         body["gaps"] = [list(g) for g in state.gaps]
     if state.backfills:
         body["backfills"] = [b.dump() for b in state.backfills]
+    if state.payloads:
+        body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
     body["v"] = STATE_VERSION
     head = _V2_MAGIC + len(state.definition_bytes).to_bytes(4, "big")
     return head + state.definition_bytes + json.dumps(body, separators=(",", ":")).encode()
@@ -272,6 +308,7 @@ def load_state(data: bytes) -> JobState:
     body["ahead"] = tuple(Ahead(*a) for a in body.get("ahead", ()))  # absent before dispatch-ahead
     body["gaps"] = tuple((a, b) for a, b in body.get("gaps", ()))  # absent before backfill v2
     body["backfills"] = tuple(BackfillRun(*b) for b in body.get("backfills", ()))
+    body["payloads"] = tuple((e, base64.b64decode(p)) for e, p in body.get("payloads", ()))
     body["undispatched"] = tuple(body["undispatched"])
     body["request_ids"] = tuple(body["request_ids"])
     body["backfilled"] = tuple(body["backfilled"])

@@ -60,6 +60,8 @@ class Facts:
     breaker: Breaker = field(default_factory=Breaker)
     """The tenant's retry circuit breaker as stored (for an outcome: the outcome's tenant)."""
     breaker_cfg: BreakerConfig = DEFAULTS
+    state_limit: int = 999_000
+    """Bytes a job's stored state may take (the broker's record limit less key and framing)."""
     backfill_budget: int = 1_000_000
     """Backfill runs the job's tenant may still start in this second (the scheduler's pace)."""
     ahead_ms: int = 0

@@ -182,6 +182,41 @@ def test_a_missed_window_is_planned_and_run_and_its_progress_counts_runs(api: Ap
         assert r.status_code == 404, (hostile, r.text)
 
 
+def test_a_triggered_run_s_own_payload_is_the_one_its_retry_and_dead_letter_carry(
+    api: Api,
+) -> None:
+    """Issue 17, item 7: the retry of a run triggered with a payload override sent the job's
+    payload, and its dead letter stored the job's payload."""
+    h = api.as_("acme")
+    job = api.job(path="/fail", payload="the job's")
+    job["retry"] = {"max_attempts": 2, "initial_backoff_ms": 1_000, "jitter": "none"}
+    assert api.http.post("/v1/jobs/own-payload", json=job, headers=h).status_code == 201
+    r = api.http.post("/v1/jobs/own-payload/trigger", json={"payload": {"run": "mine"}}, headers=h)
+    assert r.status_code == 202, r.text
+    eid = r.json()["execution_id"]
+    hits = api.wait(
+        lambda: (
+            len(got := [x for x in api.target.seen("/fail") if x.headers["idempotency-key"] == eid])
+            >= 2
+            and got
+        ),
+        what="both attempts at the target",
+    )
+    assert [x.body for x in hits] == [b'{"run":"mine"}'] * 2
+    dead = api.wait(
+        lambda: next(
+            (
+                d
+                for d in api.http.get("/v1/dead-letters", headers=h).json()
+                if d["execution_id"] == eid
+            ),
+            None,
+        ),
+        what="the dead letter",
+    )
+    assert dead["attempt"] == 2
+
+
 def test_cancel_a_run_in_flight(api: Api) -> None:
     h = api.as_("acme")
     job = api.job(path="/slow?s=30", timeout_ms=60_000)

@@ -20,6 +20,7 @@ from kadence.models import (
     TriggerNow,
     WireModel,
 )
+from kadence.models.base import MAX_PAYLOAD_BYTES
 from kadence.settings import KadenceSettings
 from kadence.sizing import RECORD_LIMIT
 from kadence.topics import Topics
@@ -28,7 +29,13 @@ from streams.runtime.store import Batch, MemoryStore, wake_of
 from streams.runtime.task import Task
 from streams.scheduler.backfill import STEP_RUNS
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
-from streams.scheduler.state import RUNNING_LIMIT, Running, dump_state, fit_state, load_state
+from streams.scheduler.state import (
+    RUNNING_LIMIT,
+    Running,
+    dump_state,
+    fit_state,
+    load_state,
+)
 
 CODEC = Codec()
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -233,3 +240,35 @@ def test_a_definition_whose_state_would_not_fit_is_refused_and_nothing_else_is_w
     small = per_second_job("alice", "small")
     assert h.send(h.topics.schedules, small.key.encode(), small)  # the next input goes on
     assert h.task.get(small.key.encode()) is not None
+
+
+def test_overrides_are_kept_only_while_the_largest_state_still_fits() -> None:
+    """Overrides are never trimmed, so a trigger's override is refused unless the state fits
+    with it even once the job has its most runs at once with the longest ids: here the largest
+    definition payload leaves room for a small override only, and that state still fits."""
+    tenant, job = "t" * 128, "j" * 128
+    d = per_second_job(tenant, job).model_copy(update={"payload": b"p" * MAX_PAYLOAD_BYTES})
+    h = Harness()
+    key = d.key.encode()
+    h.send(h.topics.schedules, key, d)
+    big = TriggerNow(
+        **{**_cmd("r" * 128), "tenant": tenant, "job_id": job, "payload": b"x" * 100_000}
+    )
+    assert h.send(h.topics.commands, key, big)  # refused, not crashed: a rejected record says why
+    [refused] = h.records(".rejected")
+    assert refused.code == "payload_override_too_large"
+    small = TriggerNow(
+        **{**_cmd("s" * 128), "tenant": tenant, "job_id": job, "payload": b"x" * 10_000}
+    )
+    assert h.send(h.topics.commands, key, small)
+    state = load_state(h.task.get(key) or b"")
+    assert len(state.payloads) == 1
+    long_id = f"{d.key}@manual:" + "r" * 128
+    full = state.evolve(
+        running=tuple(Running(f"{long_id}{i:04}", NOW, 1, NOW + 1) for i in range(RUNNING_LIMIT)),
+        finished=tuple(f"{long_id}{i}#1" for i in range(1000)),
+        request_ids=tuple("r" * 124 + f"{i:04}" for i in range(1000)),
+    )
+    fitted, data = fit_state(full, RECORD_LIMIT - len(d.key) - 8)
+    assert len(data) <= RECORD_LIMIT - len(d.key) - 8
+    assert fitted.payloads == state.payloads and fitted.running == full.running

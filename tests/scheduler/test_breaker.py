@@ -38,7 +38,7 @@ def test_opens_on_the_failure_ratio_and_closes_on_a_successful_probe() -> None:
     assert "3 of 6 attempts failed" in gate.reason
     probe = b.gate(T0 + 5 + 10_000, CFG)
     assert (probe.closed, probe.probe) == (False, True)
-    b.probe = "p1"
+    b = b.probing("p1", T0 + 20_000, 60_000)  # out until its deadline, a minute
     assert not b.gate(T0 + 20_000, CFG).probe  # one probe at a time
     assert b.record("p1", False, T0 + 20_000, CFG) == "closed"
     assert b.gate(T0 + 20_001, CFG).closed
@@ -67,7 +67,7 @@ class Scheduler:
         self.task.changelog = self.topics.scheduler_changelog
         self.offset = 0
 
-    def feed(self, topic: str, key: str, value: bytes, now: int) -> None:
+    def feed(self, topic: str, key: str, value: bytes | None, now: int) -> None:
         self.offset += 1
         self.proc.process(
             self.task, InputRecord(topic, 0, self.offset, key.encode(), value, [], now), now
@@ -130,3 +130,67 @@ def test_a_failing_tenant_s_retries_pause_and_resume_after_a_probe(store: Store)
     outcome(probe, True, due + 10_500)  # the probe succeeds: the circuit closes
     s.tick(due + 100 + 2 * 10_000)
     assert len(s.take(ExecutionRequested)) == 4  # the rest run again
+
+
+def _probe_out(s: Scheduler) -> tuple[ExecutionRequested, int]:
+    """Five jobs of one tenant fail, the circuit opens, and after the cool-down one retry is
+    out as the probe; returns it and the time."""
+    for i in range(5):
+        d = ScheduleDefinition(
+            tenant="acme",
+            job_id=f"j{i}",
+            version=1,
+            schedule={"kind": "once", "run_at": "2026-12-01T09:01:00Z"},
+            target=KafkaTarget(topic="o"),
+            retry={"max_attempts": 5, "initial_backoff_ms": 1_000, "jitter": "none"},
+            timeout_ms=60_000,
+            lease_ttl_ms=10_000,
+        )
+        s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+    due = T0 + 60_000
+    s.tick(due)
+    for ex in s.take(ExecutionRequested):
+        o = make_outcome(ex, OutcomeStatus.failed, retryable=True)
+        s.feed(s.topics.outcomes, ex.key, CODEC.encode(o), due + 100)
+    s.tick(due + 1_100)
+    now = due + 100 + 10_000
+    s.out.clear()
+    s.tick(now)
+    [probe] = s.take(ExecutionRequested)
+    s.out.clear()
+    return probe, now
+
+
+def _retries_fired(s: Scheduler, now: int) -> list[ExecutionRequested]:
+    s.out.clear()
+    s.tick(now)
+    return [e for e in s.take(ExecutionRequested) if e.attempt > 1]
+
+
+def test_a_cancelled_probe_lets_a_new_probe_go(store: Store) -> None:
+    """Issue 17, item 8: on main a cancelled probe held the tenant's retries forever."""
+    s = Scheduler(store)
+    probe, now = _probe_out(s)
+    cancelled = make_outcome(probe, OutcomeStatus.cancelled)
+    s.feed(s.topics.outcomes, probe.key, CODEC.encode(cancelled), now + 500)
+    [again] = _retries_fired(s, now + 10_000)  # the next look: one new probe, not all four
+    assert again.execution_id != probe.execution_id
+
+
+def test_the_outcome_of_a_deleted_job_s_probe_still_closes_the_circuit(store: Store) -> None:
+    s = Scheduler(store)
+    probe, now = _probe_out(s)
+    s.feed(s.topics.schedules, probe.key, None, now + 100)  # deleted while its probe runs
+    assert s.task.get(probe.key.encode()) is None
+    ok = make_outcome(probe, OutcomeStatus.succeeded)
+    s.feed(s.topics.outcomes, probe.key, CODEC.encode(ok), now + 500)
+    assert len(_retries_fired(s, now + 10_000)) == 4  # closed: the four others' retries run
+
+
+def test_a_probe_that_never_answers_is_replaced_after_its_deadline(store: Store) -> None:
+    s = Scheduler(store)
+    probe, now = _probe_out(s)
+    assert _retries_fired(s, now + 10_000) == []  # still waiting for it
+    deadline = now + 60_000 + 10_000 + 10_000  # its timeout, lease and the cool-down
+    [again] = _retries_fired(s, deadline + 10_000)
+    assert again.execution_id != probe.execution_id
