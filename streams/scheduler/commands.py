@@ -20,7 +20,7 @@ from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import fire, revoke, room_for, stop_running
 from streams.scheduler.outcomes import replay
 from streams.scheduler.paused import skip_paused
-from streams.scheduler.state import JobState, remember, room_for_override
+from streams.scheduler.state import JobState, kept_payloads, remember, room_for_override
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
 
 
@@ -94,7 +94,7 @@ def _cancel(state: JobState, effects: Effects, cmd: CancelRun, facts: Facts) -> 
     kept_retries = tuple(p for p in state.retries if p.execution_id != target)
     if len(kept_buffer) != len(state.buffered) or len(kept_retries) != len(state.retries):
         effects.history(state, facts, Decision.cancelled, execution_id=target, reason=reason)
-        return state.evolve(buffered=kept_buffer, retries=kept_retries)
+        return kept_payloads(state.evolve(buffered=kept_buffer, retries=kept_retries))
     run = next((r for r in state.running if r.execution_id == target), None)
     if run is not None:
         stop_running(state, effects, facts, run, reason)

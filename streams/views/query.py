@@ -127,6 +127,8 @@ class ViewQueries:
                 runs[eid] = _new_run(eid, e)
                 order.append(eid)
             _fold(runs[eid], e)
+        for run in runs.values():
+            run.pop("revoked_ahead", None)  # the fold's own note, not part of the answer
         return [runs[eid] for eid in reversed(order)][:limit]
 
     def dead_letters(self, tenant: str | None, limit: int = 200) -> list[Doc]:
@@ -186,11 +188,17 @@ def _fold(run: Doc, e: Doc) -> None:
         run["last_error"] = e["error"] or run["last_error"]
     else:
         decision = e["decision"]
-        if decision in NOT_RUN and run["status"] in ("pending", "scheduled"):
+        # a run revoked before its due time (pause, new version, tz update) is decided again:
+        # what comes after the revocation (skipped while paused, fired again) is its status
+        open_ = run["status"] in ("pending", "scheduled") or run.get("revoked_ahead", False)
+        if decision in NOT_RUN and open_:
             run["status"] = "not_run" if decision != "cancelled" else "cancelled"
             run["reason"] = e["reason"] or NOT_RUN[decision]
-        elif decision == "fired" and run["status"] == "pending":
+            run["revoked_ahead"] = (e.get("details") or {}).get("revoked") == "true"
+        elif decision == "fired" and (run["status"] == "pending" or run.get("revoked_ahead")):
             run["status"] = "scheduled"
+            run["reason"] = ""
+            run["revoked_ahead"] = False
             run["due_at"] = run["due_at"] or e.get("due_at")
         elif decision == "retry_scheduled":
             run["status"] = "retrying"

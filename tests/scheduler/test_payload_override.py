@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kadence.models import (
+    CancelRun,
     DeadLetter,
     ExecutionRequested,
     OutcomeStatus,
@@ -120,3 +121,16 @@ def cmd_fields(request_id: str) -> dict[str, Any]:
         "request_id": base.request_id,
         "issued_at": base.issued_at,
     }
+
+
+def test_cancelling_a_retry_forgets_its_override() -> None:
+    first = triggered(b"mine")
+    [ex] = executions(first)
+    assert first.state is not None
+    failed = fail(first.state, ex, T0 + 10)
+    assert failed.state is not None
+    assert failed.state.payloads  # kept for the retry
+    cancel = CancelRun(**cmd_fields("c1"), execution_id=ex.execution_id)
+    cancelled = commands.apply_command(failed.state, cancel, ctx(T0 + 20))
+    assert cancelled.state is not None
+    assert cancelled.state.payloads == ()

@@ -127,6 +127,27 @@ def test_runs_say_what_happened_to_each_occurrence(tmp_path: Path) -> None:
     assert q.runs("globex", "tick") == []  # keyed by tenant: nothing leaks across
 
 
+def test_a_run_revoked_ahead_shows_what_was_decided_after(tmp_path: Path) -> None:
+    """Revoked by a pause, then skipped at its due time: `not_run`, skipped while paused (it
+    stayed `cancelled` before, which hid the skip); revoked by a new version, then fired again:
+    `scheduled`."""
+    store = ViewStore(tmp_path / "view")
+    apply.apply_definition(store, b"acme/tick", definition(), "0")
+    revoked = decision(0, Decision.cancelled, "dispatched ahead, revoked: job paused")
+    revoked = revoked.model_copy(update={"details": {"revoked": "true"}})
+    for minute, seq in ((0, "a"), (1, "b")):
+        apply.apply_history(store, decision(minute, Decision.fired), f"{seq}1")
+        again = revoked.model_copy(update={"execution_id": eid(minute)})
+        apply.apply_history(store, again, f"{seq}2")
+    apply.apply_history(store, decision(0, Decision.skipped_paused, "the job is paused"), "a3")
+    apply.apply_history(store, decision(1, Decision.fired), "b3")
+    store.flush()
+    runs = {r["execution_id"]: r for r in ViewQueries(store).runs("acme", "tick")}
+    assert (runs[eid(0)]["status"], runs[eid(0)]["reason"]) == ("not_run", "the job is paused")
+    assert runs[eid(1)]["status"] == "scheduled"
+    assert "revoked_ahead" not in runs[eid(1)]
+
+
 def test_a_dead_letter_is_marked_replayed_then_succeeded(tmp_path: Path) -> None:
     store = filled(tmp_path)
     apply.apply_history(store, decision(2, Decision.fired), "h2-early")  # before it died: ignored
