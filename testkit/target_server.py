@@ -17,6 +17,8 @@ class Hit:
     headers: dict[str, str]
     body: bytes
     at: float
+    done: float = 0.0
+    """When the answer was ready (0: not yet): the run's end, as the target saw it."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -54,20 +56,17 @@ class TargetServer:
             def do_POST(self) -> None:
                 url = urlsplit(self.path)
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                hit = Hit(
+                    url.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()
+                )
                 with outer.lock:
-                    outer.hits.append(
-                        Hit(
-                            url.path,
-                            {k.lower(): v for k, v in self.headers.items()},
-                            body,
-                            time.time(),
-                        )
-                    )
+                    outer.hits.append(hit)
                 query = parse_qs(url.query)
                 if url.path == "/slow":
                     outer.stopping.wait(float(query["s"][0]))
                 elif url.path == "/hang":
                     outer.stopping.wait(600)
+                hit.done = time.time()
                 first_try = self.headers.get("kadence-attempt") == "1"
                 if url.path == "/fail" or (url.path == "/flaky" and first_try):
                     self._answer(503, b"target is down")

@@ -19,7 +19,7 @@ from kadence.timeengine.engine import CompiledSchedule, Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.dispatch import fire
 from streams.scheduler.state import RUNNING_LIMIT, BackfillRun, JobState, active_runs, remember
-from streams.scheduler.step import Effects, Facts, Refused, Shot
+from streams.scheduler.step import Effects, Facts, Refused, Shot, free_at, group_blocked, grouped
 
 STEP_RUNS = 200
 """Runs one backfill step fires at most (one step is part of one transaction)."""
@@ -227,6 +227,10 @@ def step(state: JobState, effects: Effects, facts: Facts) -> JobState:
         return state
     run = state.backfills[0]
     free = RUNNING_LIMIT - active_runs(state, facts.now_ms)
+    if grouped(state, facts):  # one run of the group at a time; its line wakes the job
+        if group_blocked(state, facts):
+            return _replace_head(state, run.advanced(wake_ms=free_at(state, facts)))
+        free = min(free, 1)
     room = min(STEP_RUNS, run.budget, facts.backfill_budget - effects.backfill_used, free)
     if room <= 0:  # the tenant's second is spent, or the job has its most runs at once
         return _replace_head(state, run.advanced(wake_ms=facts.now_ms + 1_000))

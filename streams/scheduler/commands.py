@@ -17,7 +17,7 @@ from kadence.models import (
 from kadence.timeengine.identity import manual_execution_id
 from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up
-from streams.scheduler.dispatch import fire, revoke, room_for, stop_running
+from streams.scheduler.dispatch import revoke, room_for, start, stop_running
 from streams.scheduler.outcomes import replay
 from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import JobState, kept_payloads, remember, room_for_override
@@ -44,7 +44,7 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
         key = state.definition(facts.codec).key
         exec_id = manual_execution_id(key, command.request_id)
         shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
-        state = fire(state, effects, facts, shot)
+        state = start(state, effects, facts, shot)
         if command.payload is not None:
             state = _keep_override(state, facts, exec_id, command.payload)
         effects.state = state

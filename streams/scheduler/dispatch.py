@@ -1,7 +1,10 @@
-"""Sending runs out and calling them back: fire one, let the overlap policy decide when a run
-is active, revoke what went out ahead, ask a worker to stop, and the per-job limit on runs."""
+"""Sending runs out and calling them back: fire one, let the overlap policy and the job's
+concurrency group decide when a run is active, keep waiting runs and start them when the way is
+free, revoke what went out ahead, ask a worker to stop, and the per-job limit on runs."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kadence.clock import ms_to_datetime
 from kadence.models import (
@@ -24,7 +27,13 @@ from streams.scheduler.step import (
     Sink,
     advance_to,
     busy,
+    free_at,
+    group_blocked,
+    grouped,
 )
+
+SCHEDULED = ("schedule", "catch_up")
+"""Triggers of a scheduled occurrence: only these count against the overlap buffer's limit."""
 
 
 def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
@@ -83,40 +92,105 @@ def fire(
     return state.evolve(running=(*running, run), fired=state.fired + 1)
 
 
+def start(
+    state: JobState, effects: Effects, facts: Facts, shot: Shot, *, backfill: str | None = None
+) -> JobState:
+    """Fire `shot` now, unless the job's concurrency group is running a run (or another job of
+    the group waits first): then it waits in the buffer, never skipped, and starts when the
+    group is free. Every run that is not a scheduled occurrence starts here."""
+    if group_blocked(state, facts):
+        return wait(state, effects, facts, shot, group_reason(state, facts))
+    return fire(state, effects, facts, shot, backfill=backfill)
+
+
+def group_reason(state: JobState, facts: Facts) -> str:
+    key = state.definition(facts.codec).concurrency_key
+    if busy(state, facts):
+        return f"concurrency group {key} is running a run; this one starts when it ends"
+    return f"concurrency group {key}: another job of the group has waited longer"
+
+
+def wait(state: JobState, effects: Effects, facts: Facts, shot: Shot, why: str) -> JobState:
+    """Keep `shot` waiting in the job's buffer (with its trigger and attempt), `buffered` in
+    history; the job looks again when what it waits for has expired, if nothing wakes it."""
+    effects.history(
+        state,
+        facts,
+        Decision.buffered,
+        execution_id=shot.execution_id,
+        nominal_at=ms_to_datetime(shot.nominal_ms),
+        attempt=shot.attempt,
+        reason=why,
+        details={"trigger": shot.trigger.value},
+    )
+    pending = Pending(
+        shot.execution_id, shot.nominal_ms, shot.due_ms, shot.attempt, shot.trigger.value
+    )
+    return state.evolve(buffered=(*state.buffered, pending), recheck_ms=free_at(state, facts))
+
+
 def fire_or_overlap(
     state: JobState, effects: Effects, facts: Facts, occ: Occurrence, trigger: TriggerKind
 ) -> JobState:
-    """Fire a scheduled occurrence unless a run is active; then the overlap policy decides."""
+    """Fire a scheduled occurrence unless a run is active; then the overlap policy decides
+    (in a concurrency group: `_in_group`)."""
     key = state.definition(facts.codec).key
     exec_id = execution_id(key, occ.nominal_ms)
     policy = state.definition(facts.codec).overlap
-    nominal_at = ms_to_datetime(occ.nominal_ms)
+    shot = Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger)
     if active_runs(state, facts.now_ms) >= RUNNING_LIMIT:
         why = f"{RUNNING_LIMIT} runs of this job are still running (the per-job limit)"
         return skip(state, effects, facts, occ, exec_id=exec_id, why=why)
+    if grouped(state, facts):
+        return _in_group(state, effects, facts, occ, shot)
     if not busy(state, facts) or policy is OverlapPolicy.allow:
-        return fire(state, effects, facts, Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger))
+        return fire(state, effects, facts, shot)
     if policy is OverlapPolicy.cancel_other:
         for run in state.running:
             why = f"overlap=cancel_other: {exec_id} is due"
             stop_running(state, effects, facts, run, why)
         state = state.evolve(running=())
-        return fire(state, effects, facts, Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger))
-    limit = {OverlapPolicy.buffer_one: 1, OverlapPolicy.buffer_all: None}.get(policy, 0)
-    max_buffered = state.definition(facts.codec).max_buffered if limit is None else limit
-    if len(state.buffered) < max_buffered:
-        effects.history(
-            state,
-            facts,
-            Decision.buffered,
-            execution_id=exec_id,
-            nominal_at=nominal_at,
-            reason=f"overlap={policy.value}: previous run still running",
-        )
-        pending = Pending(exec_id, occ.nominal_ms, occ.due_ms, 1, trigger.value)
-        return state.evolve(buffered=(*state.buffered, pending))
+        return fire(state, effects, facts, shot)
     why = f"overlap={policy.value}: previous run still running"
-    return skip(state, effects, facts, occ, exec_id=exec_id, why=why)
+    return _buffer_or_skip(state, effects, facts, occ, shot, why=why)
+
+
+def _in_group(
+    state: JobState, effects: Effects, facts: Facts, occ: Occurrence, shot: Shot
+) -> JobState:
+    """A scheduled occurrence of a job in a concurrency group, where a run of any job of the
+    group is active and nothing overlaps: `allow` waits as `buffer_all` does, and
+    `cancel_other` stops the job's own run (never another job's) and waits as `buffer_one`."""
+    if not group_blocked(state, facts):
+        return fire(state, effects, facts, shot)
+    policy = state.definition(facts.codec).overlap
+    why = f"overlap={policy.value}, {group_reason(state, facts)}"
+    if policy is OverlapPolicy.cancel_other and not _scheduled_waiting(state):
+        for run in state.running:
+            if run.expires_ms > facts.now_ms:
+                stop = f"overlap=cancel_other: {shot.execution_id} is due"
+                stop_running(state, effects, facts, run, stop)
+    return _buffer_or_skip(state, effects, facts, occ, shot, why=why)
+
+
+def _scheduled_waiting(state: JobState) -> int:
+    return sum(1 for p in state.buffered if p.trigger in SCHEDULED)
+
+
+def _buffer_or_skip(
+    state: JobState, effects: Effects, facts: Facts, occ: Occurrence, shot: Shot, *, why: str
+) -> JobState:
+    """Keep the occurrence waiting while the overlap policy's buffer has room, else skip it."""
+    d = state.definition(facts.codec)
+    limits: dict[OverlapPolicy, int] = {
+        OverlapPolicy.buffer_one: 1,
+        OverlapPolicy.cancel_other: 1,
+        OverlapPolicy.buffer_all: d.max_buffered,
+        OverlapPolicy.allow: d.max_buffered,
+    }
+    if _scheduled_waiting(state) < limits.get(d.overlap, 0):
+        return wait(state, effects, facts, shot, why)
+    return skip(state, effects, facts, occ, exec_id=shot.execution_id, why=why)
 
 
 def skip(
@@ -136,18 +210,48 @@ def skip(
 
 
 def drain_buffer(state: JobState, effects: Effects, facts: Facts) -> JobState:
-    """Fire the oldest buffered occurrence once no run is active."""
-    if not state.buffered or busy(state, facts):
-        return state
-    head, rest = state.buffered[0], state.buffered[1:]
-    state = state.evolve(buffered=rest)
-    shot = Shot(head.execution_id, head.nominal_ms, head.due_ms, TriggerKind(head.trigger))
-    return fire(state, effects, facts, shot)
+    """Start the oldest waiting run once nothing it waits for runs (and, in a concurrency group,
+    it is the job's turn); otherwise look again when what it waits for has expired. A waiting
+    retry whose tenant circuit is not closed goes back to the retries (the breaker decides)."""
+    while state.buffered:
+        if busy(state, facts) or (grouped(state, facts) and not facts.group_turn):
+            recheck = free_at(state, facts)
+            return state if recheck == state.recheck_ms else state.evolve(recheck_ms=recheck)
+        head, rest = state.buffered[0], state.buffered[1:]
+        gate = facts.gate
+        if head.trigger == TriggerKind.retry.value and not gate.closed:
+            held = replace(head, due_ms=max(facts.now_ms, gate.retry_at_ms))
+            if gate.reason:
+                effects.history(
+                    state,
+                    facts,
+                    Decision.circuit_open,
+                    execution_id=head.execution_id,
+                    attempt=head.attempt,
+                    nominal_at=ms_to_datetime(head.nominal_ms),
+                    due_at=ms_to_datetime(held.due_ms),
+                    reason=gate.reason,
+                )
+            state = state.evolve(buffered=rest, retries=(*state.retries, held))
+            continue
+        payload = state.payload_of(head.execution_id)
+        shot = Shot(
+            head.execution_id,
+            head.nominal_ms,
+            head.due_ms,
+            TriggerKind(head.trigger),
+            head.attempt,
+            payload,
+        )
+        state = fire(state.evolve(buffered=rest), effects, facts, shot)
+        return state.evolve(recheck_ms=free_at(state, facts) if rest else None)
+    return state if state.recheck_ms is None else state.evolve(recheck_ms=None)
 
 
 def room_for(state: JobState, facts: Facts, runs: int, what: str) -> None:
-    """Refuse a command that would take the job past `RUNNING_LIMIT` runs at once."""
-    active = active_runs(state, facts.now_ms)
+    """Refuse a command that would take the job past `RUNNING_LIMIT` runs at once (running or
+    waiting to start)."""
+    active = active_runs(state, facts.now_ms) + len(state.buffered)
     if active + runs > RUNNING_LIMIT:
         raise Refused(
             "too_many_runs",

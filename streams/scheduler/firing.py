@@ -1,20 +1,29 @@
 """A job's wake time has come: fire its due retries (through the tenant's circuit breaker),
 its buffered occurrence, its due schedule (catching up), then dispatch ahead what may go
-early."""
+early. And when its concurrency group has become free, start what waits for it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from kadence.clock import ms_to_datetime
-from kadence.models import Decision, TriggerKind
+from kadence.models import Decision, ExecutionRequested, TriggerKind
 from kadence.timeengine.identity import execution_id
 from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up, dst_skipped
-from streams.scheduler.dispatch import drain_buffer, fire
+from streams.scheduler.dispatch import drain_buffer, fire, group_reason, start, wait
 from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import RUNNING_LIMIT, Ahead, JobState, active_runs
-from streams.scheduler.step import Effects, Facts, Shot, advance_to, may_go_early, settle
+from streams.scheduler.step import (
+    Effects,
+    Facts,
+    Shot,
+    Sink,
+    advance_to,
+    group_blocked,
+    may_go_early,
+    settle,
+)
 
 AHEAD_LIMIT = 1000
 """At most this many occurrences of one job are dispatched ahead in one step (a per-second
@@ -40,13 +49,41 @@ def on_due(state: JobState, facts: Facts) -> Effects:
     return settle(effects, facts)
 
 
+def on_group_free(state: JobState, facts: Facts) -> Effects:
+    """The job's concurrency group has no run and it is this job's turn: start its oldest
+    waiting run, or else the next run of its backfill."""
+    effects = Effects(state)
+    state = drain_buffer(state, effects, facts)
+    started = any(
+        e.sink is Sink.executions and isinstance(e.record, ExecutionRequested) for e in effects.out
+    )
+    if not started and state.backfills and state.backfills[0].wake_ms > facts.now_ms:
+        head = state.backfills[0].advanced(wake_ms=facts.now_ms)
+        state = state.evolve(backfills=(head, *state.backfills[1:]))
+    if not started:
+        state = backfill.step(state, effects, facts)
+    effects.state = state
+    return settle(effects, facts)
+
+
 def _fire_retries(state: JobState, effects: Effects, facts: Facts) -> JobState:
     """Fire the retries due now. While the tenant's circuit is open they wait (each one says
-    so in history); half-open, the first fires as the probe."""
+    so in history); half-open, the first fires as the probe. In a concurrency group that is
+    running a run they wait for the group (the breaker decides when they leave the buffer)."""
     due = [p for p in state.retries if p.due_ms <= facts.now_ms]
     if not due:
         return state
     waiting = tuple(p for p in state.retries if p.due_ms > facts.now_ms)
+    if group_blocked(state, facts):
+        state = state.evolve(retries=waiting)
+        why = group_reason(state, facts)
+        for p in due:
+            payload = state.payload_of(p.execution_id)
+            shot = Shot(
+                p.execution_id, p.nominal_ms, p.due_ms, TriggerKind.retry, p.attempt, payload
+            )
+            state = wait(state, effects, facts, shot, why)
+        return state
     gate = facts.gate
     if not gate.closed:
         probe = due[:1] if gate.probe and effects.probe is None else []
@@ -69,7 +106,7 @@ def _fire_retries(state: JobState, effects: Effects, facts: Facts) -> JobState:
     for p in due:
         payload = state.payload_of(p.execution_id)  # a triggered run's own payload, if any
         shot = Shot(p.execution_id, p.nominal_ms, p.due_ms, TriggerKind.retry, p.attempt, payload)
-        state = fire(state, effects, facts, shot)
+        state = start(state, effects, facts, shot)
     return state
 
 

@@ -19,7 +19,7 @@ from kadence.models import (
     TriggerKind,
 )
 from streams.scheduler.breaker import after_outcome
-from streams.scheduler.dispatch import drain_buffer, execution, fire, room_for
+from streams.scheduler.dispatch import drain_buffer, execution, room_for, start
 from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads, remember
 from streams.scheduler.step import Effects, Emit, Facts, Shot, Sink, settle
 
@@ -76,7 +76,7 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
     for p in chosen:
         payload = state.payload_of(p.execution_id)
         shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay, 1, payload)
-        state = fire(state, effects, facts, shot)
+        state = start(state, effects, facts, shot)
     return state
 
 

@@ -5,7 +5,9 @@ time in the partition's due index. Outputs: executions (tenant-keyed), history, 
 and `rejected` for anything unusable — bad bytes never stop the processor. The decisions live
 in the domain modules beside this one (definitions, firing, commands, outcomes, breaker,
 groups); this module only moves bytes and keeps the partition's state under these keys:
-a job's key (`tenant/job`), `~group/<routing key>`, `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
+a job's key (`tenant/job`), `~group/<routing key>` and `~waiting/<routing key>` (a concurrency
+group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted while its runs
+were in progress), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
 from streams.scheduler import commands, definitions, firing, groups, outcomes
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, after_outcome
+from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX, GroupKeeping
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.state import JobState, fit_state, load_state
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
 
 log = logging.getLogger(__name__)
-GROUP_PREFIX = b"~group/"
 BREAKER_PREFIX = b"~breaker/"
 DEAD_DEPTH = b"~dead-depth"
 """Dead letters of the partition's jobs not replayed (each job remembers its last 100)."""
@@ -75,7 +77,7 @@ them only while its cache holds fewer than its share, this over the job partitio
 12 by default): the whole of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
-class SchedulerProcessor:
+class SchedulerProcessor(GroupKeeping):
     def __init__(
         self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
     ) -> None:
@@ -146,10 +148,14 @@ class SchedulerProcessor:
         if record.value is None:
             if state is not None:
                 facts = self._facts(ctx, state, now_ms)
-                self._write(ctx, record.key, definitions.apply_delete(state, facts), now_ms=now_ms)
+                effects = definitions.apply_delete(state, facts)
+                self._leave_group(ctx, record.key, state, now_ms, deleted=True)
+                self._write(ctx, record.key, effects, now_ms=now_ms)
             return
         definition = SCHEDULES.decode(self.codec, record.value)
         assert isinstance(definition, ScheduleDefinition)
+        if state is None and definition.concurrency_key and ctx.get(GONE_PREFIX + record.key):
+            ctx.put(GONE_PREFIX + record.key, None, None)  # its old runs no longer tell on it
         facts = self._facts(ctx, state, now_ms)
         definitions.admit(
             state,
@@ -161,6 +167,8 @@ class SchedulerProcessor:
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
         effects = definitions.apply_definition(state, definition, raw, record.timestamp_ms, facts)
+        if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
+            self._leave_group(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
@@ -183,6 +191,7 @@ class SchedulerProcessor:
         assert isinstance(outcome, ExecutionOutcome)
         state = self._load(ctx, record.key)
         if state is None:  # its job was deleted: the outcome still tells the tenant's breaker
+            self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
             counted = after_outcome(
                 self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
             )
@@ -244,13 +253,15 @@ class SchedulerProcessor:
     ) -> Facts:
         """What the domain needs besides the job's state: the group index says whether the
         job's group is busy; the breaker is the job's tenant's (or `tenant`'s)."""
-        busy = False
+        busy, until, turn = False, 0, True
         breaker = Breaker()
         budget = self.cfg.backfill_per_tenant_per_s
         if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
-                busy = groups.busy(self._group(ctx, d), d.key, now_ms)
+                until = groups.busy_until(self._group(ctx, d), d.key, now_ms)
+                busy = until > now_ms
+                turn = groups.turn(self._waiting(ctx, d.routing_key), d.key)
             breaker = self._breaker(ctx, tenant or d.tenant)
             second, used = self._paced.get(d.tenant, (0, 0))
             budget -= used if second == now_ms // 1000 else 0
@@ -260,6 +271,8 @@ class SchedulerProcessor:
             self.cfg.tzdb,
             misfire_grace_ms=self.cfg.misfire_grace_ms,
             group_busy=busy,
+            group_until_ms=until,
+            group_turn=turn,
             breaker=breaker,
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
@@ -283,9 +296,11 @@ class SchedulerProcessor:
         *,
         now_ms: int,
         tenant: str | None = None,
+        wake_group: bool = True,
     ) -> None:
-        """Write what a step decided: the job's state (and its group's index), its records, the
-        dead-letter count, and the tenant's breaker (the job's, or `tenant`'s)."""
+        """Write what a step decided: the job's state (and its group's index, waking the job
+        whose turn it is when the group became free), its records, the dead-letter count, and
+        the tenant's breaker (the job's, or `tenant`'s)."""
         state = effects.state
         job_tenant = tenant
         if state is None:
@@ -305,8 +320,7 @@ class SchedulerProcessor:
                 ctx.cache.pop(key, None)
             d = state.definition(self.codec)
             if d.concurrency_key:
-                group = groups.with_runs(self._group(ctx, d), d.key, state.running)
-                ctx.put(GROUP_PREFIX + d.routing_key.encode(), groups.dump(group), None)
+                self._in_group(ctx, d, state, effects, now_ms=now_ms, wake=wake_group)
             job_tenant = tenant or d.tenant
             if effects.backfill_used:
                 self._pace(d.tenant, effects.backfill_used, now_ms)
@@ -349,9 +363,6 @@ class SchedulerProcessor:
         breaker = Breaker.load(ctx.get(key))
         ctx.cache[key] = breaker
         return breaker
-
-    def _group(self, ctx: ProcessorContext, d: ScheduleDefinition) -> groups.Group:
-        return groups.load(ctx.get(GROUP_PREFIX + d.routing_key.encode()))
 
     # -- output ------------------------------------------------------------------------------
 

@@ -46,7 +46,8 @@ class Running:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """An occurrence waiting to run: buffered behind a running one, or a retry after a failure."""
+    """A run waiting: buffered behind a running one (of the job, or of its concurrency group:
+    then any trigger, with its attempt), or a retry after a failure."""
 
     execution_id: str
     nominal_ms: int
@@ -132,6 +133,9 @@ class JobState:
     progress (running, awaiting a retry, or dead-lettered and replayable): their retries, dead
     letters and replays carry the run's payload, not the job's (`room_for_override`,
     `kept_payloads`)."""
+    recheck_ms: int | None = None
+    """With runs waiting in `buffered`: when to look again even if nothing wakes the job (the
+    expiry of the runs they wait for, when those never report an outcome)."""
     early_ms: int = 0
     """The next scheduled occurrence may be dispatched this long before it is due (0: at the
     due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
@@ -172,9 +176,12 @@ class JobState:
     @property
     def wake_ms(self) -> int | None:
         """When the scheduler must next look at this job: the earliest retry due, the next
-        backfill step, or the next occurrence's due time (less `early_ms` when it may be
-        dispatched ahead; a paused job wakes at it too, to record it skipped)."""
+        backfill step, the next occurrence's due time (less `early_ms` when it may be
+        dispatched ahead; a paused job wakes at it too, to record it skipped), or, with runs
+        buffered, `recheck_ms`."""
         candidates = [r.due_ms for r in self.retries]
+        if self.buffered and self.recheck_ms is not None:
+            candidates.append(self.recheck_ms)
         if self.backfills:
             candidates.append(self.backfills[0].wake_ms)
         if self.next_due_ms is not None:  # paused, it still wakes to record the skip
@@ -199,11 +206,12 @@ def room_for_override(state: JobState, exec_id: str, payload: bytes, limit: int)
 
 
 def kept_payloads(state: JobState) -> JobState:
-    """Forget the overrides of runs no longer running, awaiting a retry or dead-lettered."""
+    """Forget the overrides of runs no longer running, waiting (a retry, buffered) or
+    dead-lettered."""
     if not state.payloads:
         return state
     live = {r.execution_id for r in state.running}
-    live |= {p.execution_id for p in (*state.retries, *state.dead)}
+    live |= {p.execution_id for p in (*state.retries, *state.dead, *state.buffered)}
     kept = tuple(item for item in state.payloads if item[0] in live)
     return state if kept == state.payloads else state.evolve(payloads=kept)
 
@@ -280,6 +288,8 @@ def dump_state(state: JobState) -> bytes:
         body["gaps"] = [list(g) for g in state.gaps]
     if state.backfills:
         body["backfills"] = [b.dump() for b in state.backfills]
+    if state.recheck_ms is not None:
+        body["recheck_ms"] = state.recheck_ms
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
     body["v"] = STATE_VERSION

@@ -57,6 +57,10 @@ class Facts:
     decides whether it still fires."""
     group_busy: bool = False
     """Another job of this job's concurrency group is running."""
+    group_until_ms: int = 0
+    """When the other jobs' runs in the group have all expired, at the latest (0: none)."""
+    group_turn: bool = True
+    """No other job of the group waits before this one (the group's waiting line)."""
     breaker: Breaker = field(default_factory=Breaker)
     """The tenant's retry circuit breaker as stored (for an outcome: the outcome's tenant)."""
     breaker_cfg: BreakerConfig = DEFAULTS
@@ -176,6 +180,24 @@ def may_go_early(state: JobState, facts: Facts) -> bool:
 def busy(state: JobState, facts: Facts) -> bool:
     """A run of this job, or of another job of its concurrency group, is active."""
     return facts.group_busy or any(r.expires_ms > facts.now_ms for r in state.running)
+
+
+def grouped(state: JobState, facts: Facts) -> bool:
+    """The job belongs to a concurrency group: one run of the group at a time."""
+    return state.definition(facts.codec).concurrency_key is not None
+
+
+def group_blocked(state: JobState, facts: Facts) -> bool:
+    """A run of this grouped job may not start now: the group runs one (this job's or
+    another's), or another job of the group waits first."""
+    return grouped(state, facts) and (busy(state, facts) or not facts.group_turn)
+
+
+def free_at(state: JobState, facts: Facts) -> int:
+    """When the runs this job waits for have all expired at the latest (a run that never
+    reports frees its slot then); never earlier than a second from now."""
+    own = [r.expires_ms for r in state.running if r.expires_ms > facts.now_ms]
+    return max([facts.now_ms + 1_000, facts.group_until_ms, *own])
 
 
 def advance_to(state: JobState, cursor_ms: int, facts: Facts) -> JobState:

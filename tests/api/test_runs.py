@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -234,3 +235,77 @@ def test_cancel_a_run_in_flight(api: Api) -> None:
         what="the cancelled outcome",
     )
     assert run["execution_id"] == eid
+
+
+def test_a_concurrency_group_runs_one_run_at_a_time_whatever_started_it(api: Api) -> None:
+    """Issue 17, item 4: in a group, `allow` fired while another job of the group ran, and
+    retries, triggers, replays and backfills ignored the group. Four jobs of one group, each
+    way a run can start; the target sees no two of their runs at once, and every one runs."""
+    h = api.as_("acme")
+    group: dict[str, Any] = {"concurrency_key": "live", "timeout_ms": 20_000}
+    jobs = {
+        "grp-tick": api.job("*/2 * * * * *", path="/slow?s=0.6", overlap="allow", **group),
+        "grp-busy": api.job("* * * * * *", path="/slow?s=0.3", overlap="buffer_one", **group),
+        "grp-flaky": api.job(
+            path="/flaky",
+            retry={"max_attempts": 2, "initial_backoff_ms": 100, "jitter": "none"},
+            **group,
+        ),
+        "grp-dead": api.job(path="/fail", **group),
+    }
+
+    def ours() -> list[Any]:
+        return [
+            x for x in api.target.seen() if x.headers["idempotency-key"].startswith("acme/grp-")
+        ]
+
+    created = datetime.now(UTC)
+    try:
+        for job_id, spec in jobs.items():
+            r = api.http.post(f"/v1/jobs/{job_id}", json=spec, headers=h)
+            assert r.status_code == 201, r.text
+        flaky = api.http.post("/v1/jobs/grp-flaky/trigger", headers=h).json()["execution_id"]
+        dead = api.http.post("/v1/jobs/grp-dead/trigger", headers=h).json()["execution_id"]
+        window = {
+            "start": (created - timedelta(seconds=7)).isoformat(),
+            "end": (created - timedelta(seconds=1)).isoformat(),
+            "dry_run": False,
+            "request_id": "grp-back",
+        }
+        r = api.http.post("/v1/jobs/grp-tick/backfill", json=window, headers=h)
+        assert r.status_code == 200, r.text
+        api.wait(
+            lambda: any(d["execution_id"] == dead for d in api.http.get(
+                "/v1/dead-letters", headers=h).json()),
+            what="the dead letter",
+        )  # fmt: skip
+        r = api.http.post(f"/v1/dead-letters/{dead}/replay", headers=h)
+        assert r.status_code == 202, r.text
+
+        def kinds() -> set[str]:
+            seen: set[str] = set()
+            for x in ours():
+                eid, attempt = x.headers["idempotency-key"], x.headers["kadence-attempt"]
+                if eid == flaky:
+                    seen.add("manual" if attempt == "1" else "retry")
+                elif eid == dead:
+                    seen.add("replay" if [y.headers["idempotency-key"] for y in ours()].count(
+                        dead) > 1 else "manual")  # fmt: skip
+                elif "@" in eid and not eid.startswith("acme/grp-busy"):
+                    nominal = datetime.fromisoformat(eid.rpartition("@")[2])
+                    seen.add("backfill" if nominal < created else "schedule")
+            return seen
+
+        everyone = {"schedule", "manual", "retry", "replay", "backfill"}
+        api.wait(lambda: kinds() >= everyone, timeout_s=60, what=f"runs of {everyone}")
+    finally:
+        for job_id in jobs:
+            api.http.delete(f"/v1/jobs/{job_id}", headers=h)
+    time.sleep(1)  # the last run (started before the deletes) ends
+    runs = sorted(ours(), key=lambda x: x.at)
+    assert len(runs) >= 8
+    for before, after in itertools.pairwise(runs):
+        assert before.done and after.at >= before.done, (
+            f"{after.headers['idempotency-key']} started {before.done - after.at:.3f} s before "
+            f"{before.headers['idempotency-key']} ended"
+        )

@@ -57,9 +57,9 @@ def test_a_failed_probe_opens_it_again_and_a_new_window_forgets() -> None:
 class Scheduler:
     """The scheduler processor on a task over `store`, with commits."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, breaker: BreakerConfig = CFG) -> None:
         self.topics = Topics(KadenceSettings(partitions=1))
-        cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=CFG)
+        cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=breaker)
         self.proc = SchedulerProcessor(cfg, CODEC)
         self.task = Task(0, store, T0, 60_000)
         self.out: list[tuple[Any, ...]] = []
