@@ -84,12 +84,17 @@ class KadenceClient:
         return self._await(pending)
 
     def delete(self, tenant: str, job_id: str, concurrency_key: str | None = None) -> Written:
-        """Delete a job: a tombstone on the schedules topic. Nothing fires after it is applied."""
+        """Delete a job: a tombstone on every partition of the schedules topic, so the job is
+        deleted wherever it lives, whether or not `concurrency_key` (which picks its partition)
+        is given or still current; a partition without the job ignores its tombstone. Nothing
+        fires after it is applied. Returns where the tombstone on the partition of
+        `concurrency_key` (or of the job's key, without one) was stored."""
         key = job_key(tenant, job_id)
-        slot = self._produce(
-            self.topics.schedules, key, routing_key(tenant, job_id, concurrency_key), None
-        )
-        return self._await([slot])[0]
+        topic = self.topics.schedules
+        count = self.partitions(topic)
+        home = partition_for(routing_key(tenant, job_id, concurrency_key), count)
+        slots = [self._produce(topic, key, "", None, partition=p) for p in range(count)]
+        return self._await(slots)[home]
 
     def send(self, command: Command, concurrency_key: str | None = None) -> Written:
         """Send a command (trigger now, backfill, cancel, pause, resume) to the job's scheduler."""
@@ -164,8 +169,15 @@ class KadenceClient:
         return self._partitions[topic]
 
     def _produce(
-        self, topic: str, key: str, route: str, record: WireModel | None
+        self,
+        topic: str,
+        key: str,
+        route: str,
+        record: WireModel | None,
+        *,
+        partition: int | None = None,
     ) -> list[Message | KafkaError | None]:
+        """Produce `record` (None: a tombstone) to the partition of `route`, or `partition`."""
         slot: list[Message | KafkaError | None] = [None]
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
@@ -179,7 +191,9 @@ class KadenceClient:
             topic,
             key=key.encode(),
             value=value,
-            partition=partition_for(route, self.partitions(topic)),
+            partition=partition_for(route, self.partitions(topic))
+            if partition is None
+            else partition,
             headers=headers,
             on_delivery=on_delivery,
         )

@@ -18,6 +18,7 @@ from kadence.models import (
     HeldRange,
     HistoryRecord,
     HttpTarget,
+    JobMoved,
     LeaseEvent,
     LeaseEventKind,
     LeaseSnapshot,
@@ -86,6 +87,7 @@ def examples() -> dict[str, WireModel]:
         PauseJob(request_id="req-4", reason="maintenance", **common),
         ResumeJob(request_id="req-5", **common),
         ReplayDeadLetter(request_id="req-6", execution_id=_EXEC_ID, **common),
+        JobMoved(request_id="moved:4:3", version=4, partition=3, **common),
         ex,
         ExecutionRevoked(
             execution_id=_EXEC_ID,

@@ -26,7 +26,7 @@ from confluent_kafka.cimpl import NewTopic
 from kadence.codec import Codec
 from kadence.errors import GarbageBytesError, TopicError, TopicMismatchError
 from kadence.models import (
-    COMMAND_TYPES,
+    TOPIC_COMMAND_TYPES,
     DeadLetter,
     ExecutionOutcome,
     ExecutionRequested,
@@ -112,9 +112,9 @@ COMMANDS = TopicSpec(
     "tenant/job_id",
     "delete",
     PartitionGroup.jobs,
-    COMMAND_TYPES,
+    TOPIC_COMMAND_TYPES,
     json_input=True,
-    purpose="trigger now, backfill, cancel, pause, resume",
+    purpose="trigger now, backfill, cancel, pause, resume, replay; a scheduler's job moved",
 )
 SCHEDULER_CHANGELOG = TopicSpec(
     "scheduler-changelog",

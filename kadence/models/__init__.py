@@ -10,9 +10,11 @@ from kadence.models.base import (
 )
 from kadence.models.commands import (
     COMMAND_TYPES,
+    TOPIC_COMMAND_TYPES,
     Backfill,
     CancelRun,
     Command,
+    JobMoved,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
@@ -53,7 +55,7 @@ from kadence.models.schedule import (
 
 RECORD_TYPES: tuple[type[WireModel], ...] = (
     ScheduleDefinition,
-    *COMMAND_TYPES,
+    *TOPIC_COMMAND_TYPES,
     ExecutionRequested,
     ExecutionRevoked,
     LeaseEvent,
@@ -74,6 +76,7 @@ __all__ = [
     "MAX_TIMEOUT_MS",
     "RECORD_TYPES",
     "REDELIVERY_CAP_ERROR",
+    "TOPIC_COMMAND_TYPES",
     "Backfill",
     "CancelRun",
     "Command",
@@ -92,6 +95,7 @@ __all__ = [
     "HistoryRecord",
     "HttpTarget",
     "JitterMode",
+    "JobMoved",
     "KafkaTarget",
     "LeaseEvent",
     "LeaseEventKind",

@@ -91,6 +91,22 @@ class ResumeJob(_JobCommand):
     avro_name = "ResumeJob"
 
 
+class JobMoved(_JobCommand):
+    """Written by a scheduler, not by users: version `version` of the job now lives on scheduler
+    partition `partition` (its definition arrived there, new to that partition, with a version
+    above 1: its concurrency key, hence its partition, changed). Every other partition removes
+    an older copy of the job; one holding a newer version keeps it and answers `partition`
+    with `keeps`, which removes the copy there. The highest version wins everywhere; on a tie
+    (one version written under two keys: not an update) the lower-numbered partition."""
+
+    avro_name = "JobMoved"
+    version: Annotated[int, Field(ge=1)]
+    partition: Annotated[int, Field(ge=0)]
+    keeps: bool = False
+    """An answer: `partition` keeps its copy of `version`; the receiver removes its copy unless
+    it is newer (then it answers, naming its version)."""
+
+
 Command = TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
 COMMAND_TYPES: tuple[type[WireModel], ...] = (
     TriggerNow,
@@ -100,3 +116,6 @@ COMMAND_TYPES: tuple[type[WireModel], ...] = (
     ResumeJob,
     ReplayDeadLetter,
 )
+"""What users send (the SDK, the API, the CLI)."""
+TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved)
+"""What the commands topic carries: users' commands and the schedulers' own `JobMoved`."""

@@ -142,7 +142,23 @@ def _moved_ahead(state: JobState, facts: Facts) -> list[Ahead]:
 
 def apply_delete(state: JobState, facts: Facts) -> Effects:
     """Delete the job: revoke what went out ahead; nothing fires after this."""
+    return _removed(state, facts, "job deleted", "job deleted; nothing fires after this")
+
+
+def apply_moved_away(state: JobState, facts: Facts, version: int, partition: int) -> Effects:
+    """Remove this partition's copy of the job: version `version` of it lives on scheduler
+    partition `partition` (a new concurrency key moved it there) and fires from there."""
+    mine = state.definition(facts.codec).version
+    why = (
+        f"job moved: version {version} fires from scheduler partition {partition} (a job lives "
+        f"where its highest version is; a new concurrency key moves it); this copy, version "
+        f"{mine}, is removed. To move a job, write a version above its current one"
+    )
+    return _removed(state, facts, "job moved", why)
+
+
+def _removed(state: JobState, facts: Facts, what: str, why: str) -> Effects:
     effects = Effects(None)
-    revoke(state, effects, facts, "job deleted before it was due", rewind=False)
-    effects.history(state, facts, Decision.deleted, reason="job deleted; nothing fires after this")
+    revoke(state, effects, facts, f"{what} before it was due", rewind=False)
+    effects.history(state, facts, Decision.deleted, reason=why)
     return effects

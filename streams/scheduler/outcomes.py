@@ -13,6 +13,7 @@ from kadence.models import (
     Decision,
     ErrorInfo,
     ExecutionOutcome,
+    HistoryRecord,
     JitterMode,
     OutcomeStatus,
     ReplayDeadLetter,
@@ -32,6 +33,34 @@ def apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> E
     if counted is not None:
         effects.breaker, effects.breaker_change = counted
     return effects
+
+
+def orphaned(outcome: ExecutionOutcome, now_ms: int) -> Emit | None:
+    """A history record for a failed attempt of a job this partition no longer has (deleted,
+    or moved to another partition by a new concurrency key, while the run was in progress): it
+    is not retried, and history says so rather than nothing."""
+    if outcome.status in (
+        OutcomeStatus.succeeded,
+        OutcomeStatus.cancelled,
+        OutcomeStatus.lease_lost,
+    ):
+        return None
+    record = HistoryRecord(
+        tenant=outcome.tenant,
+        job_id=outcome.job_id,
+        decision=Decision.failed,
+        at=ms_to_datetime(now_ms),
+        execution_id=outcome.execution_id,
+        attempt=outcome.attempt,
+        delivery=outcome.delivery,
+        nominal_at=outcome.nominal_at,
+        error=outcome.error,
+        reason=(
+            f"attempt {outcome.attempt} {outcome.status.value} after its job was deleted or moved "
+            "to another scheduler partition (a new concurrency key): it is not retried"
+        ),
+    )
+    return Emit(Sink.history, record)
 
 
 def dead_letter_depth(depth: int, effects: Effects) -> int:

@@ -24,6 +24,7 @@ from kadence.models import (
     CancelRun,
     Decision,
     ExecutionOutcome,
+    JobMoved,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
@@ -38,13 +39,14 @@ from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
 from streams.scheduler import commands, definitions, firing, groups, outcomes
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, after_outcome
-from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX, GroupKeeping
+from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
 from streams.scheduler.metrics import SchedulerMetrics
+from streams.scheduler.moving import Moving
 from streams.scheduler.state import JobState, fit_state, load_state
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
+from streams.scheduler.tenant_keeping import TenantKeeping
 
 log = logging.getLogger(__name__)
-BREAKER_PREFIX = b"~breaker/"
 DEAD_DEPTH = b"~dead-depth"
 """Dead letters of the partition's jobs not replayed (each job remembers its last 100)."""
 TZDB_MARKER = b"~tzdb"
@@ -77,16 +79,16 @@ them only while its cache holds fewer than its share, this over the job partitio
 12 by default): the whole of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
-class SchedulerProcessor(GroupKeeping):
+class SchedulerProcessor(Moving, TenantKeeping):
     def __init__(
         self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
     ) -> None:
         self.cfg = cfg
+        self.job_partitions = cfg.job_partitions
+        self.topics = cfg.topics
         self.codec = codec
         self.metrics = metrics or SchedulerMetrics()
-        self._paced: dict[str, tuple[int, int]] = {}
-        """tenant -> (second, backfill runs started in it): the backfill pace. Kept in memory:
-        after a restart a tenant may get one extra second's worth, never more."""
+        self._paced = {}
         self._sink_topics = {
             Sink.executions: cfg.topics.executions,
             Sink.history: cfg.topics.history,
@@ -170,16 +172,22 @@ class SchedulerProcessor(GroupKeeping):
         if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
             self._leave_group(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
+        if state is None and definition.version > 1:  # an update new here: the job may have moved
+            self._arrived(ctx, record.key, definition, record.partition, now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
         assert isinstance(
-            command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
+            command,
+            TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter | JobMoved,
         )
         if command.key.encode() != record.key:
             raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
         state = self._load(ctx, record.key)
+        if isinstance(command, JobMoved):
+            self._moved(ctx, record.key, command, state, now_ms)
+            return
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
@@ -190,8 +198,9 @@ class SchedulerProcessor(GroupKeeping):
         outcome = OUTCOMES.decode(self.codec, record.value)
         assert isinstance(outcome, ExecutionOutcome)
         state = self._load(ctx, record.key)
-        if state is None:  # its job was deleted: the outcome still tells the tenant's breaker
+        if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
             self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
+            self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
             counted = after_outcome(
                 self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
             )
@@ -333,36 +342,9 @@ class SchedulerProcessor(GroupKeeping):
         if effects.breaker is not None and job_tenant is not None:
             self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
 
-    def _put_breaker(
-        self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None
-    ) -> None:
-        if change:
-            log.warning("tenant %s: retry circuit %s (partition %d)", tenant, change, ctx.partition)
-        key = BREAKER_PREFIX + tenant.encode()
-        ctx.put(key, breaker.dump(), None)
-        ctx.cache[key] = breaker
-
-    def _pace(self, tenant: str, used: int, now_ms: int) -> None:
-        second, before = self._paced.get(tenant, (0, 0))
-        now_s = now_ms // 1000
-        self._paced[tenant] = (now_s, used + (before if second == now_s else 0))
-        if len(self._paced) > 10_000:  # tenants seen long ago have nothing left to pace
-            self._paced = {t: v for t, v in self._paced.items() if v[0] == now_s}
-
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
         return int(raw) if raw else 0
-
-    def _breaker(self, ctx: ProcessorContext, tenant: str) -> Breaker:
-        """The tenant's breaker, decoded once and cached (the domain never changes it in
-        place: it returns a changed copy in `Effects.breaker`)."""
-        key = BREAKER_PREFIX + tenant.encode()
-        cached = ctx.cache.get(key)
-        if isinstance(cached, Breaker):
-            return cached
-        breaker = Breaker.load(ctx.get(key))
-        ctx.cache[key] = breaker
-        return breaker
 
     # -- output ------------------------------------------------------------------------------
 

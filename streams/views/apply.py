@@ -63,10 +63,14 @@ def apply_definition(
     except (ValueError, UnicodeDecodeError):
         return Refusal("key_mismatch", f"record key {key!r} names no job")
     jk = job_key(tenant, job_id)
-    if definition is None:
-        store.put(jk, None)
-        return None
     old = store.get(jk)
+    if definition is None:
+        # the tombstone of the partition the job lives on (a delete reaches every partition,
+        # docs/decisions/0003); one elsewhere must not delete a job (re)created on another
+        where = str((old or {}).get("source") or "").partition(":")[0]
+        if old is None or not where or not source or where == source.partition(":")[0]:
+            store.put(jk, None)
+        return None
     current = int(old["definition"]["version"]) if old is not None else None
     refused = refusal(key, partition, partitions, definition, current)
     if refused is not None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
+import time
+from collections import Counter
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from kadence.client import KadenceClient
 from kadence.models import ScheduleDefinition
+from kadence.partitioning import partition_for
 from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -152,3 +156,56 @@ def test_a_write_that_loses_a_race_answers_409_and_the_view_shows_the_winner(api
     r = api.http.put("/v1/jobs/race", json=api.job(description="mine, again"), headers=h)
     assert r.status_code == 200, r.text  # a fresh write (version 3) goes through
     assert r.json()["definition"]["description"] == "mine, again"
+
+
+def test_a_new_concurrency_key_moves_the_job_and_a_delete_without_it_removes_it(
+    api: Api,
+) -> None:
+    """Issue 17, item 5: after an update that changes the concurrency key (another scheduler
+    partition), the old copy kept firing beside the new one, and a delete without the key
+    (or with the old one) could not reach the new one."""
+    h = api.as_("acme")
+    parts = api.settings.partitions
+    home = partition_for("acme/mover", parts)
+    key = next(f"m{i}" for i in range(100) if partition_for(f"acme/~m{i}", parts) != home)
+    assert (
+        api.http.post("/v1/jobs/mover", json=api.job("* * * * * *"), headers=h).status_code == 201
+    )
+    api.wait(lambda: _hits(api, "acme/mover@"), what="runs of the job")
+    r = api.http.put("/v1/jobs/mover", json=api.job("* * * * * *", concurrency_key=key), headers=h)
+    assert r.status_code == 200, r.text
+    moved = api.wait(
+        lambda: next(
+            (
+                e
+                for e in api.http.get("/v1/jobs/mover/history", headers=h).json()
+                if e.get("decision") == "deleted" and "job moved" in (e.get("reason") or "")
+            ),
+            None,
+        ),
+        what="the old copy's removal",
+    )
+    after = datetime.fromisoformat(moved["at"].replace("Z", "+00:00")) + timedelta(seconds=1)
+    time.sleep(4)
+    later = [
+        x
+        for x in _hits(api, "acme/mover@")
+        if datetime.fromisoformat(x.headers["idempotency-key"].rpartition("@")[2]) > after
+    ]
+    assert len(later) >= 2  # it still runs, from its new partition
+    runs = Counter((x.headers["idempotency-key"], x.headers["kadence-delivery"]) for x in later)
+    assert max(runs.values()) == 1, "an occurrence ran from two copies"
+    with KadenceClient(api.settings) as client:
+        client.delete("acme", "mover")  # without the key, as a user who forgot it would
+    api.wait(
+        lambda: api.http.get("/v1/jobs/mover", headers=h).status_code == 404,
+        what="the job gone from the view",
+    )
+    time.sleep(1.5)  # a run dispatched just before the delete may still arrive
+    count = len(_hits(api, "acme/mover@"))
+    time.sleep(3)
+    assert len(_hits(api, "acme/mover@")) == count, "the job still fires after its delete"
+
+
+def _hits(api: Api, prefix: str) -> list[Any]:
+    return [x for x in api.target.seen() if x.headers["idempotency-key"].startswith(prefix)]

@@ -16,6 +16,7 @@ from kadence.models import (
     HistoryRecord,
     ScheduleDefinition,
 )
+from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.timeengine.spread import spread_offset_ms
 from streams.views import apply
@@ -230,3 +231,43 @@ def test_retention_drops_only_history_older_than_the_limit(tmp_path: Path) -> No
     assert len(after) == before - 3
     assert all(e["at"] >= "2026-12-01T09:02" for e in after)
     assert ViewQueries(store).job("acme", "tick", 0) is not None  # the job itself stays
+
+
+def test_a_tombstone_deletes_the_job_only_from_the_partition_it_lives_on(tmp_path: Path) -> None:
+    """A delete reaches every partition (the SDK writes a tombstone on each, so a job is found
+    whatever its concurrency key): the view reads the partitions in no fixed order, so a
+    tombstone read late from another partition must not delete the job re-created since."""
+    store = ViewStore(tmp_path / "v")
+    d = definition()
+    parts = 4
+    home = partition_for(d.routing_key, parts)
+    moved = d.model_copy(update={"concurrency_key": "db"})
+    there = partition_for(moved.routing_key, parts)
+    assert there != home
+    apply.apply_definition(
+        store, b"acme/tick", d, "1", partition=home, partitions=parts, source=f"{home}:7"
+    )
+    apply.apply_definition(
+        store, b"acme/tick", None, "2", partition=home, partitions=parts, source=f"{home}:8"
+    )
+    apply.apply_definition(
+        store, b"acme/tick", moved, "3", partition=there, partitions=parts, source=f"{there}:3"
+    )
+    apply.apply_definition(
+        store,
+        b"acme/tick",
+        None,
+        "4",
+        partition=(there + 1) % parts,
+        partitions=parts,
+        source=f"{(there + 1) % parts}:1",
+    )
+    store.flush()
+    job = ViewQueries(store).job("acme", "tick", 0)
+    assert job is not None  # the late tombstone of another partition left it alone
+    assert job["definition"]["concurrency_key"] == "db"
+    apply.apply_definition(
+        store, b"acme/tick", None, "5", partition=there, partitions=parts, source=f"{there}:4"
+    )
+    store.flush()
+    assert ViewQueries(store).job("acme", "tick", 0) is None

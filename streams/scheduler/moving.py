@@ -1,0 +1,82 @@
+"""The processor's part of moving a job between scheduler partitions: a job's partition is
+chosen by its routing key, so a new concurrency key moves it. The partition that receives the
+new version tells every other one (`JobMoved` on the commands topic); the highest version
+keeps the job, every other copy is removed (docs/decisions/0003)."""
+
+from __future__ import annotations
+
+from kadence.clock import ms_to_datetime
+from kadence.headers import headers_for
+from kadence.models import JobMoved, ScheduleDefinition
+from kadence.topics import Topics
+from streams.runtime.context import ProcessorContext
+from streams.scheduler import definitions
+from streams.scheduler.group_keeping import GroupKeeping
+from streams.scheduler.state import JobState
+
+
+class Moving(GroupKeeping):
+    """Mixed into the scheduler processor (which provides `_facts`, `_write`, `_load`)."""
+
+    job_partitions: int
+    topics: Topics
+
+    def _arrived(
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        definition: ScheduleDefinition,
+        partition: int,
+        now_ms: int,
+    ) -> None:
+        """A version above 1 of a job this partition did not have was accepted: tell every
+        other partition, whose older copy (if any) must stop firing."""
+        moved = JobMoved(
+            tenant=definition.tenant,
+            job_id=definition.job_id,
+            request_id=f"moved:{definition.version}:{partition}",
+            issued_at=ms_to_datetime(now_ms),
+            version=definition.version,
+            partition=partition,
+        )
+        for other in range(self.job_partitions):
+            if other != partition:
+                self._tell(ctx, other, key, moved)
+
+    def _moved(
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        moved: JobMoved,
+        state: JobState | None,
+        now_ms: int,
+    ) -> None:
+        """Another partition has the job (`JobMoved`): the highest version keeps it, on a tie
+        the lower partition. A copy that loses here is removed; one that wins stays and answers
+        (`keeps`), so the other goes. An answer is answered only by a newer copy, so the talk
+        ends: each answer names a higher version than the one it answers, or ends in a removal."""
+        if state is None or moved.partition == ctx.partition:
+            return
+        mine = state.definition(self.codec).version
+        if mine < moved.version or (mine == moved.version and ctx.partition > moved.partition):
+            facts = self._facts(ctx, state, now_ms)
+            effects = definitions.apply_moved_away(state, facts, moved.version, moved.partition)
+            self._leave_group(ctx, key, state, now_ms, deleted=True)
+            self._write(ctx, key, effects, now_ms=now_ms)
+        elif not moved.keeps or mine > moved.version:
+            answer = moved.model_copy(
+                update={
+                    "version": mine,
+                    "partition": ctx.partition,
+                    "keeps": True,
+                    "request_id": f"kept:{mine}:{ctx.partition}",
+                    "issued_at": ms_to_datetime(now_ms),
+                }
+            )
+            self._tell(ctx, moved.partition, key, answer)
+
+    def _tell(self, ctx: ProcessorContext, partition: int, key: bytes, moved: JobMoved) -> None:
+        """A `JobMoved` to the scheduler of `partition` (the commands topic's partition)."""
+        value = self.codec.encode(moved)
+        headers = headers_for(moved, self.codec.schema_fingerprint(JobMoved))
+        ctx.forward(self.topics.commands, partition, key, value, headers)
