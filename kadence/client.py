@@ -12,18 +12,39 @@ it has one), the same way every Kadence producer routes them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from pydantic import ValidationError
 
 from kadence.codec import Codec, describe_validation_error
-from kadence.errors import DeliveryError, InvalidInputError, PayloadTooLargeError, TopicError
+from kadence.errors import (
+    DeliveryError,
+    InvalidInputError,
+    KadenceError,
+    PayloadTooLargeError,
+    TopicError,
+)
 from kadence.headers import TYPE, Headers, headers_for
-from kadence.models import COMMAND_TYPES, Command, ScheduleDefinition, WireModel, job_key
+from kadence.models import (
+    COMMAND_TYPES,
+    Command,
+    DeadLetter,
+    ScheduleDefinition,
+    WireModel,
+    job_key,
+)
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
@@ -112,6 +133,37 @@ class KadenceClient:
             command,
         )
         return self._await([slot])[0]
+
+    def dead_letter(self, partition: int, offset: int) -> DeadLetter | None:
+        """The dead letter the dead-letter topic holds at (`partition`, `offset`), read back
+        with a consumer that joins no group; None when it is no longer there (retention) or
+        is not a dead letter."""
+        consumer = Consumer(
+            {
+                **self.settings.kafka_common(),
+                "group.id": "kadence-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            topic = self.topics.dead_letter
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            deadline = time.monotonic() + self.settings.delivery_timeout_s
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error() is not None:
+                    continue
+                value = msg.value()
+                if msg.offset() != offset or value is None:
+                    return None  # that offset is gone (compacted, aborted, or past retention)
+                try:
+                    return self.codec.decode_as(value, DeadLetter)
+                except KadenceError:
+                    return None
+            return None
+        finally:
+            consumer.close()
 
     def close(self) -> None:
         self._producer.flush(self.settings.delivery_timeout_s)

@@ -86,7 +86,7 @@ def examples() -> dict[str, WireModel]:
         CancelRun(request_id="req-3", execution_id=_EXEC_ID, reason="wrong data", **common),
         PauseJob(request_id="req-4", reason="maintenance", **common),
         ResumeJob(request_id="req-5", **common),
-        ReplayDeadLetter(request_id="req-6", execution_id=_EXEC_ID, **common),
+        ReplayDeadLetter(request_id="req-6", execution_id=_EXEC_ID, letter=ex, **common),
         JobMoved(request_id="moved:4:3", version=4, partition=3, **common),
         ex,
         ExecutionRevoked(

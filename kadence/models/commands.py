@@ -18,6 +18,7 @@ from kadence.models.base import (
     WireModel,
     job_key,
 )
+from kadence.models.execution import ExecutionRequested
 
 RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
@@ -78,6 +79,19 @@ class ReplayDeadLetter(_JobCommand):
     avro_name = "ReplayDeadLetter"
     execution_id: ExecutionId | None = None
     """One dead letter; None replays every dead letter the job remembers (the last 100)."""
+    letter: ExecutionRequested | None = None
+    """The dead letter's execution as the dead-letter topic holds it (the API reads it back
+    there): with it, a letter the job no longer remembers (older than its last 100), or a
+    letter of a deleted job, can be replayed too. Its ids must match the command's."""
+
+    @model_validator(mode="after")
+    def _letter_matches(self) -> ReplayDeadLetter:
+        if self.letter is not None and (
+            self.letter.execution_id != self.execution_id
+            or (self.letter.tenant, self.letter.job_id) != (self.tenant, self.job_id)
+        ):
+            raise ValueError("letter must be the dead letter of this job's execution_id")
+        return self
 
 
 class PauseJob(_JobCommand):

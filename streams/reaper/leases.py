@@ -71,12 +71,26 @@ class Entry:
     wake_ms: int | None = None
 
 
-def is_stale(lease: Lease | None, event: LeaseEvent) -> bool:
+def is_stale(lease: Lease | None, event: LeaseEvent, codec: Codec) -> bool:
     """An event of an older delivery than the current one (a worker paused past its lease), or
-    of the delivery already redelivered or given up: it changes nothing."""
-    return lease is not None and (
-        event.delivery < lease.delivery or (not lease.active and event.delivery == lease.delivery)
+    of the delivery already redelivered or given up: it changes nothing. Not so the `acquired`
+    of a run dispatched again after this one (a replay of its dead letter: same execution id,
+    delivery 1): that is a new run, to be guarded like any (it was ignored for a day, the
+    reaper remembering the run it gave up on)."""
+    if lease is None or _dispatched_again(lease, event, codec):
+        return False
+    return event.delivery < lease.delivery or (
+        not lease.active and event.delivery == lease.delivery
     )
+
+
+def _dispatched_again(lease: Lease, event: LeaseEvent, codec: Codec) -> bool:
+    if event.event is not LeaseEventKind.acquired or event.execution is None:
+        return False
+    if lease.execution is None:
+        return False
+    before = codec.decode_as(lease.execution, ExecutionRequested)
+    return event.execution.dispatched_at > before.dispatched_at
 
 
 def on_event(lease: Lease | None, event: LeaseEvent, codec: Codec) -> Entry:

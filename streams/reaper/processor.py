@@ -79,7 +79,7 @@ class ReaperProcessor:
         key = event.execution_id.encode()
         raw = ctx.get(key)
         lease = Lease.load(raw) if raw is not None else None
-        if lease is not None and leases.is_stale(lease, event):
+        if lease is not None and leases.is_stale(lease, event, self.codec):
             self.metrics.stale_events.inc()
             log.info(
                 "stale %s of %s delivery %d (current %d): ignored",

@@ -17,10 +17,10 @@ from kadence.models import (
 from kadence.timeengine.identity import manual_execution_id
 from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up
-from streams.scheduler.dispatch import revoke, room_for, start, stop_running
+from streams.scheduler.dispatch import keep_override, revoke, room_for, start, stop_running
 from streams.scheduler.outcomes import replay
 from streams.scheduler.paused import skip_paused
-from streams.scheduler.state import JobState, kept_payloads, remember, room_for_override
+from streams.scheduler.state import JobState, kept_payloads, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
 
 
@@ -46,7 +46,7 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
         shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
         state = start(state, effects, facts, shot)
         if command.payload is not None:
-            state = _keep_override(state, facts, exec_id, command.payload)
+            state = keep_override(state, facts, exec_id, command.payload)
         effects.state = state
     elif isinstance(command, PauseJob):
         if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
@@ -66,21 +66,6 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
     elif isinstance(command, ReplayDeadLetter):
         effects.state = replay(state, effects, command, facts)
     return effects
-
-
-def _keep_override(state: JobState, facts: Facts, exec_id: str, payload: bytes) -> JobState:
-    """Remember a run's payload override for its retries, dead letter and replays, if the job's
-    state has room for it (else the trigger is refused, saying why)."""
-    if not room_for_override(state, exec_id, payload, facts.state_limit):
-        held = sum(len(p) for _, p in state.payloads)
-        raise Refused(
-            "payload_override_too_large",
-            f"a payload override of {len(payload)} bytes does not fit beside this job's "
-            f"definition ({len(state.definition_bytes)} bytes) and the {held} bytes of overrides "
-            "its runs in progress keep for their retries and dead letters; set the payload in "
-            "the job's definition, or wait for those runs to finish",
-        )
-    return state.evolve(payloads=(*state.payloads, (exec_id, payload)))
 
 
 def _cancel(state: JobState, effects: Effects, cmd: CancelRun, facts: Facts) -> JobState:

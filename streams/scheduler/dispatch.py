@@ -16,7 +16,15 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
-from streams.scheduler.state import RUNNING_LIMIT, JobState, Pending, Running, active_runs, remember
+from streams.scheduler.state import (
+    RUNNING_LIMIT,
+    JobState,
+    Pending,
+    Running,
+    active_runs,
+    remember,
+    room_for_override,
+)
 from streams.scheduler.step import (
     URGENT_WITHIN_MS,
     Effects,
@@ -326,3 +334,18 @@ def revoke(
     if rewind:
         state = advance_to(state, min(a.cursor_before_ms for a in revoked), facts)
     return state
+
+
+def keep_override(state: JobState, facts: Facts, exec_id: str, payload: bytes) -> JobState:
+    """Remember a run's payload override for its retries, dead letter and replays, if the job's
+    state has room for it (else the trigger is refused, saying why)."""
+    if not room_for_override(state, exec_id, payload, facts.state_limit):
+        held = sum(len(p) for _, p in state.payloads)
+        raise Refused(
+            "payload_override_too_large",
+            f"a payload override of {len(payload)} bytes does not fit beside this job's "
+            f"definition ({len(state.definition_bytes)} bytes) and the {held} bytes of overrides "
+            "its runs in progress keep for their retries and dead letters; set the payload in "
+            "the job's definition, or wait for those runs to finish",
+        )
+    return state.evolve(payloads=(*state.payloads, (exec_id, payload)))

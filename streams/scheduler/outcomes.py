@@ -13,6 +13,7 @@ from kadence.models import (
     Decision,
     ErrorInfo,
     ExecutionOutcome,
+    ExecutionRequested,
     HistoryRecord,
     JitterMode,
     OutcomeStatus,
@@ -20,7 +21,7 @@ from kadence.models import (
     TriggerKind,
 )
 from streams.scheduler.breaker import after_outcome
-from streams.scheduler.dispatch import drain_buffer, execution, room_for, start
+from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
 from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads, remember
 from streams.scheduler.step import Effects, Emit, Facts, Shot, Sink, settle
 
@@ -83,8 +84,12 @@ def backoff_ms(state: JobState, facts: Facts, exec_id: str, failed_attempt: int)
 
 
 def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Facts) -> JobState:
-    """Run dead letters again: same execution id, attempt 1, the retry policy afresh."""
+    """Run dead letters again: same execution id, attempt 1, the retry policy afresh. A letter
+    the job no longer remembers (older than its last DEAD_LIMIT) runs from the copy the command
+    carries (`letter`, read back from the dead-letter topic), with that letter's payload."""
     chosen = [p for p in state.dead if cmd.execution_id in (None, p.execution_id)]
+    if not chosen and cmd.letter is not None:
+        return _replay_letter(state, effects, cmd.letter, facts)
     if not chosen:
         what = cmd.execution_id or "any dead letter"
         effects.history(
@@ -107,6 +112,60 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
         shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay, 1, payload)
         state = start(state, effects, facts, shot)
     return state
+
+
+def _replay_letter(
+    state: JobState, effects: Effects, letter: ExecutionRequested, facts: Facts
+) -> JobState:
+    """Replay a dead letter the job no longer remembers, from its copy: the job's target, the
+    letter's payload (kept for the run's retries when it is not the job's own)."""
+    room_for(state, facts, 1, "a replay")
+    exec_id = letter.execution_id
+    state = state.evolve(
+        finished=tuple(f for f in state.finished if f.rpartition("#")[0] != exec_id)
+    )
+    own = letter.payload != state.definition(facts.codec).payload
+    if own and state.payload_of(exec_id) is None:
+        state = keep_override(state, facts, exec_id, letter.payload)
+    nominal = int(letter.nominal_at.timestamp() * 1000)
+    payload = letter.payload if own else None
+    shot = Shot(exec_id, nominal, facts.now_ms, TriggerKind.replay, 1, payload)
+    return start(state, effects, facts, shot)
+
+
+def replay_orphan(cmd: ReplayDeadLetter, now_ms: int) -> list[Emit]:
+    """Replay a dead letter of a job this partition does not have (deleted, or moved away):
+    its execution runs once more as the letter holds it (target and payload), attempt 1; with
+    no job there is nothing to retry it for, and history says so."""
+    letter = cmd.letter
+    if letter is None:
+        return []
+    now = ms_to_datetime(now_ms)
+    again = letter.model_copy(
+        update={
+            "attempt": 1,
+            "delivery": 1,
+            "trigger": TriggerKind.replay,
+            "due_at": now,
+            "dispatched_at": now,
+        }
+    )
+    record = HistoryRecord(
+        tenant=letter.tenant,
+        job_id=letter.job_id,
+        decision=Decision.fired,
+        at=now,
+        execution_id=letter.execution_id,
+        nominal_at=letter.nominal_at,
+        due_at=now,
+        attempt=1,
+        reason=(
+            f"replay {cmd.request_id} of a dead letter of a job that no longer exists: it runs "
+            "once, as the letter holds it, and is not retried"
+        ),
+        details={"trigger": TriggerKind.replay.value, "lateness_ms": "0"},
+    )
+    return [Emit(Sink.executions, again), Emit(Sink.history, record)]
 
 
 def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:

@@ -188,6 +188,9 @@ class SchedulerProcessor(Moving, TenantKeeping):
         if isinstance(command, JobMoved):
             self._moved(ctx, record.key, command, state, now_ms)
             return
+        if state is None and isinstance(command, ReplayDeadLetter) and command.letter:
+            self._forward(ctx, outcomes.replay_orphan(command, now_ms))  # a deleted job's
+            return
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))

@@ -142,7 +142,9 @@ def apply_outcome(store: ViewStore, r: ExecutionOutcome, seq: str) -> None:
         _mark_replayed(store, r.tenant, r.execution_id, "succeeded", r.finished_at)
 
 
-def apply_dead_letter(store: ViewStore, r: DeadLetter, seq: str) -> None:
+def apply_dead_letter(store: ViewStore, r: DeadLetter, seq: str, source: str = "") -> None:
+    """A dead letter: in the job's history, and as the tenant's dead letter with `source`,
+    where the dead-letter topic holds it (partition:offset), so a replay can read it back."""
     ex = r.execution
     doc: Doc = {
         "kind": "dead_letter",
@@ -164,6 +166,7 @@ def apply_dead_letter(store: ViewStore, r: DeadLetter, seq: str) -> None:
         {
             **doc,
             "state": "dead",
+            "source": source,
             "replays": old.get("replays", 0),
             "deaths": old.get("deaths", 0) + 1,
         },

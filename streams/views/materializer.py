@@ -199,7 +199,8 @@ class Materializer:
                 if isinstance(record, ExecutionOutcome):
                     apply.apply_outcome(self.store, record, seq)
             else:
-                apply.apply_dead_letter(self.store, self.codec.decode_as(value, DeadLetter), seq)
+                letter = self.codec.decode_as(value, DeadLetter)
+                apply.apply_dead_letter(self.store, letter, seq, source=f"{partition}:{offset}")
         except DecodeError as exc:
             self.skipped += 1
             log.debug("view skips %s[%d]@%d: %s", topic, partition, offset, exc)

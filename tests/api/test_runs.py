@@ -309,3 +309,46 @@ def test_a_concurrency_group_runs_one_run_at_a_time_whatever_started_it(api: Api
             f"{after.headers['idempotency-key']} started {before.done - after.at:.3f} s before "
             f"{before.headers['idempotency-key']} ended"
         )
+
+
+def test_a_deleted_job_s_dead_letter_replays_from_the_topic(api: Api) -> None:
+    """Issue 17, item 7: a deleted job's dead letters could not be replayed (the scheduler
+    forgot them with the job); the API reads the letter back from the dead-letter topic and
+    the scheduler runs it once, as the letter holds it."""
+    h = api.as_("acme")
+    assert (
+        api.http.post("/v1/jobs/doomed", json=api.job(path="/fail"), headers=h).status_code == 201
+    )
+    r = api.http.post("/v1/jobs/doomed/trigger", json={"payload": "last words"}, headers=h)
+    eid = r.json()["execution_id"]
+    api.wait(
+        lambda: any(d["execution_id"] == eid for d in api.http.get(
+            "/v1/dead-letters", headers=h).json()),
+        what="the dead letter",
+    )  # fmt: skip
+    assert api.http.delete("/v1/jobs/doomed", headers=h).status_code == 204
+    r = api.http.post(f"/v1/dead-letters/{eid}/replay", headers=api.as_("globex"))
+    assert r.status_code == 404, r.text  # another tenant's letter does not exist for it
+    r = api.http.post(f"/v1/dead-letters/{eid}/replay", headers=h)
+    assert r.status_code == 202, r.text  # on main: 404, the job is gone
+    hits = api.wait(
+        lambda: (
+            len(got := [x for x in api.target.seen("/fail") if x.headers["idempotency-key"] == eid])
+            >= 2
+            and got
+        ),
+        what="the replayed run at the target",
+    )
+    assert [x.body for x in hits] == [b"last words"] * 2  # the run's own payload, both times
+    letter = api.wait(
+        lambda: next(
+            (
+                d
+                for d in api.http.get("/v1/dead-letters", headers=h).json()
+                if d["execution_id"] == eid and d["replays"] >= 1
+            ),
+            None,
+        ),
+        what="the dead letter counted as replayed",
+    )
+    assert letter["state"] == "replayed"

@@ -110,7 +110,7 @@ def filled(tmp_path: Path) -> ViewStore:
     apply.apply_history(store, decision(2, Decision.fired), "h2")
     apply.apply_outcome(store, outcome(2, "failed"), "o2")
     dead = DeadLetter.model_validate(_dead_doc())
-    apply.apply_dead_letter(store, dead, "d2")
+    apply.apply_dead_letter(store, dead, "d2", source="1:42")
     store.flush()
     return store
 
@@ -125,6 +125,7 @@ def test_runs_say_what_happened_to_each_occurrence(tmp_path: Path) -> None:
     assert dead["last_error"]["message"] == "503 from target"
     assert [r["execution_id"] for r in q.runs("acme", "tick")] == [eid(2), eid(1), eid(0)]
     assert q.dead_letters("acme")[0]["state"] == "dead"
+    assert q.dead_letters("acme")[0]["source"] == "1:42"  # where a replay reads it back
     assert q.runs("globex", "tick") == []  # keyed by tenant: nothing leaks across
 
 

@@ -49,7 +49,7 @@ def send(
         cmd = kind(
             tenant=tenant,
             job_id=job_id,
-            request_id=_request_id(body),
+            request_id=request_id(body),
             issued_at=datetime.now(UTC),
             **fields,
         )
@@ -59,7 +59,7 @@ def send(
     return {"request_id": cmd.request_id, "accepted": True, "offset": written.offset}
 
 
-def _request_id(body: RequestIn | None) -> str:
+def request_id(body: RequestIn | None) -> str:
     return (body.request_id if body and body.request_id else None) or uuid.uuid4().hex
 
 
@@ -80,7 +80,7 @@ def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> 
     429 past the tenant's triggers per minute."""
     svc.quotas.triggers.take(tenant_of(who))
     body = body or TriggerIn()
-    body.request_id = _request_id(body)  # fixed here: the execution id derives from it
+    body.request_id = request_id(body)  # fixed here: the execution id derives from it
     out = send(svc, tenant_of(who), job_id, TriggerNow, body, payload=body.payload)
     eid = manual_execution_id(f"{tenant_of(who)}/{job_id}", body.request_id)
     return {**out, "execution_id": eid}
