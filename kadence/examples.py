@@ -29,6 +29,7 @@ from kadence.models import (
     ResumeJob,
     RetryPolicy,
     ScheduleDefinition,
+    TenantCircuit,
     TriggerNow,
     WireModel,
 )
@@ -88,6 +89,13 @@ def examples() -> dict[str, WireModel]:
         ResumeJob(request_id="req-5", **common),
         ReplayDeadLetter(request_id="req-6", execution_id=_EXEC_ID, letter=ex, **common),
         JobMoved(request_id="moved:4:3", version=4, partition=3, **common),
+        TenantCircuit(
+            tenant="acme",
+            partition=3,
+            at=T0,
+            open_until=T0.replace(minute=31),
+            reason="6 of 10 attempts failed",
+        ),
         ex,
         ExecutionRevoked(
             execution_id=_EXEC_ID,

@@ -18,6 +18,7 @@ from kadence.models.commands import (
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
+    TenantCircuit,
     TriggerNow,
 )
 from kadence.models.execution import (
@@ -111,6 +112,7 @@ __all__ = [
     "ResumeJob",
     "RetryPolicy",
     "ScheduleDefinition",
+    "TenantCircuit",
     "TriggerKind",
     "TriggerNow",
     "UtcDatetime",

@@ -121,6 +121,25 @@ class JobMoved(_JobCommand):
     it is newer (then it answers, naming its version)."""
 
 
+class TenantCircuit(WireModel):
+    """Written by a scheduler, not by users (keyed by the tenant): the tenant's retry circuit
+    breaker opened (`open_until` set) or closed on scheduler partition `partition`, at `at`.
+    Every other partition applies it unless its own copy changed later, so the tenant has one
+    circuit: open everywhere or closed everywhere (docs/execution.md)."""
+
+    avro_name = "TenantCircuit"
+    tenant: Identifier
+    partition: Annotated[int, Field(ge=0)]
+    at: UtcDatetime
+    open_until: UtcDatetime | None = None
+    """When the open circuit lets a probe through (None: closed)."""
+    reason: Annotated[str, Field(max_length=512)] = ""
+
+    @property
+    def key(self) -> str:
+        return self.tenant
+
+
 Command = TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
 COMMAND_TYPES: tuple[type[WireModel], ...] = (
     TriggerNow,
@@ -131,5 +150,6 @@ COMMAND_TYPES: tuple[type[WireModel], ...] = (
     ReplayDeadLetter,
 )
 """What users send (the SDK, the API, the CLI)."""
-TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved)
-"""What the commands topic carries: users' commands and the schedulers' own `JobMoved`."""
+TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved, TenantCircuit)
+"""What the commands topic carries: users' commands and the schedulers' own `JobMoved` and
+`TenantCircuit`."""

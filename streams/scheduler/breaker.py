@@ -1,9 +1,13 @@
 """A per-tenant circuit breaker over retries: when a tenant's attempts keep failing, its retries
 pause (history says why) until a cool-down probe succeeds.
 
-It sees the outcomes of the tenant's jobs on one scheduler partition (the jobs of a tenant
-spread over partitions; each partition's breaker decides for the jobs it owns). Only retries
-pause: scheduled occurrences still fire, and their outcomes are what closes the breaker too.
+A tenant has one circuit. Each scheduler partition counts the outcomes of the tenant's jobs it
+owns (the jobs of a tenant spread over partitions) and keeps a copy of the circuit; when its
+count opens the circuit, or a probe's success closes it, it tells every other partition
+(`TenantCircuit` on the commands topic), which applies the change unless its own copy changed
+later (`heard`). So the tenant's retries wait everywhere, not only where the failures were
+counted. Only retries pause: scheduled occurrences still fire, and their outcomes are what
+closes the breaker too.
 
 closed --(failure ratio >= threshold over >= min attempts in the window)--> open
 open   --(cool-down over)--> half-open: the next due retry fires as the probe, others wait
@@ -38,6 +42,9 @@ class Breaker:
     probe: str | None = None
     """Execution id of the retry fired as the half-open probe, until its outcome. While it is
     out, `open_until_ms` is its deadline."""
+    changed_ms: int = 0
+    """When this copy of the tenant's circuit last opened or closed (here, or as heard from
+    another partition): an older change heard later is not applied."""
 
     def probing(self, execution_id: str, now_ms: int, wait_ms: int) -> Breaker:
         """The breaker with `execution_id` out as the probe, awaited until now + wait."""
@@ -58,6 +65,7 @@ class Breaker:
         """Count an outcome; returns what changed, for the log ("opened", "closed")."""
         if self.probe == execution_id:
             self.probe = None
+            self.changed_ms = now_ms
             if failed:
                 self.open_until_ms = now_ms + cfg.cooldown_ms
                 return "opened"
@@ -72,8 +80,26 @@ class Breaker:
         )
         if self.open_until_ms is None and tripped:
             self.open_until_ms = now_ms + cfg.cooldown_ms
+            self.changed_ms = now_ms
             return "opened"
         return None
+
+    def heard(self, open_until_ms: int | None, at_ms: int) -> str | None:
+        """Another partition opened (until `open_until_ms`) or closed the tenant's circuit at
+        `at_ms`: applied unless this copy changed later. Returns what it did, for the log."""
+        if at_ms < self.changed_ms:
+            return None
+        self.changed_ms = at_ms
+        if open_until_ms is None:
+            if self.open_until_ms is None:
+                return None
+            self._reset(at_ms)
+            self.probe = None
+            return "closed (as another partition)"
+        if self.open_until_ms is not None and self.open_until_ms >= open_until_ms:
+            return None
+        self.open_until_ms = open_until_ms
+        return "opened (as another partition)"
 
     def gate(self, now_ms: int, cfg: BreakerConfig) -> Gate:
         if self.open_until_ms is None:
@@ -95,7 +121,10 @@ class Breaker:
         self.open_until_ms = None
 
     def dump(self) -> bytes:
+        """JSON; without `changed_ms` while it is 0 (what a previous release reads)."""
         body = {name: getattr(self, name) for name in _BREAKER_FIELDS}  # asdict deep-copies
+        if not self.changed_ms:
+            del body["changed_ms"]
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod

@@ -29,6 +29,7 @@ from kadence.models import (
     ReplayDeadLetter,
     ResumeJob,
     ScheduleDefinition,
+    TenantCircuit,
     TriggerNow,
     WireModel,
 )
@@ -178,6 +179,11 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
+        if isinstance(command, TenantCircuit):
+            if command.key.encode() != record.key:
+                raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
+            self._heard(ctx, command)
+            return
         assert isinstance(
             command,
             TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter | JobMoved,

@@ -1,10 +1,16 @@
-"""What the scheduler keeps per tenant: its retry circuit breaker (stored per partition
-under `~breaker/<tenant>`, cached decoded) and its backfill pace (in memory)."""
+"""What the scheduler keeps per tenant: its retry circuit breaker (a copy per partition under
+`~breaker/<tenant>`, cached decoded; an open or a close is told to every other partition, so
+the tenant has one circuit) and its backfill pace (in memory)."""
 
 from __future__ import annotations
 
 import logging
 
+from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
+from kadence.headers import headers_for
+from kadence.models import TenantCircuit
+from kadence.topics import Topics
 from streams.runtime.context import ProcessorContext
 from streams.scheduler.breaker import Breaker
 
@@ -18,15 +24,54 @@ class TenantKeeping:
     _paced: dict[str, tuple[int, int]]
     """tenant -> (second, backfill runs started in it): the backfill pace. Kept in memory:
     after a restart a tenant may get one extra second's worth, never more."""
+    codec: Codec
+    topics: Topics
+    job_partitions: int
 
     def _put_breaker(
         self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None
     ) -> None:
+        """Store the tenant's breaker; when this partition opened or closed the circuit, tell
+        every other partition."""
         if change:
             log.warning("tenant %s: retry circuit %s (partition %d)", tenant, change, ctx.partition)
         key = BREAKER_PREFIX + tenant.encode()
         ctx.put(key, breaker.dump(), None)
         ctx.cache[key] = breaker
+        if change in ("opened", "closed"):
+            told = TenantCircuit(
+                tenant=tenant,
+                partition=ctx.partition,
+                at=ms_to_datetime(breaker.changed_ms),
+                open_until=None
+                if change == "closed"
+                else ms_to_datetime(breaker.open_until_ms or 0),
+                reason=f"{breaker.failures} of {breaker.attempts} attempts failed"
+                if change == "opened"
+                else "a probe succeeded",
+            )
+            value = self.codec.encode(told)
+            headers = headers_for(told, self.codec.schema_fingerprint(TenantCircuit))
+            for partition in range(self.job_partitions):
+                if partition != ctx.partition:
+                    ctx.forward(self.topics.commands, partition, tenant.encode(), value, headers)
+
+    def _heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
+        """Another partition opened or closed the tenant's circuit: this copy follows unless it
+        changed later itself (it does not tell the others again)."""
+        if told.partition == ctx.partition:
+            return
+        breaker = self._breaker(ctx, told.tenant)
+        changed = Breaker.load(breaker.dump())
+        until = None if told.open_until is None else int(told.open_until.timestamp() * 1000)
+        did = changed.heard(until, int(told.at.timestamp() * 1000))
+        if did is not None:
+            log.warning(
+                "tenant %s: retry circuit %s (partition %d)", told.tenant, did, ctx.partition
+            )
+            key = BREAKER_PREFIX + told.tenant.encode()
+            ctx.put(key, changed.dump(), None)
+            ctx.cache[key] = changed
 
     def _pace(self, tenant: str, used: int, now_ms: int) -> None:
         second, before = self._paced.get(tenant, (0, 0))

@@ -13,6 +13,7 @@ from kadence.models import (
     OutcomeStatus,
     ScheduleDefinition,
 )
+from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.records import InputRecord
@@ -194,3 +195,86 @@ def test_a_probe_that_never_answers_is_replaced_after_its_deadline(store: Store)
     deadline = now + 60_000 + 10_000 + 10_000  # its timeout, lease and the cool-down
     [again] = _retries_fired(s, deadline + 10_000)
     assert again.execution_id != probe.execution_id
+
+
+def test_the_tenant_has_one_circuit_across_scheduler_partitions() -> None:
+    """Issue 17, item 8: the circuit was per tenant per scheduler partition, so a tenant whose
+    failures were counted on one partition kept retrying at full speed from the others. An
+    open or a close now reaches every partition (TenantCircuit); a partition that changed its
+    own copy later keeps it."""
+    from tests.scheduler.test_moving import PARTITIONS, Partitions  # noqa: PLC0415
+
+    s = Partitions(breaker=CFG)
+    homes: dict[int, list[ScheduleDefinition]] = {p: [] for p in range(PARTITIONS)}
+    for i in range(40):
+        d = ScheduleDefinition(
+            tenant="acme", job_id=f"j{i}", version=1, target=KafkaTarget(topic="o"),
+            schedule={"kind": "once", "run_at": "2026-12-01T09:01:00Z"},
+            retry={"max_attempts": 5, "initial_backoff_ms": 1_000, "jitter": "none"},
+        )  # fmt: skip
+        p = partition_for(d.routing_key, PARTITIONS)
+        homes[p].append(d)
+        s.feed(s.topics.schedules, p, d.key.encode(), CODEC.encode(d))
+    s.tick(T0 + 60_000)
+    fired = s.take(ExecutionRequested)
+    failing, healthy = 0, 1
+    on = {
+        p: [e for e in fired if partition_for(f"acme/{e.job_id}", PARTITIONS) == p] for p in (0, 1)
+    }
+    s.now = T0 + 61_000
+    for ex in on[healthy][:2]:  # the healthy partition sees failures too, below the minimum
+        s.feed(
+            s.topics.outcomes,
+            healthy,
+            ex.key.encode(),
+            CODEC.encode(make_outcome(ex, OutcomeStatus.failed, retryable=True)),
+        )
+    for ex in on[failing][:4]:  # 4 of 4 failed here: it opens, and tells the other partition
+        s.feed(
+            s.topics.outcomes,
+            failing,
+            ex.key.encode(),
+            CODEC.encode(make_outcome(ex, OutcomeStatus.failed, retryable=True)),
+        )
+    told = [m for m in s.inbox if m[0] == healthy]
+    assert len(told) == 1
+    s.deliver()
+    s.out.clear()
+    s.tick(T0 + 62_500)  # the healthy partition's retries are due: they wait for the circuit
+    got = s.take(object)  # (take empties what the partitions wrote)
+    assert [r for r in got if isinstance(r, ExecutionRequested)] == []
+    held = [h for h in got if isinstance(h, HistoryRecord) and h.decision is Decision.circuit_open]
+    assert {e.job_id for e in on[healthy][:2]} <= {h.job_id for h in held}  # on main: they ran
+    # after the cool-down one probe per partition may go; the failing one's succeeds
+    s.tick(T0 + 72_000)
+    probes = s.take(ExecutionRequested)
+    probe = next(e for e in probes if partition_for(f"acme/{e.job_id}", PARTITIONS) == failing)
+    s.feed(
+        s.topics.outcomes,
+        failing,
+        probe.key.encode(),
+        CODEC.encode(make_outcome(probe, OutcomeStatus.succeeded)),
+    )
+    s.deliver()  # closed everywhere
+    s.out.clear()
+    s.tick(T0 + 90_000)
+    retried = {e.job_id for e in s.take(ExecutionRequested)}
+    assert retried >= {e.job_id for e in on[failing][:4]} - {probe.job_id}
+    ran = retried | {e.job_id for e in probes}
+    assert {e.job_id for e in on[healthy][:2]} <= ran  # the closed circuit let them go too
+
+
+def test_a_change_heard_from_another_partition_applies_unless_this_copy_changed_later() -> None:
+    b = Breaker()
+    assert b.heard(T0 + 30_000, T0) == "opened (as another partition)"
+    assert not b.gate(T0 + 1, CFG).closed
+    assert b.heard(T0 + 20_000, T0 + 1) is None  # opens no longer than it is already open
+    assert b.heard(None, T0 + 2) == "closed (as another partition)"
+    assert b.gate(T0 + 3, CFG).closed
+    for i in range(4):  # this copy opens itself later ...
+        b.record(f"e{i}", True, T0 + 10 + i, CFG)
+    assert not b.gate(T0 + 20, CFG).closed
+    assert b.heard(None, T0 + 5) is None  # ... so an older close heard now does not apply
+    assert not b.gate(T0 + 20, CFG).closed
+    assert Breaker.load(b.dump()) == b
+    assert b"changed_ms" not in Breaker().dump()  # what a previous release reads

@@ -25,6 +25,7 @@ from kadence.topics import Topics
 from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
 from streams.runtime.task import Task
+from streams.scheduler.breaker import DEFAULTS, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from tests.scheduler.test_domain import MIN, T0
 from tests.scheduler.test_domain import outcome as make_outcome
@@ -46,9 +47,9 @@ class Partitions:
     """The scheduler's partitions, each a processor over its own task; records a processor
     writes to `commands` are delivered to the partition they name, as the broker would."""
 
-    def __init__(self) -> None:
+    def __init__(self, breaker: BreakerConfig = DEFAULTS) -> None:
         self.topics = Topics(KadenceSettings(partitions=PARTITIONS))
-        cfg = SchedulerConfig(self.topics, PARTITIONS, 1, "2025b")
+        cfg = SchedulerConfig(self.topics, PARTITIONS, 1, "2025b", breaker=breaker)
         self.procs = [SchedulerProcessor(cfg, CODEC) for _ in range(PARTITIONS)]
         self.tasks = [Task(p, MemoryStore(), T0, 60_000) for p in range(PARTITIONS)]
         self.out: list[tuple[Any, ...]] = []
