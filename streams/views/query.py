@@ -200,6 +200,8 @@ def _fold(run: Doc, e: Doc) -> None:
             run["reason"] = ""
             run["revoked_ahead"] = False
             run["due_at"] = run["due_at"] or e.get("due_at")
+        elif decision == "buffered" and run["status"] == "pending":
+            run["reason"] = e["reason"] or "waiting for a run in progress to end"
         elif decision == "retry_scheduled":
             run["status"] = "retrying"
             run["reason"] = e["reason"]

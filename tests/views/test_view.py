@@ -272,3 +272,17 @@ def test_a_tombstone_deletes_the_job_only_from_the_partition_it_lives_on(tmp_pat
     )
     store.flush()
     assert ViewQueries(store).job("acme", "tick", 0) is None
+
+
+def test_a_run_waiting_for_its_group_says_so_until_it_starts(tmp_path: Path) -> None:
+    store = ViewStore(tmp_path / "v")
+    apply.apply_definition(store, b"acme/tick", definition(), "0")
+    why = "concurrency group db is running a run; this one starts when it ends"
+    apply.apply_history(store, decision(0, Decision.buffered, why), "h0")
+    store.flush()
+    [run] = ViewQueries(store).runs("acme", "tick")
+    assert (run["status"], run["reason"]) == ("pending", why)
+    apply.apply_history(store, decision(0, Decision.fired), "h1")
+    store.flush()
+    [run] = ViewQueries(store).runs("acme", "tick")
+    assert (run["status"], run["reason"]) == ("scheduled", "")
