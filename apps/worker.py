@@ -17,6 +17,7 @@ from connectors.ssrf import AddressPolicy
 from kadence.clock import SystemClock
 from kadence.codec import Codec
 from kadence.metrics import LagCollector, serve
+from kadence.replication import cluster_replication
 from kadence.settings import KadenceSettings
 from kadence.targets import Target
 from streams.kafkaio.clients import KafkaClients
@@ -31,7 +32,7 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
         settings.namespace,
         settings.execution_partitions,
         Codec(),
-        settings.replication_factor,
+        lambda: cluster_replication(settings),
     )
     http = HttpCaller(AddressPolicy(settings.target_allow_cidrs), settings.webhook_secrets)
     return {"http": http, "kafka": kafka, "handler": handlers.call}

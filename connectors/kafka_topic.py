@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -25,6 +26,7 @@ from confluent_kafka.cimpl import NewTopic
 from kadence.codec import MAGIC, Codec
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.replication import Replication
 from kadence.settings import KafkaOptions, kafka_config
 from kadence.target_topics import MAX_TOPIC_NAME
 from kadence.targets import Result, Stop
@@ -45,11 +47,13 @@ class KafkaTopicCaller:
         namespace: str,
         partitions: int,
         codec: Codec,
-        replication_factor: int = 1,
+        replication: Callable[[], Replication] = lambda: Replication(1, 1),
     ) -> None:
         self.namespace = namespace
         self.partitions = partitions
-        self.replication_factor = replication_factor
+        self._replication = replication
+        """Asked once, at the first topic this target creates (it may ask the cluster)."""
+        self._resolved: Replication | None = None
         self.codec = codec
         self._fingerprint = codec.schema_fingerprint(ExecutionRequested)
         self._current = MAGIC + self._fingerprint
@@ -102,8 +106,11 @@ class KafkaTopicCaller:
         with lock:
             if topic in self._known:
                 return
+            if self._resolved is None:
+                self._resolved = self._replication()
+            r = self._resolved
             futures = self.admin.create_topics(
-                [NewTopic(topic, self.partitions, self.replication_factor)]
+                [NewTopic(topic, self.partitions, r.factor, config=r.config())]
             )
             try:
                 futures[topic].result(10)

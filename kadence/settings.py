@@ -36,7 +36,15 @@ class KadenceSettings(BaseSettings):
     """Partitions of the job-keyed, co-partitioned topics (schedules, commands, outcomes, ...)."""
     execution_partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
     """Partitions of the tenant-keyed executions topic."""
-    replication_factor: Annotated[int, Field(ge=1, le=7)] = 1
+    replication_factor: Annotated[int, Field(ge=1, le=7)] | None = None
+    """Copies of each topic Kadence creates (None: the cluster's size, up to 3;
+    kadence/replication.py). Below that on a multi-broker cluster it is refused unless
+    `allow_under_replicated`."""
+    min_insync_replicas: Annotated[int, Field(ge=1, le=7)] | None = None
+    """`min.insync.replicas` of the topics Kadence creates (None: 2 with 3 or more copies,
+    else 1)."""
+    allow_under_replicated: bool = False
+    """Create topics with fewer copies than the cluster's size (up to 3) allows."""
     max_payload_bytes: Annotated[int, Field(ge=0, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
     client_id: str = "kadence"
     delivery_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0

@@ -38,6 +38,7 @@ from kadence.models import (
     ScheduleDefinition,
     WireModel,
 )
+from kadence.replication import replication_for, warn_under_replicated
 from kadence.settings import KadenceSettings
 from kadence.target_topics import target_prefix, target_topic
 
@@ -243,23 +244,27 @@ def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
     """Create missing topics; verify existing ones. Returns the names it created."""
     admin = _admin(settings)
     try:
-        existing = admin.list_topics(timeout=timeout_s).topics
+        cluster = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise TopicError(
             f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}. Fix: start the broker "
             "(`make broker`) or set KADENCE_BOOTSTRAP_SERVERS."
         ) from exc
+    existing = cluster.topics
     wanted = {spec.name(settings.namespace): spec for spec in ALL_TOPICS}
+    absent = [name for name in wanted if name not in existing]
+    replication = replication_for(settings, len(cluster.brokers)) if absent else None
     missing = [
         NewTopic(
             name,
-            num_partitions=partitions_of(spec, settings),
-            replication_factor=settings.replication_factor,
-            config=spec.config(),
+            num_partitions=partitions_of(wanted[name], settings),
+            replication_factor=replication.factor,
+            config={**wanted[name].config(), **replication.config()},
         )
-        for name, spec in wanted.items()
-        if name not in existing
+        for name in absent
+        if replication is not None
     ]
+    warn_under_replicated(existing, list(wanted), len(cluster.brokers))
     created: list[str] = []
     if missing:
         for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():

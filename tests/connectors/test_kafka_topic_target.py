@@ -14,6 +14,7 @@ from connectors.kafka_topic import STOP_CHECK_S, KafkaTopicCaller
 from kadence.codec import Codec
 from kadence.examples import examples
 from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.replication import Replication
 from kadence.targets import Stop
 
 
@@ -25,6 +26,7 @@ class SlowAdmin:
         self.barrier = threading.Barrier(parties, timeout=5)
         self.created: Counter[str] = Counter()
         self.replication: list[int] = []
+        self.configs: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
     def create_topics(self, topics: list[NewTopic]) -> dict[str, Future[None]]:
@@ -33,6 +35,7 @@ class SlowAdmin:
             with self._lock:
                 self.created[t.topic] += 1
                 self.replication.append(t.replication_factor)
+                self.configs.append(dict(t.config or {}))
             self.barrier.wait()
             done: Future[None] = Future()
             done.set_result(None)
@@ -42,7 +45,14 @@ class SlowAdmin:
 
 def caller(admin: Any) -> KafkaTopicCaller:
     # nothing listens on port 9: the clients are built but never used
-    c = KafkaTopicCaller("127.0.0.1:9", "ns", 3, Codec(), replication_factor=3)
+    asked: list[int] = []
+
+    def replication() -> Replication:
+        asked.append(1)
+        return Replication(3, 2)
+
+    c = KafkaTopicCaller("127.0.0.1:9", "ns", 3, Codec(), replication)
+    c.asked = asked  # type: ignore[attr-defined]
     c.admin = admin
     return c
 
@@ -56,6 +66,8 @@ def test_first_uses_of_different_topics_create_them_concurrently() -> None:
             f.result(10)  # a BrokenBarrierError here: the creations ran one at a time
     assert admin.created == Counter(topics)
     assert admin.replication == [3, 3, 3, 3]
+    assert admin.configs == [{"min.insync.replicas": "2"}] * 4
+    assert c.asked == [1]  # type: ignore[attr-defined]  # the cluster is asked once
 
 
 def test_one_topic_is_created_once_however_many_runs_want_it() -> None:

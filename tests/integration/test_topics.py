@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from kadence.errors import TopicMismatchError
+from kadence.errors import TopicError, TopicMismatchError
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS, SCHEDULES, delete_namespace, partitions_of, provision
 
@@ -33,8 +33,24 @@ def test_provision_creates_every_topic_with_its_policy(kafka_bootstrap: str) -> 
             assert len(meta[name].partitions) == partitions_of(spec, s)
             for key, value in spec.config().items():
                 assert configs[name][key].value == value, (name, key)
+            assert configs[name]["min.insync.replicas"].value == "1"  # one broker: 1 copy
+            assert all(len(p.replicas) == 1 for p in meta[name].partitions.values())
         assert configs[SCHEDULES.name(s.namespace)]["cleanup.policy"].value == "compact"
         assert provision(s) == []  # idempotent
+    finally:
+        delete_namespace(s)
+
+
+def test_more_copies_than_brokers_is_a_clear_error_not_a_half_made_namespace(
+    kafka_bootstrap: str,
+) -> None:
+    s = _settings(kafka_bootstrap, replication_factor=3)
+    try:
+        with pytest.raises(TopicError, match=r"needs 3 brokers and the cluster .* has 1 broker"):
+            provision(s)
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        mine = [t for t in admin.list_topics(timeout=10).topics if t.startswith(s.namespace)]
+        assert mine == []  # refused before anything was created
     finally:
         delete_namespace(s)
 
