@@ -21,7 +21,6 @@ from typing import Any
 from confluent_kafka import (
     Consumer,
     KafkaError,
-    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -37,6 +36,7 @@ from kadence.errors import (
     TopicError,
 )
 from kadence.headers import TYPE, Headers, headers_for
+from kadence.kafka_connect import ErrorLog, metadata
 from kadence.models import (
     COMMAND_TYPES,
     Command,
@@ -72,9 +72,11 @@ class KadenceClient:
         self.settings = settings
         self.topics = Topics(settings)
         self.codec = codec or Codec()
+        self._errors = ErrorLog()
         self._producer = Producer(
             {
                 **settings.kafka_common(),
+                "error_cb": self._errors,
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
@@ -207,10 +209,9 @@ class KadenceClient:
 
     def partitions(self, topic: str) -> int:
         if topic not in self._partitions:
-            try:
-                meta = self._producer.list_topics(topic, timeout=self.settings.delivery_timeout_s)
-            except KafkaException as exc:
-                raise TopicError(f"cannot read metadata of {topic}: {exc}") from exc
+            meta = metadata(
+                self._producer, self._errors, self.settings, self.settings.delivery_timeout_s, topic
+            )
             info = meta.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
                 raise TopicError(

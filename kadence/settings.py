@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
@@ -29,6 +29,20 @@ class KadenceSettings(BaseSettings):
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
     """Kafka bootstrap servers, comma separated."""
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """How every Kafka client of Kadence connects (librdkafka `security.protocol`)."""
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_ca_location: Path | None = None
+    """The CA bundle that signed the brokers' certificates (PEM); None: the system's."""
+    kafka_ssl_certificate_location: Path | None = None
+    """A client certificate (PEM), for brokers that authenticate clients by TLS."""
+    kafka_ssl_key_location: Path | None = None
+    kafka_ssl_key_password: SecretStr | None = None
+    kafka_options: dict[str, str] = Field(default_factory=dict)
+    """Any other librdkafka option for every client, as JSON (KADENCE_KAFKA_OPTIONS=
+    '{"socket.keepalive.enable": "true"}'); applied last."""
     namespace: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "kadence"
     """Prefix of every topic name: `<namespace>.schedules` ..., so environments can share a
     cluster and every test gets its own."""
@@ -247,9 +261,54 @@ class KadenceSettings(BaseSettings):
                 raise ValueError(f"{tenant!r} is not a tenant identifier")
         return value
 
+    @model_validator(mode="after")
+    def _kafka_security(self) -> KadenceSettings:
+        """A secured connection that cannot work is refused at start-up, saying what is missing
+        (never what a secret is)."""
+        protocol = self.kafka_security_protocol
+        if protocol.startswith("SASL_"):
+            missing = [
+                f"KADENCE_KAFKA_{name.upper()}"
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if getattr(self, f"kafka_{name}") is None
+            ]
+            if missing:
+                raise ValueError(f"security protocol {protocol} needs {', '.join(missing)}")
+        for name in ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location"):
+            path = getattr(self, f"kafka_{name}")
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"KADENCE_KAFKA_{name.upper()}: no file at {path}")
+        if (self.kafka_ssl_certificate_location is None) != (self.kafka_ssl_key_location is None):
+            raise ValueError(
+                "KADENCE_KAFKA_SSL_CERTIFICATE_LOCATION and KADENCE_KAFKA_SSL_KEY_LOCATION go "
+                "together (a client certificate and its key)"
+            )
+        return self
+
     def kafka_common(self) -> dict[str, str | int | float | bool]:
-        """librdkafka settings every client of this process shares."""
-        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id}
+        """librdkafka settings every client of this process shares: where the cluster is, how
+        to connect to it (TLS, SASL) and any pass-through options."""
+        common: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.client_id,
+            "security.protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_sasl_mechanism is not None:
+            common["sasl.mechanism"] = self.kafka_sasl_mechanism
+        if self.kafka_sasl_username is not None:
+            common["sasl.username"] = self.kafka_sasl_username
+        if self.kafka_sasl_password is not None:
+            common["sasl.password"] = self.kafka_sasl_password.get_secret_value()
+        files = {
+            "ssl.ca.location": self.kafka_ssl_ca_location,
+            "ssl.certificate.location": self.kafka_ssl_certificate_location,
+            "ssl.key.location": self.kafka_ssl_key_location,
+        }
+        common.update({k: str(v) for k, v in files.items() if v is not None})
+        if self.kafka_ssl_key_password is not None:
+            common["ssl.key.password"] = self.kafka_ssl_key_password.get_secret_value()
+        common.update(self.kafka_options)
+        return common
 
 
 KafkaOptions = Mapping[str, str | int | float | bool]

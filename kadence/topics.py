@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -25,6 +26,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from kadence.codec import Codec
 from kadence.errors import GarbageBytesError, TopicError, TopicMismatchError
+from kadence.kafka_connect import ErrorLog, metadata
 from kadence.models import (
     TOPIC_COMMAND_TYPES,
     DeadLetter,
@@ -236,20 +238,21 @@ class Topics:
         raise TopicError(f"{topic!r} is not a Kadence topic in namespace {self.settings.namespace}")
 
 
-def _admin(settings: KadenceSettings) -> AdminClient:
-    return AdminClient({**settings.kafka_common(), "socket.connection.setup.timeout.ms": 5000})
+def _admin(settings: KadenceSettings, errors: ErrorLog | None = None) -> AdminClient:
+    config: dict[str, Any] = {
+        **settings.kafka_common(),
+        "socket.connection.setup.timeout.ms": 5000,
+    }
+    if errors is not None:
+        config["error_cb"] = errors
+    return AdminClient(config)
 
 
 def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
     """Create missing topics; verify existing ones. Returns the names it created."""
-    admin = _admin(settings)
-    try:
-        cluster = admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise TopicError(
-            f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}. Fix: start the broker "
-            "(`make broker`) or set KADENCE_BOOTSTRAP_SERVERS."
-        ) from exc
+    errors = ErrorLog()
+    admin = _admin(settings, errors)
+    cluster = metadata(admin, errors, settings, timeout_s)
     existing = cluster.topics
     wanted = {spec.name(settings.namespace): spec for spec in ALL_TOPICS}
     absent = [name for name in wanted if name not in existing]

@@ -21,6 +21,7 @@ from infra.kafka.config import (
     BrokerConfig,
     BrokerError,
     env,
+    scram_arguments,
     server_properties,
 )
 from infra.kafka.fetch import fetch
@@ -110,6 +111,7 @@ def _format(cfg: BrokerConfig, java: str) -> None:
             "-c",
             str(cfg.properties),
             "--ignore-formatted",
+            *scram_arguments(cfg),
         ],
         capture_output=True,
         text=True,

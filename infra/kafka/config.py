@@ -24,6 +24,17 @@ def env(name: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class SecureListener:
+    """A SASL_SSL listener on `port + 4`: TLS with `keystore` (a PEM file: the unencrypted
+    PKCS#8 private key, then the certificate chain), SASL PLAIN and SCRAM-SHA-256/512 with
+    `users` (name, password); the SCRAM credentials are written when the storage is formatted,
+    with the broker's own tool. For tests of secured clients; the default broker has none."""
+
+    keystore: Path
+    users: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class BrokerConfig:
     """Where one local broker keeps its files and which ports it listens on."""
 
@@ -33,6 +44,7 @@ class BrokerConfig:
     cache_dir: Path = Path.home() / ".cache" / "kadence"
     kafka_home: Path | None = None
     heap: str = "512m"
+    secure: SecureListener | None = None
 
     @classmethod
     def from_env(cls, home: Path | None = None, port: int | None = None) -> BrokerConfig:
@@ -61,6 +73,10 @@ class BrokerConfig:
     @property
     def proxy_port(self) -> int:
         return self.port + 3
+
+    @property
+    def secure_port(self) -> int:
+        return self.port + 4
 
     @property
     def bootstrap(self) -> str:
@@ -123,6 +139,43 @@ def server_properties(cfg: BrokerConfig) -> str:
             # a readahead window of zeros (8 MB on this project's CI disks). 1 MB caps that per
             # new segment (docs/benchmarks.md, "The broker's cost was zeroing index files").
             "log.index.size.max.bytes=1048576",
+            *_secure_properties(cfg),
             "",
         ]
     )
+
+
+def _secure_properties(cfg: BrokerConfig) -> list[str]:
+    """The SASL_SSL listener's settings (none without one). They come last: the listener lists
+    here replace the ones above (a later key wins in a properties file)."""
+    if cfg.secure is None:
+        return []
+    plain = " ".join(f'user_{name}="{password}"' for name, password in cfg.secure.users)
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    return [
+        f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},CONTROLLER://127.0.0.1:{cfg.controller_port},"
+        f"PROXIED://127.0.0.1:{cfg.proxied_port},SASL_SSL://127.0.0.1:{cfg.secure_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+        f"PROXIED://127.0.0.1:{cfg.proxy_port},SASL_SSL://127.0.0.1:{cfg.secure_port}",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+        "PROXIED:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config="
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain};",
+        f"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}",
+        f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={cfg.secure.keystore}",
+    ]
+
+
+def scram_arguments(cfg: BrokerConfig) -> list[str]:
+    """`kafka-storage format` arguments that create the listener's SCRAM users."""
+    if cfg.secure is None:
+        return []
+    return [
+        arg
+        for name, password in cfg.secure.users
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        for arg in ("--add-scram", f"{mechanism}=[name={name},password={password}]")
+    ]
