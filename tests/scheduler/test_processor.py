@@ -420,3 +420,32 @@ def test_what_went_out_ahead_under_the_old_rules_and_moved_is_revoked(tmp_path: 
     assert [r.execution_id for r in revoked] == [a.execution_id for a in fired.state.ahead]
     again = [e.record for e in redone.out if isinstance(e.record, ExecutionRequested)]
     assert [datetime_to_ms(e.nominal_at) for e in again] == [NOW + 60_000, NOW + 120_000]
+
+
+def test_replaying_schedules_onto_existing_state_changes_nothing(store: Store) -> None:
+    """The documented procedure (docs/operations.md, "Replaying topics"): resetting the
+    scheduler's group to the start of `schedules` re-reads every version it already applied;
+    each is refused as stale (a `rejected` record), no job fires twice, none moves back."""
+    from tests.scheduler.test_breaker import Scheduler  # noqa: PLC0415
+
+    s = Scheduler(store)
+    records = []
+    for i in range(3):
+        for version in (1, 2):
+            d = ScheduleDefinition(
+                tenant="acme", job_id=f"j{i}", version=version, target=KafkaTarget(topic="o"),
+                schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * *"},
+            )  # fmt: skip
+            records.append((d.key, CODEC.encode(d)))
+            s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+    s.tick(T0 + 60_000)
+    before = {k: load_state(s.task.get(k.encode()) or b"") for k, _ in records}
+    s.out.clear()
+    for key, value in records:  # the whole topic again
+        s.feed(s.topics.schedules, key, value, T0 + 61_000)
+    s.tick(T0 + 61_000)
+    written = [CODEC.decode(v) for (t, _p, _k, v, _h) in s.out if t != s.topics.scheduler_changelog]
+    assert {type(r).__name__ for r in written} == {"Rejected"}
+    assert {getattr(r, "code", "") for r in written} == {"stale_version"}
+    after = {k: load_state(s.task.get(k.encode()) or b"") for k, _ in records}
+    assert all(after[k].cursor_ms == before[k].cursor_ms for k in after)
