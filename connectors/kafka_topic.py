@@ -12,7 +12,9 @@ as they are, which is what encoding the execution again would give, without its 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -24,8 +26,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kadence.codec import MAGIC, Codec
-from kadence.headers import headers_for
-from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.headers import SCHEMA, TYPE, Headers, headers_for
+from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.replication import Replication
 from kadence.settings import KafkaOptions, kafka_config
 from kadence.target_topics import MAX_TOPIC_NAME
@@ -33,11 +35,40 @@ from kadence.targets import Result, Stop
 from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
+CONTENT_TYPE = "content-type"
 STOP_CHECK_S = 0.1
 """How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
 the stop wakes it."""
 
 __all__ = ["KafkaTopicCaller", "target_topic"]
+
+
+def delivered(ex: ExecutionRequested, record: bytes, fingerprint: bytes) -> tuple[bytes, Headers]:
+    """The value and headers the tenant's topic receives for `ex`, in its target's format:
+    the Avro envelope `record` (with its type and schema headers), the envelope as JSON, or the
+    payload alone; always with the ids a consumer needs (the execution id is the idempotency
+    key) and, but for Avro, a `content-type`."""
+    target = ex.target
+    assert isinstance(target, KafkaTarget)
+    headers = headers_for(ex, fingerprint)
+    if target.format is DeliveryFormat.avro:
+        return record, headers
+    ids = [(k, v) for k, v in headers if k not in (TYPE, SCHEMA)]
+    if target.format is DeliveryFormat.json:
+        return envelope_json(ex), [*ids, (CONTENT_TYPE, b"application/json")]
+    return ex.payload, [*ids, (CONTENT_TYPE, ex.content_type.encode())]
+
+
+def envelope_json(ex: ExecutionRequested) -> bytes:
+    """The execution as one JSON object; the payload as text when it is UTF-8, else base64
+    with `"payload_encoding": "base64"`."""
+    doc = ex.model_dump(mode="json", exclude={"payload"})
+    try:
+        doc["payload"] = ex.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        doc["payload"] = base64.b64encode(ex.payload).decode()
+        doc["payload_encoding"] = "base64"
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class KafkaTopicCaller:
@@ -145,10 +176,10 @@ class KafkaTopicCaller:
             else:
                 settle(Result.failed("KafkaError", f"{topic}: {err}", retryable=True))
 
-        headers = headers_for(ex, self._fingerprint)
+        value, headers = delivered(ex, record, self._fingerprint)
         try:
             self.producer.produce(
-                topic, key=ex.key.encode(), value=record, headers=headers, on_delivery=on_delivery
+                topic, key=ex.key.encode(), value=value, headers=headers, on_delivery=on_delivery
             )
         except BufferError:
             return None
@@ -185,11 +216,11 @@ class KafkaTopicCaller:
             done.set()
             wake.set()
 
-        headers = headers_for(ex, self._fingerprint)
+        value, headers = delivered(ex, record, self._fingerprint)
         self.producer.produce(
             topic,
             key=ex.key.encode(),
-            value=record,
+            value=value,
             headers=headers,
             on_delivery=on_delivery,
         )

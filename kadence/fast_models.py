@@ -228,10 +228,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "042730f9073a9a21",
+    ExecutionRequested: "f87e76d59e6b9d46",  # KafkaTarget.format: targets go through pydantic
     ExecutionOutcome: "fe5e7723bb665b2f",
     HistoryRecord: "03b214a11488b7db",
-    LeaseEvent: "7ca3bd2bb11da629",
+    LeaseEvent: "683aab30f7b4e2e4",
     LeaseSnapshot: "b9b7d0f0c536f199",
 }
 """What each builder was written against; update together with the builder."""

@@ -40,6 +40,7 @@ from kadence.models.execution import (
 from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
 from kadence.models.schedule import (
     CronSchedule,
+    DeliveryFormat,
     DstFoldPolicy,
     DstGapPolicy,
     HandlerTarget,
@@ -85,6 +86,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterReason",
     "Decision",
+    "DeliveryFormat",
     "DstFoldPolicy",
     "DstGapPolicy",
     "ErrorInfo",

@@ -156,6 +156,21 @@ class HttpTarget(WireModel):
         return headers
 
 
+class DeliveryFormat(StrEnum):
+    """What a Kafka-target topic receives for each run (docs/execution.md, "Kafka topic
+    target"): always with the Kadence headers (`kadence-execution-id`, the idempotency key,
+    `kadence-tenant`, `kadence-job`, `kadence-due-at`, `kadence-attempt`, `kadence-delivery`)."""
+
+    avro = "avro"
+    """Kadence's `ExecutionRequested`, Avro single-object encoded (what connectors/consumer.py
+    reads)."""
+    json = "json"
+    """The same envelope as one JSON object (`content-type: application/json`)."""
+    payload = "payload"
+    """The job's payload alone, as its bytes, with `content-type` from the job: "send this
+    message at that time"."""
+
+
 class KafkaTarget(WireModel):
     """Produce the execution to a tenant topic; success on the broker's acknowledgement.
 
@@ -165,6 +180,8 @@ class KafkaTarget(WireModel):
 
     kind: Literal["kafka"] = "kafka"
     topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+    format: DeliveryFormat = DeliveryFormat.avro
+    """What the topic receives (see `DeliveryFormat`)."""
 
 
 class HandlerTarget(WireModel):
