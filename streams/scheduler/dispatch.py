@@ -230,16 +230,7 @@ def drain_buffer(state: JobState, effects: Effects, facts: Facts) -> JobState:
         if head.trigger == TriggerKind.retry.value and not gate.closed:
             held = replace(head, due_ms=max(facts.now_ms, gate.retry_at_ms))
             if gate.reason:
-                effects.history(
-                    state,
-                    facts,
-                    Decision.circuit_open,
-                    execution_id=head.execution_id,
-                    attempt=head.attempt,
-                    nominal_at=ms_to_datetime(head.nominal_ms),
-                    due_at=ms_to_datetime(held.due_ms),
-                    reason=gate.reason,
-                )
+                circuit_held(state, effects, facts, held, gate.reason)
             state = state.evolve(buffered=rest, retries=(*state.retries, held))
             continue
         payload = state.payload_of(head.execution_id)
@@ -349,3 +340,17 @@ def keep_override(state: JobState, facts: Facts, exec_id: str, payload: bytes) -
             "the job's definition, or wait for those runs to finish",
         )
     return state.evolve(payloads=(*state.payloads, (exec_id, payload)))
+
+
+def circuit_held(state: JobState, effects: Effects, facts: Facts, retry: Pending, why: str) -> None:
+    """History: `retry` waits for the tenant's circuit, until its (new) due time."""
+    effects.history(
+        state,
+        facts,
+        Decision.circuit_open,
+        execution_id=retry.execution_id,
+        attempt=retry.attempt,
+        nominal_at=ms_to_datetime(retry.nominal_ms),
+        due_at=ms_to_datetime(retry.due_ms),
+        reason=why,
+    )

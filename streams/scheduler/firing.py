@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kadence.clock import ms_to_datetime
-from kadence.models import Decision, ExecutionRequested, TriggerKind
+from kadence.models import ExecutionRequested, TriggerKind
 from kadence.timeengine.identity import execution_id
 from streams.scheduler import backfill
 from streams.scheduler.catchup import catch_up, dst_skipped
-from streams.scheduler.dispatch import drain_buffer, fire, group_reason, start, wait
+from streams.scheduler.dispatch import (
+    circuit_held,
+    drain_buffer,
+    fire,
+    group_reason,
+    start,
+    wait,
+)
 from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import RUNNING_LIMIT, Ahead, JobState, active_runs
 from streams.scheduler.step import (
@@ -89,16 +95,7 @@ def _fire_retries(state: JobState, effects: Effects, facts: Facts) -> JobState:
         probe = due[:1] if gate.probe and effects.probe is None else []
         held = tuple(replace(p, due_ms=gate.retry_at_ms) for p in due[len(probe) :])
         for p in held:
-            effects.history(
-                state,
-                facts,
-                Decision.circuit_open,
-                execution_id=p.execution_id,
-                attempt=p.attempt,
-                nominal_at=ms_to_datetime(p.nominal_ms),
-                due_at=ms_to_datetime(p.due_ms),
-                reason=gate.reason,
-            )
+            circuit_held(state, effects, facts, p, gate.reason)
         waiting, due = waiting + held, probe
         if probe:
             effects.probe = probe[0].execution_id

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -17,28 +15,11 @@ from kadence.models import OnceSchedule, ScheduleDefinition
 from kadence.models.schedule import KafkaTarget
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from testkit.ports import free_ports
 from testkit.topic_reader import read_topic
 from tests.conftest import provisioned
 
 from .test_sdk_roundtrip import T
-
-
-def _free_ports() -> int:
-    """A port p with p, p + 1 and p + 2 free now: the broker's client, controller and second
-    (proxied) listeners. Other tests' children bind ports the system picks meanwhile, so all
-    three are checked, not only the first two."""
-    for _ in range(50):
-        with ExitStack() as held:
-            first = held.enter_context(socket.socket())
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            try:
-                for offset in (1, 2):
-                    held.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no three consecutive free ports")
 
 
 @pytest.fixture
@@ -47,7 +28,7 @@ def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[kafkactl.Broker
     base = kafkactl.BrokerConfig.from_env()
     cfg = kafkactl.BrokerConfig(
         home=tmp_path / "broker",
-        port=_free_ports(),
+        port=free_ports(3),
         cache_dir=base.cache_dir,
         kafka_home=base.kafka_home,
         kafka_version=base.kafka_version,

@@ -6,13 +6,11 @@ through it from the settings alone; a wrong password is a clear error at start-u
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,28 +26,13 @@ from kadence.errors import TopicError
 from kadence.models import KafkaTarget, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, provision, target_topic
+from testkit.ports import free_ports
 from testkit.stack import Stack, execution_settings
 from testkit.tls import Certificates, make_certificates
 from testkit.topic_reader import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 USER, PASSWORD = "alice", "alice-secret-4711"
-
-
-def _free_ports(count: int = 5) -> int:
-    """A port p with p .. p + count - 1 free now (client, controller, proxied, proxy, SASL_SSL)."""
-    for _ in range(50):
-        with ExitStack() as held:
-            first = held.enter_context(socket.socket())
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            try:
-                for offset in range(1, count):
-                    held.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +45,7 @@ def secure(
     base = BrokerConfig.from_env()
     cfg = BrokerConfig(
         home=tmp / "broker",
-        port=_free_ports(),
+        port=free_ports(5),
         cache_dir=base.cache_dir,
         kafka_home=base.kafka_home,
         kafka_version=base.kafka_version,
