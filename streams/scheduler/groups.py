@@ -41,18 +41,15 @@ def busy_until(group: Group, job_key: str, now_ms: int) -> int:
 
 def with_runs(group: Group, job_key: str, running: tuple[Running, ...]) -> Group:
     """The group after `job_key`'s runs became `running`."""
-    runs: list[list[object]] = [[r.execution_id, r.expires_ms] for r in running]
-    updated = dict(group)
-    if runs:
-        updated[job_key] = runs
-    else:
-        updated.pop(job_key, None)
-    return updated
+    return _listing(group, job_key, [[r.execution_id, r.expires_ms] for r in running])
 
 
 def without_run(group: Group, job_key: str, execution_id: str) -> Group:
     """The group after one run of `job_key` (a deleted job's) ended."""
-    runs = [r for r in group.get(job_key, []) if r[0] != execution_id]
+    return _listing(group, job_key, [r for r in group.get(job_key, []) if r[0] != execution_id])
+
+
+def _listing(group: Group, job_key: str, runs: list[list[object]]) -> Group:
     updated = dict(group)
     if runs:
         updated[job_key] = runs
