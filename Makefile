@@ -22,7 +22,7 @@ FAUST := faust-streaming==0.15.3 mode-streaming==0.7.1
 FAUST_DEPS := aiokafka aiohttp aiohttp_cors click colorlog intervaltree mypy_extensions six \
 	terminaltables venusian yarl
 
-.PHONY: run test deps broker broker-stop broker-status lint typecheck schemas clean
+.PHONY: run test deps broker broker-stop broker-status cluster cluster-stop bench-cluster lint typecheck schemas clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Kadence needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -40,6 +40,18 @@ broker: deps
 
 broker-stop: deps
 	$(BIN)/python -m infra.kafka.kafkactl stop
+
+# three local KRaft nodes (ports 29092, 29102, 29112; infra/kafka/cluster.py)
+cluster: deps
+	$(BIN)/python -m infra.kafka.kafkactl cluster-start
+
+cluster-stop: deps
+	$(BIN)/python -m infra.kafka.kafkactl cluster-stop
+
+# failover on a three-node cluster of its own: a broker, then the leader of executions, killed -9
+# under a steady load (testkit/cluster_chaos.py; figures in docs/benchmarks.md)
+bench-cluster: deps
+	$(BIN)/python -m testkit.cluster_chaos
 
 broker-status: deps
 	$(BIN)/python -m infra.kafka.kafkactl status

@@ -114,3 +114,22 @@ def test_broker_tests_fail_in_ci_and_skip_elsewhere() -> None:
         broker_unavailable("gone", in_ci=True)
     with pytest.raises(pytest.skip.Exception):
         broker_unavailable("gone", in_ci=False)
+
+
+def test_a_cluster_s_nodes_vote_together_and_replicate_the_broker_s_own_topics(
+    tmp_path: Path,
+) -> None:
+    from infra.kafka.cluster import cluster_configs  # noqa: PLC0415
+
+    nodes = cluster_configs(kafkactl.BrokerConfig(home=tmp_path, port=30000))
+    props = [
+        dict(line.split("=", 1) for line in kafkactl.server_properties(n).splitlines() if line)
+        for n in nodes
+    ]
+    voters = "1@127.0.0.1:30001,2@127.0.0.1:30011,3@127.0.0.1:30021"
+    assert [p["node.id"] for p in props] == ["1", "2", "3"]
+    assert {p["controller.quorum.voters"] for p in props} == {voters}
+    assert {p["transaction.state.log.replication.factor"] for p in props} == {"3"}
+    assert {p["transaction.state.log.min.isr"] for p in props} == {"2"}
+    assert len({n.cluster_id for n in nodes}) == 1
+    assert len({n.home for n in nodes}) == 3

@@ -97,7 +97,7 @@ def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
 def _format(cfg: BrokerConfig, java: str) -> None:
     if (cfg.data_dir / "meta.properties").exists():
         return
-    cluster_id = uuid.uuid4().hex[:22]
+    cluster_id = cfg.cluster_id or uuid.uuid4().hex[:22]
     proc = subprocess.run(
         [
             java,
@@ -148,11 +148,17 @@ def start(
             "Fix: stop it, or choose another port with KADENCE_KAFKA_PORT."
         )
     fetch(cfg, quiet=quiet)
+    proc = launch(cfg)
+    return wait_up(cfg, proc, wait_s, quiet)
+
+
+def launch(cfg: BrokerConfig) -> subprocess.Popen[bytes]:
+    """Write the node's properties, format its storage once, start its JVM; do not wait (a
+    node of a cluster answers only once a quorum of its controllers runs)."""
     java = _java()
     cfg.home.mkdir(parents=True, exist_ok=True)
     cfg.properties.write_text(server_properties(cfg))
     _format(cfg, java)
-    started = time.monotonic()
     with cfg.log_file.open("ab") as log:
         proc = subprocess.Popen(
             [
@@ -175,6 +181,12 @@ def start(
             cwd=cfg.home,
         )
     cfg.pid_file.write_text(f"{proc.pid}\n")
+    return proc
+
+
+def wait_up(cfg: BrokerConfig, proc: subprocess.Popen[bytes], wait_s: float, quiet: bool) -> str:
+    """Wait until the node answers a metadata request; kill it if it never does."""
+    started = time.monotonic()
     while time.monotonic() - started < wait_s:
         if proc.poll() is not None:
             raise BrokerError(

@@ -45,6 +45,12 @@ class BrokerConfig:
     kafka_home: Path | None = None
     heap: str = "512m"
     secure: SecureListener | None = None
+    node_id: int = 1
+    voters: tuple[tuple[int, int], ...] = ()
+    """(node id, controller port) of every controller of a multi-node cluster (infra/kafka/
+    cluster.py); empty: this node alone."""
+    cluster_id: str | None = None
+    """The KRaft cluster id every node is formatted with (None: a new one for one node)."""
 
     @classmethod
     def from_env(cls, home: Path | None = None, port: int | None = None) -> BrokerConfig:
@@ -73,6 +79,18 @@ class BrokerConfig:
     @property
     def proxy_port(self) -> int:
         return self.port + 3
+
+    @property
+    def quorum_voters(self) -> str:
+        voters = self.voters or ((self.node_id, self.controller_port),)
+        return ",".join(f"{n}@127.0.0.1:{p}" for n, p in voters)
+
+    @property
+    def internal_replication(self) -> tuple[int, int]:
+        """Replication factor and min ISR of the broker's own topics (offsets, transactions)."""
+        size = max(1, len(self.voters))
+        factor = min(3, size)
+        return factor, 2 if factor >= 3 else 1
 
     @property
     def secure_port(self) -> int:
@@ -107,11 +125,12 @@ class BrokerConfig:
 
 def server_properties(cfg: BrokerConfig) -> str:
     """The single-node KRaft settings. docker-compose.yml mirrors these one for one."""
+    factor, min_isr = cfg.internal_replication
     return "\n".join(
         [
             "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{cfg.controller_port}",
+            f"node.id={cfg.node_id}",
+            f"controller.quorum.voters={cfg.quorum_voters}",
             f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
             f"CONTROLLER://127.0.0.1:{cfg.controller_port},"
             f"PROXIED://127.0.0.1:{cfg.proxied_port}",
@@ -123,13 +142,13 @@ def server_properties(cfg: BrokerConfig) -> str:
             "PROXIED:PLAINTEXT",
             f"log.dirs={cfg.data_dir}",
             "num.partitions=1",
-            "offsets.topic.replication.factor=1",
+            f"offsets.topic.replication.factor={factor}",
             "offsets.topic.num.partitions=8",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
+            f"transaction.state.log.replication.factor={factor}",
+            f"transaction.state.log.min.isr={min_isr}",
             "transaction.state.log.num.partitions=8",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
+            f"share.coordinator.state.topic.replication.factor={factor}",
+            f"share.coordinator.state.topic.min.isr={min_isr}",
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=false",
             "log.cleaner.dedupe.buffer.size=16777216",

@@ -17,6 +17,7 @@ Environment (all optional):
                                (testkit/netproxy.py); nothing else uses either.
 
 Usage: python -m infra.kafka.kafkactl {fetch,start,stop,kill,status,bootstrap} [--home DIR]
+       python -m infra.kafka.kafkactl {cluster-start,cluster-stop,cluster-status} (three nodes)
 
 This module is the command line; the parts are config.py (paths, ports, server properties),
 fetch.py (the jars) and broker.py (the process). It re-exports what tests and apps.stack use.
@@ -28,6 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from infra.kafka import cluster
 from infra.kafka.broker import broker_answers, kill, rss_bytes, running_pid, start, stop
 from infra.kafka.config import KAFKA_VERSION, BrokerConfig, BrokerError, env, server_properties
 from infra.kafka.fetch import fetch
@@ -51,12 +53,18 @@ __all__ = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafkactl", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "command", choices=["fetch", "start", "stop", "kill", "status", "bootstrap"]
-    )
+        "command",
+        choices=[
+            "fetch", "start", "stop", "kill", "status", "bootstrap",
+            "cluster-start", "cluster-stop", "cluster-status",
+        ],
+    )  # fmt: skip
     parser.add_argument("--home", type=Path, default=None, help="broker home directory")
     parser.add_argument("--port", type=int, default=None, help="client port (controller: +1)")
     args = parser.parse_args(argv)
     cfg = BrokerConfig.from_env(home=args.home, port=args.port)
+    if args.command.startswith("cluster-"):
+        return _cluster(args.command, args.home, args.port)
     try:
         if args.command == "fetch":
             fetch(cfg)
@@ -77,6 +85,26 @@ def main(argv: list[str] | None = None) -> int:
                 + (f" rss={rss / 2**20:.0f}MiB" if rss else "")
             )
             return 0 if up else 1
+    except BrokerError as exc:
+        print(f"kafkactl: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cluster(command: str, home: Path | None, port: int | None) -> int:
+    """A local three-node cluster (infra/kafka/cluster.py): homes under `home` (default
+    .run/cluster), client ports `port` (default 29092), +10, +20."""
+    base = BrokerConfig.from_env(home=home or cluster.default_home(), port=port or 29092)
+    nodes = cluster.cluster_configs(base)
+    try:
+        if command == "cluster-start":
+            print(f"kafkactl: cluster up at {cluster.start_cluster(nodes)}")
+        elif command == "cluster-stop":
+            cluster.stop_cluster(nodes)
+        else:
+            for node in nodes:
+                up = broker_answers(node.bootstrap)
+                print(f"node {node.node_id} pid={running_pid(node)} {node.bootstrap} answers={up}")
     except BrokerError as exc:
         print(f"kafkactl: error: {exc}", file=sys.stderr)
         return 2
