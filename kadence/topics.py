@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin._metadata import TopicMetadata
@@ -297,6 +297,22 @@ def _wait_visible(
         time.sleep(0.1)
 
 
+def _topic_configs(admin: AdminClient, names: list[str], timeout_s: float) -> dict[str, Any]:
+    """Each topic's configuration. On a cluster of several brokers a topic just created may not
+    be known yet to the broker that answers (UNKNOWN_TOPIC_OR_PART): asked again until it is."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+        futures = admin.describe_configs(resources, request_timeout=timeout_s)
+        try:
+            return {r.name: f.result(timeout=timeout_s) for r, f in futures.items()}
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if code != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _verify(
     admin: AdminClient,
     settings: KadenceSettings,
@@ -306,10 +322,8 @@ def _verify(
 ) -> None:
     problems: list[str] = []
     short_tombstones: dict[str, int] = {}
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in wanted]
-    configs = admin.describe_configs(resources, request_timeout=timeout_s)
-    for resource, future in configs.items():
-        name = resource.name
+    configs = _topic_configs(admin, list(wanted), timeout_s)
+    for name, config in configs.items():
         spec = wanted[name]
         meta = existing.get(name)
         have_parts = len(getattr(meta, "partitions", {}))
@@ -319,7 +333,6 @@ def _verify(
                 f"{name} has {have_parts} partitions, Kadence needs {want_parts} "
                 f"(co-partitioned with the other '{spec.group}' topics)"
             )
-        config = future.result(timeout=timeout_s)
         policy = config["cleanup.policy"].value
         if set(policy.split(",")) != set(spec.cleanup.split(",")):
             problems.append(f"{name} has cleanup.policy={policy}, Kadence needs {spec.cleanup}")
