@@ -19,8 +19,8 @@ XDIST := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # call croniter, and the test's agent has none. Not in the dev extra, where pip would resolve
 # the pin by taking Kadence's croniter back to 5 (which breaks Kadence's own cron parser).
 FAUST := faust-streaming==0.15.3 mode-streaming==0.7.1
-FAUST_DEPS := aiokafka aiohttp aiohttp_cors click colorlog intervaltree mypy_extensions six \
-	terminaltables venusian yarl
+FAUST_DEPS := aiokafka aiohttp aiohttp_cors 'click>=6.7,<8.4' colorlog intervaltree \
+	mypy_extensions six terminaltables venusian==3.1.0 yarl
 
 .PHONY: run test deps broker broker-stop broker-status cluster cluster-stop bench-cluster lint typecheck schemas clean
 
