@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from apps.cli_redrive import Window, plan
 from kadence.models import DeadLetter, DeadLetterReason, ExecutionRequested, KafkaTarget
 
@@ -56,3 +58,17 @@ def test_a_replay_s_request_id_is_the_same_for_the_same_window() -> None:
         "acme/a@2026-12-01T09:01:00.000Z"
     )
     assert re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", rid)
+
+
+def test_a_window_that_is_not_one_is_refused_before_anything_is_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from apps import cli  # noqa: PLC0415
+
+    for start, end, why in (
+        ("yesterday", "2026-12-01T10:00:00Z", "not an ISO instant"),
+        ("2026-12-01T09:00:00", "2026-12-01T10:00:00Z", "has no offset"),
+        ("2026-12-01T10:00:00Z", "2026-12-01T09:00:00Z", "--end must be after --start"),
+    ):
+        assert cli.main(["redrive", "acme", "--start", start, "--end", end]) == 3
+        assert why in capsys.readouterr().err

@@ -17,7 +17,9 @@ from kadence.models import (
     JobMoved,
     KafkaTarget,
     OutcomeStatus,
+    Rejected,
     ScheduleDefinition,
+    TenantCircuit,
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
@@ -227,3 +229,17 @@ def test_a_run_of_the_old_copy_that_fails_after_the_move_says_it_is_not_retried(
     assert "it is not retried" in (said.reason or "")
     s.tick(T0 + MIN + 120_000)
     assert all(r.execution_id != ex.execution_id for r in s.take(ExecutionRequested))
+
+
+def test_a_tenant_circuit_record_keyed_for_another_tenant_is_rejected() -> None:
+    """The commands topic is an input: a TenantCircuit whose key is not its tenant (a forged or
+    misrouted one) opens nobody's circuit; a `rejected` record says why."""
+    s = Partitions()
+    forged = TenantCircuit(
+        tenant="acme", partition=1, at=ms_to_datetime(T0), open_until=ms_to_datetime(T0 + 60_000)
+    )
+    s.feed(s.topics.commands, 0, b"globex", CODEC.encode(forged))
+    [rejected] = s.take(Rejected)
+    assert rejected.code == "key_mismatch"
+    assert s.tasks[0].get(b"~breaker/acme") is None
+    assert s.tasks[0].get(b"~breaker/globex") is None
