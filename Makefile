@@ -49,9 +49,9 @@ cluster-stop: deps
 	$(BIN)/python -m infra.kafka.kafkactl cluster-stop
 
 # failover on a three-node cluster of its own: a broker, then the leader of executions, killed -9
-# under a steady load (testkit/cluster_chaos.py; figures in docs/benchmarks.md)
+# under a steady load (bench/cluster.py; figures in docs/benchmarks.md)
 bench-cluster: deps
-	$(BIN)/python -m testkit.cluster_chaos
+	$(BIN)/python -m bench.cluster
 
 broker-status: deps
 	$(BIN)/python -m infra.kafka.kafkactl status

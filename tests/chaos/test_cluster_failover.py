@@ -1,7 +1,7 @@
 """Failover on a local three-node cluster (issue 18, item 3), the smoke tier: one broker
 killed -9 and restarted while a steady job mix runs; the chaos checker finds nothing lost,
-doubled under another key or early. `make bench-cluster` runs it longer, and also kills the
-leader of `executions` partition 0."""
+doubled under another key or early. `make bench-cluster` (bench/cluster.py) runs it longer,
+and also kills a random node."""
 
 from __future__ import annotations
 
@@ -15,18 +15,8 @@ from infra.kafka import cluster
 from infra.kafka.config import BrokerConfig
 from kadence.topics import Topics
 from testkit.chaos_run import Run
-from testkit.cluster_chaos import failover, lateness, leader_of_executions
+from testkit.cluster_chaos import failover, leader_of_executions
 from testkit.ports import free_ports
-
-
-def test_back_on_time_is_measured_from_the_kill() -> None:
-    def hit(due: int, late: int) -> dict[str, object]:
-        return {"kind": "hit", "attempt": 1, "due_ms": due, "at_ms": due + late}
-
-    events = [hit(1_000, 10), hit(2_000, 5_000), hit(3_000, 1_500), hit(4_000, 20), hit(5_000, 30)]
-    assert lateness(events, 1_500) == (1.5, 5.0)  # the last late one was due 1.5 s after
-    assert lateness(events[:3], 1_500) == (None, 5.0)  # still late at the end: never
-    assert lateness([hit(9_000, 1)], 1_500) == (0.0, 0.001)
 
 
 @pytest.fixture
@@ -61,7 +51,7 @@ def test_the_leader_of_executions_killed_and_restarted_loses_nothing(
         result = failover(run, nodes, leader_of_executions, jobs=8, seconds=30, down_s=8)
     finally:
         run.stop()
-    print(result.report.render(), result.back_on_time_s, result.worst_late_s)
+    print(result.report.render())
     assert result.report.ok, result.report.render()
     assert result.report.expected > 100
     run.cleanup()
