@@ -18,29 +18,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import http.client
 import ssl
 import time
 from collections.abc import Mapping
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from connectors.http_exchange import exchange
 from connectors.http_pool import ConnectionPool, Key
 from connectors.ssrf import AddressPolicy, AddressRefused
 from kadence.headers import iso_utc, with_own
-from kadence.models import ErrorInfo, ExecutionRequested, HttpTarget, OutcomeStatus
+from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
 from kadence.targets import Result, Stop
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "Kadence-Webhook/1"
-BODY_LIMIT = 4096
-"""Bytes of the response body kept in a failure's error message."""
-DRAIN_LIMIT = 65_536
-"""Bytes of a response read past BODY_LIMIT so its connection can be reused (a longer body
-closes the connection instead)."""
-STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
-"""What a kept-alive connection the server has closed fails with (RemoteDisconnected too)."""
 SHARED = "*"
 """The secrets scope every tenant may use (KADENCE_WEBHOOK_SECRETS)."""
 
@@ -48,11 +42,14 @@ Secrets = Mapping[str, Mapping[str, SecretStr]]
 """tenant (or "*") -> secret_ref -> signing secret."""
 
 
+S = TypeVar("S")
+
+
 class UnknownSecretError(LookupError):
     """The job's secret_ref names no secret of its tenant."""
 
 
-def secret_for(secrets: Secrets, tenant: str, ref: str) -> SecretStr:
+def secret_for(secrets: Mapping[str, Mapping[str, S]], tenant: str, ref: str) -> S:
     """The tenant's own secret named `ref`, else the shared one; never another tenant's."""
     for scope in (tenant, SHARED):
         secret = secrets.get(scope, {}).get(ref)
@@ -129,7 +126,18 @@ class HttpCaller:
             return Result.failed("ResolveError", str(exc), retryable=True)
         key: Key = (url.scheme, host, port, address)  # only ever to the address just checked
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        answer = self._send(key, ex, path=path, headers=headers, stop=stop, deadline=deadline)
+        answer = exchange(
+            self.pool,
+            key,
+            method=target.method,
+            path=path,
+            body=body,
+            headers=headers,
+            stop=stop,
+            deadline=deadline,
+            name=target.url,
+            timeout_ms=ex.timeout_ms,
+        )
         if isinstance(answer, Result):
             return answer
         response, text = answer
@@ -146,45 +154,3 @@ class HttpCaller:
             message += f": {text}"
         retryable = status in RETRYABLE_STATUS or status >= 500
         return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
-
-    def _send(
-        self,
-        key: Key,
-        ex: ExecutionRequested,
-        *,
-        path: str,
-        headers: dict[str, str],
-        stop: Stop,
-        deadline: float,
-    ) -> Result | tuple[http.client.HTTPResponse, str]:
-        """The response and the start of its body, or how the exchange failed."""
-        target = ex.target
-        assert isinstance(target, HttpTarget)
-        while True:
-            borrowed = self.pool.take(key, max(0.001, deadline - time.monotonic()))
-            stop.on_stop(borrowed.interrupt)
-            response: http.client.HTTPResponse | None = None
-            try:
-                borrowed.conn.request(target.method, path, body=ex.payload, headers=headers)
-                response = borrowed.conn.getresponse()
-                text = response.read(BODY_LIMIT).decode(errors="replace")
-                response.read(DRAIN_LIMIT)  # to the end, so the connection can serve again
-                return response, text
-            except TimeoutError:
-                return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
-            except (OSError, http.client.HTTPException) as exc:
-                if stop.is_set():
-                    return Result(stop.reason or OutcomeStatus.cancelled)
-                if time.monotonic() >= deadline:
-                    return Result(OutcomeStatus.timed_out, True, _timeout_error(target, ex))
-                if not (borrowed.reused and isinstance(exc, STALE)):
-                    return Result.failed(type(exc).__name__, f"{target.url}: {exc}", retryable=True)
-                # a kept connection the server closed while idle: the request never got there
-            finally:
-                self.pool.give(key, borrowed, response)
-
-
-def _timeout_error(target: HttpTarget, ex: ExecutionRequested) -> ErrorInfo:
-    return ErrorInfo(
-        type="Timeout", message=f"{target.url} did not answer within {ex.timeout_ms} ms"
-    )

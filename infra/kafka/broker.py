@@ -27,7 +27,8 @@ from infra.kafka.config import (
 from infra.kafka.fetch import fetch
 
 
-def _java() -> str:
+def java_runtime() -> str:
+    """The java binary (JAVA_HOME first, else the PATH), checked to be new enough for Kafka."""
     java_home = env("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not java or not Path(java).exists():
@@ -155,7 +156,7 @@ def start(
 def launch(cfg: BrokerConfig) -> subprocess.Popen[bytes]:
     """Write the node's properties, format its storage once, start its JVM; do not wait (a
     node of a cluster answers only once a quorum of its controllers runs)."""
-    java = _java()
+    java = java_runtime()
     cfg.home.mkdir(parents=True, exist_ok=True)
     cfg.properties.write_text(server_properties(cfg))
     _format(cfg, java)
