@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from kadence.errors import KadenceError
 from kadence.settings import KadenceSettings
@@ -104,10 +104,13 @@ def _env_value(value: object) -> str:
     return str(value)
 
 
-def _reveal(value: object) -> str:
-    """Secrets at any depth (webhook secrets are keyed by tenant, then by name)."""
+def _reveal(value: object) -> object:
+    """Secrets at any depth (webhook secrets are keyed by tenant, then by name; an SQS key is
+    a model holding secrets)."""
     if isinstance(value, SecretStr):
         return value.get_secret_value()
+    if isinstance(value, BaseModel):
+        return {k: getattr(value, k) for k in type(value).model_fields}
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 

@@ -1,8 +1,8 @@
 """A worker process: `python -m apps.worker` (make run starts one).
 
 Joins the `<namespace>.workers` group on the executions topic and runs what falls due against
-its target: HTTP webhooks, the tenant's Kafka topic, or in-process handlers registered by the
-modules in KADENCE_HANDLER_MODULES.
+its target: HTTP webhooks, the tenant's Kafka topic, SQS queues, or in-process handlers
+registered by the modules in KADENCE_HANDLER_MODULES.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from apps.processes import process_main
 from connectors import handlers
 from connectors.http import HttpCaller
 from connectors.kafka_topic import KafkaTopicCaller
+from connectors.sqs import SqsCaller
 from connectors.ssrf import AddressPolicy
 from kadence.clock import SystemClock
 from kadence.codec import Codec
@@ -35,7 +36,8 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
         lambda: cluster_replication(settings),
     )
     http = HttpCaller(AddressPolicy(settings.target_allow_cidrs), settings.webhook_secrets)
-    return {"http": http, "kafka": kafka, "handler": handlers.call}
+    sqs = SqsCaller(AddressPolicy(settings.target_allow_cidrs), settings.sqs_credentials)
+    return {"http": http, "kafka": kafka, "handler": handlers.call, "sqs": sqs}
 
 
 def build(settings: KadenceSettings) -> Worker:

@@ -228,10 +228,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "f87e76d59e6b9d46",  # KafkaTarget.format: targets go through pydantic
+    ExecutionRequested: "6ed454dd46194f9f",  # SqsTarget: targets go through pydantic
     ExecutionOutcome: "fe5e7723bb665b2f",
     HistoryRecord: "03b214a11488b7db",
-    LeaseEvent: "683aab30f7b4e2e4",
+    LeaseEvent: "9840fc32f24c53b4",  # its execution: SqsTarget
     LeaseSnapshot: "b9b7d0f0c536f199",
 }
 """What each builder was written against; update together with the builder."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
@@ -17,6 +17,16 @@ from kadence.target_allow import parse_allowed
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
+
+
+class AwsKey(BaseModel):
+    """An AWS access key a worker signs SQS requests with (KADENCE_SQS_CREDENTIALS)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+    access_key_id: Annotated[str, Field(pattern=r"^[A-Z0-9]{16,128}$")]
+    secret_access_key: SecretStr
+    session_token: SecretStr | None = None
+    """For temporary credentials (an assumed role)."""
 
 
 class KadenceSettings(BaseSettings):
@@ -147,6 +157,10 @@ class KadenceSettings(BaseSettings):
     """Signing secrets for HTTP targets by tenant: {"<tenant>": {"<secret_ref>": "<secret>"}}
     (JSON object). A job's secret_ref is looked up under its own tenant, then under "*"
     (secrets every tenant may use). Never logged or written."""
+    sqs_credentials: dict[str, dict[str, AwsKey]] = Field(default_factory=dict)
+    """AWS keys for SQS targets by tenant: {"<tenant>": {"<credentials_ref>": {"access_key_id":
+    "AKIA...", "secret_access_key": "...", "session_token": "..." (optional)}}} (JSON object),
+    looked up as webhook_secrets are: the job's own tenant, then "*". Never logged or written."""
     handler_modules: list[str] = Field(default_factory=list)
     """Modules a worker imports at start; they register in-process handlers by name, each for
     the tenants it names (connectors/handlers.py)."""
@@ -229,17 +243,15 @@ class KadenceSettings(BaseSettings):
             )
         return value
 
-    @field_validator("webhook_secrets")
+    @field_validator("webhook_secrets", "sqs_credentials")
     @classmethod
-    def _secret_names(
-        cls, value: dict[str, dict[str, SecretStr]]
-    ) -> dict[str, dict[str, SecretStr]]:
+    def _secret_names(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for tenant, refs in value.items():
             if tenant != "*" and not IDENT_RE.fullmatch(tenant):
                 raise ValueError(f'{tenant!r} is neither a tenant identifier nor "*"')
             for ref in refs:
                 if not IDENT_RE.fullmatch(ref):
-                    raise ValueError(f"{tenant}: {ref!r} is not a secret_ref (an identifier)")
+                    raise ValueError(f"{tenant}: {ref!r} is not a name (an identifier)")
         return value
 
     @field_validator("worker_tenant_max_running", mode="before")

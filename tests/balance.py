@@ -37,6 +37,7 @@ WEIGHTS: dict[str, float] = {
     "tests/hostile/test_oversized_records.py": 12,
     "tests/hostile/test_worker_slots.py": 11,
     "tests/integration/test_metrics_live.py": 11,
+    "tests/integration/test_sqs_live.py": 5,  # its module starts ElasticMQ once
 }
 """Rough seconds by node id prefix (a file, or one test); the longest matching prefix wins."""
 
@@ -45,8 +46,9 @@ SLOW_S = 8.0
 LIVE_S = 3.0
 """A test that needs the broker (marked `kafka` or taking `kafka_bootstrap`) not named above."""
 
-GROUPED_DIRS = ("tests/api/",)
-"""Folders whose test modules each run on one worker (their module fixture starts a stack)."""
+GROUPED_DIRS = ("tests/api/", "tests/integration/test_sqs_live.py")
+"""Folders (or modules) whose test modules each run on one worker (their module fixture starts
+a stack, or a server: ElasticMQ)."""
 
 
 def _fixtures(item: pytest.Item) -> frozenset[str]:

@@ -51,8 +51,10 @@ from kadence.models.schedule import (
     MissedRunPolicy,
     OnceSchedule,
     OverlapPolicy,
+    QueueFormat,
     RetryPolicy,
     ScheduleDefinition,
+    SqsTarget,
 )
 
 RECORD_TYPES: tuple[type[WireModel], ...] = (
@@ -109,11 +111,13 @@ __all__ = [
     "OutcomeStatus",
     "OverlapPolicy",
     "PauseJob",
+    "QueueFormat",
     "Rejected",
     "ReplayDeadLetter",
     "ResumeJob",
     "RetryPolicy",
     "ScheduleDefinition",
+    "SqsTarget",
     "TenantCircuit",
     "TriggerKind",
     "TriggerNow",

@@ -7,6 +7,7 @@ expression and the zone itself.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -184,6 +185,68 @@ class KafkaTarget(WireModel):
     """What the topic receives (see `DeliveryFormat`)."""
 
 
+class QueueFormat(StrEnum):
+    """What a queue target's message body is (docs/execution.md, "SQS queue target")."""
+
+    payload = "payload"
+    """The job's payload as the body: as text when it is text SQS accepts, else base64 with
+    the message attribute `kadence-body-encoding: base64`."""
+    json = "json"
+    """Kadence's envelope as one JSON object (the Kafka target's `json` format)."""
+
+
+_SQS_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}(\.fifo)?|[A-Za-z0-9_-]{1,80}")
+_AWS_SQS_HOST = re.compile(r"sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?")
+
+
+class SqsTarget(WireModel):
+    """Send the run to an Amazon SQS queue, or a server speaking SQS's JSON protocol (ElasticMQ,
+    LocalStack); success when the queue accepts the message. A FIFO queue (`.fifo`) gets the
+    idempotency key as its deduplication id; every message carries it as an attribute."""
+
+    kind: Literal["sqs"] = "sqs"
+    queue_url: Annotated[str, Field(min_length=1, max_length=2048)]
+    """`https://sqs.<region>.amazonaws.com/<account>/<queue>`, or the local server's."""
+    region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,32}$")] | None = None
+    """The region requests are signed for; by default the one in an AWS queue URL's host, else
+    us-east-1."""
+    credentials_ref: Identifier | None = None
+    """Names the AWS key the workers hold for the job's tenant (KADENCE_SQS_CREDENTIALS), never
+    the key itself. None: requests are sent unsigned (a local server without authentication)."""
+    message_group_id: Annotated[str, Field(pattern=r"^[!-~]{1,128}$")] | None = None
+    """A FIFO queue's message group (by default the job id: a job's runs in order)."""
+    format: QueueFormat = QueueFormat.payload
+
+    @field_validator("queue_url")
+    @classmethod
+    def _queue_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http:// or https:// URL")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials; use credentials_ref")
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or a fragment")
+        segments = parts.path.split("/")
+        if len(segments) != 3 or not segments[1] or not _SQS_QUEUE_NAME.fullmatch(segments[2]):
+            raise ValueError(
+                "must end in /<account>/<queue>: a queue name of 1-80 letters, digits, - or _ "
+                "(a FIFO queue's ending in .fifo)"
+            )
+        return url
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue_url.endswith(".fifo")
+
+    @property
+    def signing_region(self) -> str:
+        if self.region is not None:
+            return self.region
+        aws = _AWS_SQS_HOST.fullmatch(urlsplit(self.queue_url).hostname or "")
+        return aws.group(1) if aws else "us-east-1"
+
+
 class HandlerTarget(WireModel):
     """Call a Python handler registered by name in the worker process."""
 
@@ -191,7 +254,9 @@ class HandlerTarget(WireModel):
     name: Identifier
 
 
-Target = Annotated[HttpTarget | KafkaTarget | HandlerTarget, Field(discriminator="kind")]
+Target = Annotated[
+    HttpTarget | KafkaTarget | HandlerTarget | SqsTarget, Field(discriminator="kind")
+]
 
 
 class RetryPolicy(WireModel):

@@ -1,0 +1,197 @@
+"""The SQS queue target: send the run as one message to an Amazon SQS queue (or a server that
+speaks SQS's JSON protocol: ElasticMQ, LocalStack); success when the queue accepts it.
+
+- The queue's address goes through the same SSRF rules as a webhook's (connectors/ssrf.py):
+  no private, loopback, link-local or metadata address unless KADENCE_TARGET_ALLOW_CIDRS
+  allows it, and the connection goes to the address that was checked.
+- Requests are signed (AWS Signature Version 4, connectors/sigv4.py) with the key the worker
+  holds for the job's tenant under the job's `credentials_ref` (KADENCE_SQS_CREDENTIALS); a
+  target without one is sent unsigned.
+- A FIFO queue gets the idempotency key as its `MessageDeduplicationId` (the execution id, or
+  `sha256-<hex of it>` when it is longer than SQS's 128 characters) and `MessageGroupId` from the
+  target (by default the job id): SQS drops a duplicate within its 5-minute window. Every message
+  carries the ids as attributes (`kadence-execution-id`, ...), so a standard queue's consumer
+  can deduplicate.
+- 2xx succeeds; throttling, 5xx and transport errors fail retryably; any other refusal
+  (a queue that does not exist, a refused key, a body SQS does not accept) fails for good, with
+  the queue's reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import ssl
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from connectors.http import UnknownSecretError, secret_for
+from connectors.http_exchange import exchange
+from connectors.http_pool import ConnectionPool, Key
+from connectors.kafka_topic import envelope_json
+from connectors.sigv4 import Credentials, sign
+from connectors.ssrf import AddressPolicy, AddressRefused
+from kadence.headers import iso_utc
+from kadence.models import ExecutionRequested, OutcomeStatus, QueueFormat, SqsTarget
+from kadence.settings import AwsKey
+from kadence.targets import Result, Stop
+
+SEND = "AmazonSQS.SendMessage"
+CONTENT_TYPE = "application/x-amz-json-1.0"
+_DEDUP_ID = re.compile(r"[!-~]{1,128}")
+"""What SQS accepts as a deduplication id: 1-128 letters, digits and punctuation."""
+_NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters an SQS message body may not hold."""
+RETRYABLE_ERRORS = frozenset(
+    {
+        "ThrottlingException",
+        "RequestThrottled",
+        "KmsThrottled",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+    }
+)
+
+
+def dedup_id(execution_id: str) -> str:
+    """The FIFO deduplication id for a run: its execution id when SQS accepts it as one, else a
+    hash of it (the same for every attempt and every worker)."""
+    if _DEDUP_ID.fullmatch(execution_id):
+        return execution_id
+    return "sha256-" + hashlib.sha256(execution_id.encode()).hexdigest()
+
+
+def body_of(ex: ExecutionRequested, target: SqsTarget) -> tuple[str, bool]:
+    """The message body and whether it is base64 (a payload SQS could not carry as text)."""
+    if target.format is QueueFormat.json:
+        return envelope_json(ex).decode(), False
+    try:
+        text = ex.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or _NOT_SQS_TEXT.search(text) or not text:
+        return base64.b64encode(ex.payload).decode(), True
+    return text, False
+
+
+def message(ex: ExecutionRequested, target: SqsTarget) -> dict[str, Any]:
+    """The SendMessage request for `ex` (SQS's JSON protocol)."""
+    body, encoded = body_of(ex, target)
+    json_body = target.format is QueueFormat.json
+    attributes = {
+        "kadence-execution-id": ex.execution_id,
+        "kadence-tenant": ex.tenant,
+        "kadence-job": ex.job_id,
+        "kadence-due-at": iso_utc(ex.due_at),
+        "kadence-attempt": str(ex.attempt),
+        "kadence-delivery": str(ex.delivery),
+        "content-type": "application/json" if json_body else ex.content_type,
+    }
+    if encoded:
+        attributes["kadence-body-encoding"] = "base64"
+    request: dict[str, Any] = {
+        "QueueUrl": target.queue_url,
+        "MessageBody": body,
+        "MessageAttributes": {
+            name: {"DataType": "String", "StringValue": value}
+            for name, value in attributes.items()
+            if value
+        },
+    }
+    if target.fifo:
+        request["MessageDeduplicationId"] = dedup_id(ex.execution_id)
+        request["MessageGroupId"] = target.message_group_id or ex.job_id
+    elif target.message_group_id is not None:
+        request["MessageGroupId"] = target.message_group_id
+    return request
+
+
+class SqsCaller:
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        credentials: Mapping[str, Mapping[str, AwsKey]],
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.policy = policy
+        self.credentials = credentials
+        self.pool = ConnectionPool(tls or ssl.create_default_context())
+
+    def _headers(self, target: SqsTarget, tenant: str, host: str, body: bytes) -> dict[str, str]:
+        headers = {"host": host, "content-type": CONTENT_TYPE, "x-amz-target": SEND}
+        if target.credentials_ref is None:
+            return headers
+        key = secret_for(self.credentials, tenant, target.credentials_ref)
+        creds = Credentials(key.access_key_id, key.secret_access_key, key.session_token)
+        now = datetime.now(UTC)
+        region = target.signing_region
+        return sign(
+            "POST", "/", [], headers, body, credentials=creds, region=region, service="sqs", now=now
+        )
+
+    def __call__(  # noqa: PLR0911 - one return per way a send ends
+        self, ex: ExecutionRequested, stop: Stop, deadline: float
+    ) -> Result:
+        target = ex.target
+        assert isinstance(target, SqsTarget)
+        url = urlsplit(target.queue_url)
+        host = url.hostname or ""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        body = json.dumps(message(ex, target), separators=(",", ":")).encode()
+        try:
+            headers = self._headers(target, ex.tenant, url.netloc, body)
+        except UnknownSecretError:
+            why = (
+                f"credentials_ref {target.credentials_ref!r} is unknown for tenant {ex.tenant!r} "
+                "(KADENCE_SQS_CREDENTIALS of the workers)"
+            )
+            return Result.failed("UnknownSecret", why, retryable=False)
+        try:
+            address = self.policy.resolve(host, port)
+        except AddressRefused as exc:
+            return Result.failed("AddressRefused", str(exc), retryable=False)
+        except OSError as exc:
+            return Result.failed("ResolveError", str(exc), retryable=True)
+        key: Key = (url.scheme, host, port, address)
+        answer = exchange(
+            self.pool,
+            key,
+            method="POST",
+            path="/",
+            body=body,
+            headers=headers,
+            stop=stop,
+            deadline=deadline,
+            name=target.queue_url,
+            timeout_ms=ex.timeout_ms,
+        )
+        if isinstance(answer, Result):
+            return answer
+        response, text = answer
+        if stop.is_set():
+            return Result(stop.reason or OutcomeStatus.cancelled)
+        if 200 <= response.status < 300:
+            return Result.ok()
+        kind, why = refusal(text)
+        retryable = response.status >= 500 or response.status == 429 or kind in RETRYABLE_ERRORS
+        message_ = f"{response.status} {kind} from {target.queue_url}: {why}"
+        return Result.failed("SqsError", message_, retryable=retryable, code=kind)
+
+
+def refusal(text: str) -> tuple[str, str]:
+    """The error's type and message from an SQS JSON error body (`__type` may be qualified:
+    `com.amazonaws.sqs#QueueDoesNotExist`)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return "Unknown", text.strip()[:1024] or "(no body)"
+    if not isinstance(doc, dict):
+        return "Unknown", text.strip()[:1024]
+    kind = str(doc.get("__type") or doc.get("code") or "Unknown").rsplit("#", 1)[-1]
+    why = str(doc.get("message") or doc.get("Message") or "")
+    return kind[:128], why[:1024]
