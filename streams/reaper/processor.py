@@ -125,13 +125,19 @@ class ReaperProcessor:
         """A worker incarnation's timer: every expired ref it still held is read back and
         redelivered (or given up at the cap); one that cannot be is quarantined."""
         due = snapshots.expired(held, now_ms)
+        unread: list[snapshots.Ref] = []
         if due:
             if self.reader is None:
                 raise RuntimeError("lease snapshots need an execution reader")
             values = self.reader.read([ref for ref, _ in due])
             for ref, expires_ms in due:
+                if ref not in values and now_ms - expires_ms < snapshots.UNREAD_GIVE_UP_MS:
+                    unread.append(ref)  # the reader could not tell (a leader down): again later
+                    continue
                 self._expire_ref(ctx, held, (ref, expires_ms), values.get(ref), now_ms)
-        entry = snapshots.settle(held, [ref for ref, _ in due], now_ms)
+        pending = set(unread)
+        handled = [ref for ref, _ in due if ref not in pending]
+        entry = snapshots.settle(held, handled, now_ms, unread)
         ctx.put(key, entry.held.dump() if entry.held else None, entry.wake_ms)
 
     def _expire_ref(

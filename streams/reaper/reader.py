@@ -24,8 +24,10 @@ Ref = tuple[int, int]
 
 class ExecutionReader(Protocol):
     def read(self, refs: Sequence[Ref]) -> dict[Ref, bytes | None]:
-        """The committed record value at each (partition, offset); None for one that cannot be
-        read (deleted by retention, aborted, or not found before the timeout)."""
+        """The committed record value at each (partition, offset); None for one that is not
+        there (deleted by retention, aborted). A ref the reader could not tell about (its
+        partition unreachable, the read timed out before reaching it, an offset not below the
+        high watermark) is left out: the caller asks again later."""
         ...
 
 
@@ -43,7 +45,7 @@ class ConsumerReader:
         self.timeout_s = timeout_s
 
     def read(self, refs: Sequence[Ref]) -> dict[Ref, bytes | None]:
-        found: dict[Ref, bytes | None] = dict.fromkeys(refs)
+        found: dict[Ref, bytes | None] = {}
         wanted: dict[int, set[int]] = defaultdict(set)
         for p, o in refs:
             wanted[p].add(o)
@@ -51,8 +53,8 @@ class ConsumerReader:
             try:
                 for o, value in self._partition(p, offsets).items():
                     found[(p, o)] = value
-            except KafkaException as exc:
-                log.warning("could not read %s[%d]: %s", self.topic, p, exc)
+            except KafkaException as exc:  # a leader down or moving: not an answer
+                log.warning("could not read %s[%d] (asked again later): %s", self.topic, p, exc)
         return found
 
     def _partition(self, partition: int, offsets: set[int]) -> dict[int, bytes | None]:
@@ -78,9 +80,14 @@ class ConsumerReader:
                     out[offset] = msg.value()
             [at] = consumer.position([TopicPartition(self.topic, partition)])
             position = max(position, at.offset)
+        for o in offsets:  # read past without it: aborted, compacted or deleted by retention
+            if o not in out and o < position:
+                out[o] = None
+        # at or past the high watermark: no answer yet (a worker only lists offsets it read, and
+        # a new leader's high watermark can trail the old one's for a moment)
         if position <= last:
             log.warning(
-                "%s[%d]: offsets up to %d not read within %.1f s",
+                "%s[%d]: offsets up to %d not read within %.1f s (asked again later)",
                 self.topic,
                 partition,
                 last,

@@ -12,11 +12,18 @@ stalled worker's late snapshot does not re-arm a lease that was already handed o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.models import Decision, ExecutionRevoked, HistoryRecord, LeaseSnapshot
 from streams.reaper.leases import FORGET_AFTER_MS, LEASE_GRACE_MS
+
+UNREAD_RETRY_MS = 1_000
+"""An expired ref the reader could not tell about (its partition's leader down or moving) is
+read again this much later."""
+UNREAD_GIVE_UP_MS = 600_000
+"""...until this long after its lease expired; then it is quarantined like one that is gone."""
 
 PREFIX = b"~held/"
 """Store keys of snapshot entries: execution ids (the keys of lease events) never start so."""
@@ -118,13 +125,23 @@ def expired(held: Held, now_ms: int) -> list[tuple[Ref, int]]:
     return [(ref, x) for ref, x in sorted(out) if ref not in held.done]
 
 
-def settle(held: Held, handled: list[Ref], now_ms: int) -> SnapEntry:
+def settle(held: Held, handled: list[Ref], now_ms: int, unread: Sequence[Ref] = ()) -> SnapEntry:
     """After the timer: expired ranges are gone (every ref in them was handled now or
-    before), `handled` is remembered, and remembered refs past FORGET_AFTER_MS are dropped."""
-    held.ranges = [r for r in held.ranges if r[3] + LEASE_GRACE_MS > now_ms]
+    before) except those with a ref still `unread` (read again UNREAD_RETRY_MS later),
+    `handled` is remembered, and remembered refs past FORGET_AFTER_MS are dropped."""
+
+    waiting = set(unread)
+
+    def pending(r: tuple[int, int, int, int]) -> bool:
+        return any((r[0], o) in waiting for o in range(r[1], r[1] + r[2]))
+
+    held.ranges = [r for r in held.ranges if r[3] + LEASE_GRACE_MS > now_ms or pending(r)]
     held.done.update((ref, now_ms) for ref in handled)
     held.done = {ref: ms for ref, ms in held.done.items() if ms + FORGET_AFTER_MS > now_ms}
-    return entry(held)
+    after = entry(held)
+    if unread and after.wake_ms is not None:  # an unread range is expired: its wake is past
+        return SnapEntry(after.held, max(after.wake_ms, now_ms + UNREAD_RETRY_MS))
+    return after
 
 
 def unusable(

@@ -17,11 +17,14 @@ class LogReader:
 
     def read(self, refs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes | None]:
         self.reads.append(list(refs))
-        found: dict[tuple[int, int], bytes | None] = dict.fromkeys(refs)
+        found: dict[tuple[int, int], bytes | None] = {}
         with self.cluster.lock:
             for p, o in refs:
                 log = self.cluster.log(self.topic, p)
-                if not log.low <= o < log.last_stable():
+                if o >= log.last_stable():
+                    continue  # not readable yet: no answer (ExecutionReader.read)
+                found[(p, o)] = None
+                if o < log.low:
                     continue
                 entries, _ = log.read(o, 1, committed_only=True)
                 if entries and entries[0].offset == o:

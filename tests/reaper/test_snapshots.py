@@ -68,10 +68,12 @@ class Reader:
     def __init__(self) -> None:
         self.log: dict[tuple[int, int], bytes] = {}
         self.reads: list[list[tuple[int, int]]] = []
+        self.down: set[int] = set()
+        """Partitions whose leader cannot be reached: their refs are left out (no answer)."""
 
     def read(self, refs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes | None]:
         self.reads.append(list(refs))
-        return {ref: self.log.get(ref) for ref in refs}
+        return {ref: self.log.get(ref) for ref in refs if ref[0] not in self.down}
 
 
 class Harness:
@@ -235,6 +237,40 @@ def test_refs_that_cannot_be_redelivered_are_quarantined_and_the_rest_go_on(h: H
     assert h.failures() == 3
     h.tick(T_MS + 20_000)  # handled once, not again
     assert h.failures() == 3
+
+
+def test_a_ref_that_cannot_be_read_during_a_broker_outage_is_read_again_not_lost(
+    h: Harness,
+) -> None:
+    """A node kill (docs/benchmarks.md B4, the 18 runs lost): the worker's loop stalls in a
+    commit, its claims ahead run out and its next snapshot leaves them out; when the reaper's
+    timer fires, the leader of their executions partition is down. Not being able to read the
+    record now is no answer: the run is read again and redelivered once the partition is back,
+    not quarantined (which nobody ever redelivers)."""
+    h.reader.down = {0}
+    h.snapshot(T_MS, (0, 2, 2))
+    h.tick(T_MS + TTL + LEASE_GRACE_MS)
+    assert h.records(ExecutionRequested) == []
+    assert not h.failures()  # not quarantined
+    h.snapshot(T_MS + TTL + LEASE_GRACE_MS + 200)  # the worker, back, lists nothing
+    h.tick(T_MS + TTL + LEASE_GRACE_MS + snapshots.UNREAD_RETRY_MS)  # still down
+    assert h.records(ExecutionRequested) == []
+    h.reader.down = set()
+    h.tick(T_MS + TTL + LEASE_GRACE_MS + 2 * snapshots.UNREAD_RETRY_MS)
+    again = h.records(ExecutionRequested)
+    assert [(e.job_id, e.delivery) for e in again] == [("j2", 2), ("j3", 2)]
+    h.tick(T_MS + 60_000)  # handled once, not again
+    assert len(h.records(ExecutionRequested)) == 2
+    assert not h.failures()
+
+
+def test_a_ref_unreadable_for_too_long_is_quarantined_in_the_end(h: Harness) -> None:
+    h.reader.down = {0}
+    h.snapshot(T_MS, (0, 2, 1))
+    for t in range(TTL + LEASE_GRACE_MS, snapshots.UNREAD_GIVE_UP_MS + 10_000, 5_000):
+        h.tick(T_MS + t)
+    assert h.records(ExecutionRequested) == []
+    assert h.failures() == 1
 
 
 def test_remembered_refs_are_forgotten_in_the_end(h: Harness) -> None:
