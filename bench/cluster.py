@@ -4,10 +4,12 @@ leader of `executions` partition 0, is killed -9 and restarted; measured as B4 m
 the last start later than 1 s, the checker's counts).
 
     python -m bench.cluster [--jobs 24] [--seconds 60] [--seed 1]   (make bench-cluster)
+    python -m bench.cluster --fault node-kill --runs 3   # one fault, three runs (seeds 1, 2, 3)
 
 The cluster is started for the run (three local KRaft nodes on free ports, infra/kafka/
 cluster.py) and stopped after it; results go to bench/results/cluster-<fault>.json, and the
-checker's events to cluster-<fault>-history.jsonl (to look into a finding).
+checker's events to cluster-<fault>-history.jsonl (to look into a finding); with --runs, every
+run's figures are appended to cluster-<fault>-runs.jsonl.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from testkit.chaos_run import Run
 from testkit.cluster_chaos import failover, leader_of_executions, random_node
 from testkit.ports import free_ports
 
+FAULTS = {"node-kill": random_node, "leader-kill": leader_of_executions}
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.cluster", description=__doc__)
@@ -33,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--jobs", type=int, default=24)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--fault", choices=[*FAULTS, "both"], default="both")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each fault, one cluster")
     args = parser.parse_args(argv)
+    faults = list(FAULTS) if args.fault == "both" else [args.fault]
     root = Path(tempfile.mkdtemp(prefix="kadence-cluster-"))
     base = BrokerConfig.from_env(home=root / "cluster", port=free_ports(3 * cluster.SPACING))
     nodes = cluster.cluster_configs(base)
@@ -41,15 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     try:
         bootstrap = cluster.start_cluster(nodes, quiet=True)
-        for name, pick in (("node-kill", random_node), ("leader-kill", leader_of_executions)):
-            run = Run(name, args.seed, bootstrap, root / name).start()
+        for i, name in ((i, name) for i in range(args.runs) for name in faults):
+            run = Run(name, args.seed + i, bootstrap, root / f"{name}-{i}").start()
             try:
-                result = failover(run, nodes, pick, jobs=args.jobs, seconds=args.seconds)
+                result = failover(run, nodes, FAULTS[name], jobs=args.jobs, seconds=args.seconds)
             finally:
                 run.stop()
                 run.cleanup()
-            figures = {"fault": name, "node": result.killed}
+            figures = {"fault": name, "seed": args.seed + i, "node": result.killed}
             figures |= measure(result.events, result.killed_at_ms)
+            figures["checker_ok"] = result.report.ok
+            if args.runs > 1:
+                with (args.results / f"cluster-{name}-runs.jsonl").open("a") as runs:
+                    runs.write(json.dumps(figures) + "\n")
             (args.results / f"cluster-{name}.json").write_text(json.dumps(figures, indent=2))
             history_io.write(args.results / f"cluster-{name}-history.jsonl", result.events)
             print(json.dumps(figures, indent=2), result.report.render(), sep="\n", flush=True)
