@@ -30,6 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from apps.processes import ChildProcess
+from infra.kafka.config import BrokerConfig
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
@@ -180,6 +181,18 @@ def burst(settings: KadenceSettings, n: int, lead_s: int, state_dir: Path) -> di
     }
 
 
+def broker_disk_mib(settings: KadenceSettings) -> dict[str, int]:
+    """MiB of records the local broker holds for each of the namespace's topics (the segment
+    files in its log directory; empty for a broker this checkout does not run)."""
+    data = BrokerConfig.from_env().data_dir
+    sizes: dict[str, int] = {}
+    for part in data.glob(f"{settings.namespace}.*-*"):
+        topic = part.name.rsplit("-", 1)[0].removeprefix(settings.namespace + ".")
+        size = sum(f.stat().st_size for f in part.glob("*.log"))  # indexes are preallocated
+        sizes[topic] = sizes.get(topic, 0) + size
+    return {topic: round(size / 2**20) for topic, size in sorted(sizes.items()) if size >= 2**20}
+
+
 def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[str, Any]:
     sched = Scheduler(settings, state_dir)
     sched.start_timed()
@@ -194,9 +207,12 @@ def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[st
         )
         for i in range(n)
     )
+    started = time.monotonic()
     rate = load(settings, jobs)
-    ingest_s = wait_ingested(settings, timeout_s=3600)
+    load_s = time.monotonic() - started
+    ingest_s = wait_ingested(settings, timeout_s=max(3600, n / 500))
     rss_loaded = sched.rss_mib()
+    topics_mib = broker_disk_mib(settings)
     sched.stop()
     shutil.rmtree(state_dir / settings.namespace)
     cold = Scheduler(settings, state_dir)
@@ -211,7 +227,10 @@ def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[st
     return {
         "jobs": n,
         "load_defs_per_s": round(rate),
+        "load_s": round(load_s, 1),
         "ingest_s_after_load": round(ingest_s, 1),
+        "ingest_defs_per_s_overall": round(n / (load_s + ingest_s)),
+        "broker_disk_mib_by_topic": topics_mib,
         "rss_mib_after_ingest": round(rss_loaded),
         "cold_restore_s": round(cold_s, 1),
         "rss_mib_after_cold_restore": round(rss_cold),

@@ -78,9 +78,9 @@ def apply_definition(
             cursor = int(definition.schedule.run_at.timestamp() * 1000) - 1
         else:
             cursor = record_ts_ms
-        state = JobState(raw, cursor, cursor, None, None, facts.tzdb)
-    else:
-        state = state.evolve(definition_bytes=raw)
+        state = JobState(raw, cursor, cursor, None, None, facts.tzdb, _definition=definition)
+    else:  # the definition decoded already: not decoded again from `raw`
+        state = state.evolve(definition_bytes=raw, _definition=definition)
     state = _pause_as_defined(state, effects, facts, definition.paused)
     effects.state = advance_to(state, state.cursor_ms, facts)
     return settle(effects, facts)

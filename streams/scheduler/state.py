@@ -161,10 +161,11 @@ class JobState:
         return self._compiled
 
     def evolve(self, **changes: Any) -> JobState:
-        """A copy with `changes`; keeps the decoded caches unless the definition changed.
+        """A copy with `changes`; keeps the decoded caches unless the definition changed (a
+        caller that has the new definition decoded may pass it as `_definition`).
         (`dataclasses.replace` costs twice as much: it inspects the fields on every call.)"""
         if "definition_bytes" in changes:
-            changes = {**changes, "_definition": None, "_compiled": None}
+            changes = {"_definition": None, "_compiled": None, **changes}
         values = {name: getattr(self, name) for name in _STATE_FIELDS}
         values.update(changes)
         return JobState(**values)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench import time_engine
+from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule
+from kadence.timeengine import compile as compile_module
 from kadence.timeengine import engine
 from kadence.timeengine.compile import compile_schedule
 
@@ -26,6 +29,43 @@ def test_two_thousand_jobs_on_twenty_rules_walk_croniter_twenty_times() -> None:
     assert info.misses == len(rules) == 20
     assert info.hits == 2000 - 20
     assert all(r is not None for r in results)
+
+
+def test_compiling_two_thousand_jobs_on_twenty_rules_walks_each_rules_interval_once_at_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spread check (a hundred occurrences each) was most of what accepting a definition
+    cost: the default spread of a 5-field expression needs no walk at all, and a wider spread
+    walks once per rule, not once per job."""
+    rules = [(f"{m} * * * *", z) for m in (0, 15, 30, 45) for z in time_engine.ZONES[:5]]
+    probes: list[int] = []
+    upcoming = engine.CompiledSchedule.upcoming
+
+    def counted(self: engine.CompiledSchedule, cursor_ms: int, count: int) -> list[Any]:
+        probes.append(count)
+        return upcoming(self, cursor_ms, count)
+
+    monkeypatch.setattr(engine.CompiledSchedule, "upcoming", counted)
+    compile_module.shortest_gap_ms.cache_clear()
+
+    def compile_all(spread_s: int | None) -> list[engine.CompiledSchedule]:
+        return [
+            compile_schedule(
+                CronSchedule(expression=e, timezone=z, spread_s=spread_s), f"t{i % 7}/job-{i}"
+            )
+            for i in range(2000)
+            for e, z in [rules[i % len(rules)]]
+        ]
+
+    by_default = compile_all(None)
+    assert probes == []
+    assert len({job.spread_ms for job in by_default}) > 100  # each job has its own offset
+    compile_all(120)
+    assert len(probes) == len(rules) == 20
+    refused = CronSchedule(expression="*/5 * * * *", timezone="UTC", spread_s=301)
+    for _ in range(2):  # a cached interval refuses as the first computation did
+        with pytest.raises(InvalidScheduleError, match=r"shortest interval \(300 s\)"):
+            compile_schedule(refused, "t/x")
 
 
 def test_benchmark_smoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import zoneinfo
 from datetime import UTC, datetime
 
 import pytest
@@ -12,8 +13,9 @@ from hypothesis import strategies as st
 from kadence.clock import datetime_to_ms
 from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy, OnceSchedule
-from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.compile import compile_schedule, shortest_gap_ms, whole_minutes
 from kadence.timeengine.spread import spread_offset_ms
+from kadence.timeengine.zones import load_zone
 
 from .oracle import Fields
 from .test_oracle import FIELDS, ZONES
@@ -123,3 +125,39 @@ def test_one_off_fires_once_at_its_instant(cursor: int, run_at: int) -> None:
         assert compiled.next_after(occ.nominal_ms) is None
     else:
         assert occ is None
+
+
+@given(
+    fields=FIELDS.filter(lambda f: f.second is None),
+    zone=st.sampled_from(ZONES),
+    gap=st.sampled_from(list(DstGapPolicy)),
+    fold=st.sampled_from(list(DstFoldPolicy)),
+    start=CURSORS,
+)
+def test_a_five_field_schedule_is_a_minute_apart_wherever_the_zone_keeps_whole_minutes(
+    fields: Fields, zone: str, gap: DstGapPolicy, fold: DstFoldPolicy, start: int
+) -> None:
+    """Why the default spread (within the minute) is accepted without walking occurrences:
+    where `whole_minutes` holds, the hundred occurrences the explicit check walks are at least
+    60 s apart, whatever the expression, the DST policies and the start."""
+    schedule = CronSchedule(
+        expression=fields.expression, timezone=zone, dst_gap=gap, dst_fold=fold, spread_s=0
+    )
+    rule = compile_schedule(schedule, "t/j").rule
+    assert rule is not None
+    if whole_minutes(rule.zone, start):
+        gap_ms = shortest_gap_ms(rule, start)
+        assert gap_ms is None or gap_ms >= 60_000
+
+
+@pytest.mark.slow
+def test_every_zone_keeps_whole_minutes_around_now() -> None:
+    """The fast path's premise, for every zone of the tz database this process loads, in the
+    years jobs are created and run in."""
+    odd = [
+        (name, year)
+        for name in sorted(zoneinfo.available_timezones())
+        for year in (2026,)  # and 2027: whole_minutes looks at a year and the next
+        if not whole_minutes(load_zone(name), datetime_to_ms(datetime(year, 1, 1, tzinfo=UTC)))
+    ]
+    assert odd == []
