@@ -26,6 +26,10 @@ AUTO_SPREAD_S = 60
 SPREAD_PROBE = 100
 MINUTE_S = 60
 _SPREAD_REFERENCE_MS = datetime_to_ms(datetime(2024, 1, 1, tzinfo=UTC))
+_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""Bounds a cron schedule's start_at and end_at must keep to: the engine looks a year and more
+around them, and Python's calendar ends at year 9999."""
 
 
 def compile_schedule(
@@ -47,8 +51,7 @@ def compile_schedule(
         cron = parse_cron(schedule.expression, job_key)
     except InvalidScheduleError as exc:
         errors.extend(exc.errors)
-    if schedule.start_at and schedule.end_at and schedule.end_at <= schedule.start_at:
-        errors.append("schedule.end_at: must be after start_at")
+    errors.extend(_bound_errors(schedule))
     if errors or zone is None or cron is None:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
@@ -69,6 +72,19 @@ def compile_schedule(
     if errors:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     return compiled
+
+
+def _bound_errors(schedule: CronSchedule) -> list[str]:
+    """start_at and end_at inside the calendar the engine walks (outside, it would fail with a
+    ValueError past year 9999), and in order."""
+    errors = [
+        f"schedule.{name}: must be from 1900-01-01 and before 9000-01-01"
+        for name, at in (("start_at", schedule.start_at), ("end_at", schedule.end_at))
+        if at is not None and not _EARLIEST <= at < _LATEST
+    ]
+    if schedule.start_at and schedule.end_at and schedule.end_at <= schedule.start_at:
+        errors.append("schedule.end_at: must be after start_at")
+    return errors
 
 
 def spread_window_s(schedule: CronSchedule, cron: CronSpec) -> int:

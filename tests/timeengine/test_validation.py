@@ -93,3 +93,22 @@ def test_bounds_are_honoured() -> None:
     )
     got = [datetime.fromtimestamp(o.nominal_ms / 1000, UTC).day for o in compiled.upcoming(0, 10)]
     assert got == [5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    ("field", "at"),
+    [
+        ("start_at", datetime(9999, 6, 1, tzinfo=UTC)),
+        ("start_at", datetime(1, 6, 1, tzinfo=UTC)),
+        ("end_at", datetime(9999, 12, 31, tzinfo=UTC)),
+        ("end_at", datetime(1899, 12, 31, tzinfo=UTC)),
+    ],
+)
+def test_bounds_at_the_ends_of_the_calendar_are_refused_by_name_not_crashed_on(
+    field: str, at: datetime
+) -> None:
+    """Year 9999 or year 1 made the engine step past Python's calendar: a ValueError, not a
+    refusal naming the field (the API answered 500)."""
+    assert _errors(expression="0 0 * * *", **{field: at}) == [
+        f"schedule.{field}: must be from 1900-01-01 and before 9000-01-01"
+    ]
