@@ -93,8 +93,10 @@ bench-time: deps
 bench-burst: deps broker
 	$(BIN)/python -m bench.scheduler burst --jobs 100000
 
+# B5: RESTORE_JOBS=10000000 for the seeds' scale (about an hour on 2 cores)
+RESTORE_JOBS ?= 1000000
 bench-restore: deps broker
-	$(BIN)/python -m bench.scheduler restore --jobs 1000000
+	$(BIN)/python -m bench.scheduler restore --jobs $(RESTORE_JOBS)
 
 bench-execution: deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 20000
