@@ -26,9 +26,9 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from connectors.http_exchange import exchange
-from connectors.http_pool import ConnectionPool, Key
-from connectors.ssrf import AddressPolicy, AddressRefused
+from connectors.http_exchange import checked_exchange
+from connectors.http_pool import ConnectionPool
+from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
 from kadence.targets import Result, Stop
@@ -47,6 +47,13 @@ S = TypeVar("S")
 
 class UnknownSecretError(LookupError):
     """The job's secret_ref names no secret of its tenant."""
+
+
+def unknown_secret(field: str, ref: str | None, tenant: str, setting: str) -> Result:
+    """A job naming a secret its tenant does not have: fails for good, nothing sent; the same
+    words whether or not another tenant has that name."""
+    why = f"{field} {ref!r} is unknown for tenant {tenant!r} (KADENCE_{setting} of the workers)"
+    return Result.failed("UnknownSecret", why, retryable=False)
 
 
 def secret_for(secrets: Mapping[str, Mapping[str, S]], tenant: str, ref: str) -> S:
@@ -101,41 +108,25 @@ class HttpCaller:
             own["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
         return with_own(target.headers, own)
 
-    def __call__(  # noqa: PLR0911 - one return per way a webhook call ends
-        self, ex: ExecutionRequested, stop: Stop, deadline: float
-    ) -> Result:
+    def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, HttpTarget)
         url = urlsplit(target.url)
-        host = url.hostname or ""
-        port = url.port or (443 if url.scheme == "https" else 80)
         body = ex.payload
         try:
             headers = self.headers(ex, target, body)
         except UnknownSecretError:
-            why = (
-                f"secret_ref {target.secret_ref!r} is unknown for tenant {ex.tenant!r} "
-                "(KADENCE_WEBHOOK_SECRETS of the workers)"
-            )
-            return Result.failed("UnknownSecret", why, retryable=False)
-        try:
-            address = self.policy.resolve(host, port)
-        except AddressRefused as exc:
-            return Result.failed("AddressRefused", str(exc), retryable=False)
-        except OSError as exc:
-            return Result.failed("ResolveError", str(exc), retryable=True)
-        key: Key = (url.scheme, host, port, address)  # only ever to the address just checked
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        answer = exchange(
+            return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
+        answer = checked_exchange(
             self.pool,
-            key,
+            self.policy,
+            target.url,
             method=target.method,
-            path=path,
+            path=(url.path or "/") + (f"?{url.query}" if url.query else ""),
             body=body,
             headers=headers,
             stop=stop,
             deadline=deadline,
-            name=target.url,
             timeout_ms=ex.timeout_ms,
         )
         if isinstance(answer, Result):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import http.client
 import time
+from urllib.parse import urlsplit
 
 from connectors.http_pool import ConnectionPool, Key
+from connectors.ssrf import AddressPolicy, AddressRefused
 from kadence.models import ErrorInfo, OutcomeStatus
 from kadence.targets import Result, Stop
 
@@ -62,6 +64,46 @@ def exchange(
             # a kept connection the server closed while idle: the request never got there
         finally:
             pool.give(key, borrowed, response)
+
+
+def checked_exchange(
+    pool: ConnectionPool,
+    policy: AddressPolicy,
+    url: str,
+    *,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    stop: Stop,
+    deadline: float,
+    timeout_ms: int,
+) -> Result | tuple[http.client.HTTPResponse, str]:
+    """`exchange` to the host of `url`, resolved now and checked by `policy`: the connection
+    goes only to the address checked (no second lookup to rebind). A refused address fails for
+    good, a failed lookup retryably."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        address = policy.resolve(host, port)
+    except AddressRefused as exc:
+        return Result.failed("AddressRefused", str(exc), retryable=False)
+    except OSError as exc:
+        return Result.failed("ResolveError", str(exc), retryable=True)
+    key: Key = (parts.scheme, host, port, address)
+    return exchange(
+        pool,
+        key,
+        method=method,
+        path=path,
+        body=body,
+        headers=headers,
+        stop=stop,
+        deadline=deadline,
+        name=url,
+        timeout_ms=timeout_ms,
+    )
 
 
 def timeout_error(name: str, timeout_ms: int) -> ErrorInfo:

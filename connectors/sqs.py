@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from connectors.http import UnknownSecretError, secret_for
-from connectors.http_exchange import exchange
-from connectors.http_pool import ConnectionPool, Key
+from connectors.http import UnknownSecretError, secret_for, unknown_secret
+from connectors.http_exchange import checked_exchange
+from connectors.http_pool import ConnectionPool
 from connectors.kafka_topic import envelope_json
 from connectors.sigv4 import Credentials, sign
-from connectors.ssrf import AddressPolicy, AddressRefused
+from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc
 from kadence.models import ExecutionRequested, OutcomeStatus, QueueFormat, SqsTarget
 from kadence.settings import AwsKey
@@ -134,40 +134,26 @@ class SqsCaller:
             "POST", "/", [], headers, body, credentials=creds, region=region, service="sqs", now=now
         )
 
-    def __call__(  # noqa: PLR0911 - one return per way a send ends
-        self, ex: ExecutionRequested, stop: Stop, deadline: float
-    ) -> Result:
+    def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, SqsTarget)
-        url = urlsplit(target.queue_url)
-        host = url.hostname or ""
-        port = url.port or (443 if url.scheme == "https" else 80)
         body = json.dumps(message(ex, target), separators=(",", ":")).encode()
         try:
-            headers = self._headers(target, ex.tenant, url.netloc, body)
+            headers = self._headers(target, ex.tenant, urlsplit(target.queue_url).netloc, body)
         except UnknownSecretError:
-            why = (
-                f"credentials_ref {target.credentials_ref!r} is unknown for tenant {ex.tenant!r} "
-                "(KADENCE_SQS_CREDENTIALS of the workers)"
+            return unknown_secret(
+                "credentials_ref", target.credentials_ref, ex.tenant, "SQS_CREDENTIALS"
             )
-            return Result.failed("UnknownSecret", why, retryable=False)
-        try:
-            address = self.policy.resolve(host, port)
-        except AddressRefused as exc:
-            return Result.failed("AddressRefused", str(exc), retryable=False)
-        except OSError as exc:
-            return Result.failed("ResolveError", str(exc), retryable=True)
-        key: Key = (url.scheme, host, port, address)
-        answer = exchange(
+        answer = checked_exchange(
             self.pool,
-            key,
+            self.policy,
+            target.queue_url,
             method="POST",
             path="/",
             body=body,
             headers=headers,
             stop=stop,
             deadline=deadline,
-            name=target.queue_url,
             timeout_ms=ex.timeout_ms,
         )
         if isinstance(answer, Result):

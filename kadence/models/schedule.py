@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -117,6 +117,17 @@ so that with the largest payload those records still fit the broker's limit."""
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
 
 
+def http_url_parts(url: str, credentials_field: str) -> SplitResult:
+    """An absolute http(s) URL's parts; credentials in it are refused (they belong to the
+    workers' secrets, named by `credentials_field`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an absolute http:// or https:// URL")
+    if parts.username or parts.password:
+        raise ValueError(f"must not carry credentials; use {credentials_field}")
+    return parts
+
+
 class HttpTarget(WireModel):
     """POST the payload to a webhook. Secrets are referenced by name, never carried inline."""
 
@@ -131,11 +142,7 @@ class HttpTarget(WireModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an absolute http:// or https:// URL")
-        if parts.username or parts.password:
-            raise ValueError("must not carry credentials; use secret_ref")
+        http_url_parts(url, "secret_ref")
         return url
 
     @field_validator("headers")
@@ -220,11 +227,7 @@ class SqsTarget(WireModel):
     @field_validator("queue_url")
     @classmethod
     def _queue_url(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an absolute http:// or https:// URL")
-        if parts.username or parts.password:
-            raise ValueError("must not carry credentials; use credentials_ref")
+        parts = http_url_parts(url, "credentials_ref")
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or a fragment")
         segments = parts.path.split("/")

@@ -31,9 +31,9 @@ from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
 from testkit.stack import Stack, execution_settings, history, until
 from tests.conftest import IN_CI
+from tests.connectors.test_sqs_target import execution
 
 pytestmark = [pytest.mark.slow]
-T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +47,6 @@ def sqs() -> Iterator[ElasticMQ]:
         pytest.skip(f"ElasticMQ did not start: {exc}")
     yield server
     server.stop()
-
-
-def execution(
-    target: SqsTarget, payload: bytes = b"ship order 42", **kw: Any
-) -> ExecutionRequested:
-    values: dict[str, Any] = {
-        "execution_id": "acme/orders@2026-12-01T09:00:00.000Z",
-        "tenant": "acme",
-        "job_id": "orders",
-        "definition_version": 1,
-        "nominal_at": T,
-        "due_at": T,
-        "dispatched_at": T,
-        "target": target,
-        "payload": payload,
-        "timeout_ms": 10_000,
-        "lease_ttl_ms": 30_000,
-    }
-    return ExecutionRequested.model_validate({**values, **kw})
 
 
 def send(ex: ExecutionRequested) -> Result:
