@@ -294,10 +294,13 @@ class Codec:
             record = _decode_fast(data, *fast)
             if record is not None:
                 return record
-        reader, _ = self.schemas.current[writer.name]
+        reader, current = self.schemas.current[writer.name]
         body = io.BytesIO(data[HEADER_LEN:])
         try:
-            datum = fastavro.schemaless_reader(body, writer.parsed, reader)
+            if fp == current:  # no resolution: fastavro would compare the two schemas each time
+                datum = fastavro.schemaless_reader(body, reader, None)
+            else:
+                datum = fastavro.schemaless_reader(body, writer.parsed, reader)
         except (EOFError, StopIteration) as exc:
             raise TruncatedRecordError(
                 f"{writer.name} record ends early ({len(data)} bytes): truncated or cut off"

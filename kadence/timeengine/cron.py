@@ -125,11 +125,14 @@ def parse_cron(expression: str, job_key: str | None = None) -> CronSpec:
     """
     if not expression or not expression.strip():
         raise InvalidScheduleError("empty cron expression", [f"{FIELD}: must not be empty"])
+    return _parse(expression, (job_key or "no-job-key") if _uses_hash(expression) else None)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _uses_hash(expression: str) -> bool:
+    """Whether a field of `expression` is hashed (H); a malformed one raises, uncached."""
     normalized, _, _ = _normalize(expression)
-    uses_hash = any(
-        part.startswith("h") for field in normalized.split(" ") for part in field.split(",")
-    )
-    return _parse(expression, (job_key or "no-job-key") if uses_hash else None)
+    return any(part.startswith("h") for field in normalized.split(" ") for part in field.split(","))
 
 
 @functools.lru_cache(maxsize=65_536)
