@@ -123,7 +123,9 @@ class ReaperProcessor:
 
     def _expire_refs(self, ctx: ProcessorContext, key: bytes, held: Held, now_ms: int) -> None:
         """A worker incarnation's timer: every expired ref it still held is read back and
-        redelivered (or given up at the cap); one that cannot be is quarantined."""
+        redelivered (or given up at the cap); one the reader cannot tell about now (its
+        partition's leader down) is read again a second later, and one that is gone, or still
+        unreadable UNREAD_GIVE_UP_MS after its lease expired, is quarantined."""
         due = snapshots.expired(held, now_ms)
         unread: list[snapshots.Ref] = []
         if due:
