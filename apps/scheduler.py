@@ -58,7 +58,7 @@ def wire(
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
         instance_id=settings.instance_id,
-        input_topics=[topics.schedules, topics.commands, topics.outcomes],
+        input_topics=[topics.schedules, topics.commands, topics.scheduler_control, topics.outcomes],
         changelog_topic=topics.scheduler_changelog,
         state_dir=None if in_memory else state_dir,
         session_timeout_ms=settings.session_timeout_ms,

@@ -41,6 +41,7 @@ from kadence.models import (
     COMMAND_TYPES,
     Command,
     DeadLetter,
+    ReplayDeadLetter,
     ScheduleDefinition,
     WireModel,
     job_key,
@@ -128,8 +129,11 @@ class KadenceClient:
         payload = getattr(command, "payload", None)
         if payload:
             self._check_payload(payload)
+        # a replay carrying its dead letter is Kadence's own word (the API read the letter back
+        # from the dead-letter topic): it goes where only Kadence may write
+        carries_letter = isinstance(command, ReplayDeadLetter) and command.letter is not None
         slot = self._produce(
-            self.topics.commands,
+            self.topics.scheduler_control if carries_letter else self.topics.commands,
             command.key,
             routing_key(command.tenant, command.job_id, concurrency_key),
             command,

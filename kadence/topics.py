@@ -28,6 +28,7 @@ from kadence.codec import Codec
 from kadence.errors import GarbageBytesError, TopicError, TopicMismatchError
 from kadence.kafka_connect import ErrorLog, metadata
 from kadence.models import (
+    CONTROL_TYPES,
     TOPIC_COMMAND_TYPES,
     DeadLetter,
     ExecutionOutcome,
@@ -117,7 +118,15 @@ COMMANDS = TopicSpec(
     PartitionGroup.jobs,
     TOPIC_COMMAND_TYPES,
     json_input=True,
-    purpose="trigger now, backfill, cancel, pause, resume, replay; a scheduler's job moved",
+    purpose="trigger now, backfill, cancel, pause, resume, replay (control records refused)",
+)
+SCHEDULER_CONTROL = TopicSpec(
+    "scheduler-control",
+    "tenant/job_id (TenantCircuit: tenant)",
+    "delete",
+    PartitionGroup.jobs,
+    CONTROL_TYPES,
+    purpose="what only Kadence says to the schedulers: job moved, tenant circuit, letter replays",
 )
 SCHEDULER_CHANGELOG = TopicSpec(
     "scheduler-changelog",
@@ -197,6 +206,7 @@ REJECTED = TopicSpec(
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     SCHEDULES,
     COMMANDS,
+    SCHEDULER_CONTROL,
     SCHEDULER_CHANGELOG,
     EXECUTIONS,
     LEASES,
@@ -222,6 +232,7 @@ class Topics:
         ns = settings.namespace
         self.schedules = SCHEDULES.name(ns)
         self.commands = COMMANDS.name(ns)
+        self.scheduler_control = SCHEDULER_CONTROL.name(ns)
         self.scheduler_changelog = SCHEDULER_CHANGELOG.name(ns)
         self.executions = EXECUTIONS.name(ns)
         self.leases = LEASES.name(ns)

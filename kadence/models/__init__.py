@@ -10,6 +10,7 @@ from kadence.models.base import (
 )
 from kadence.models.commands import (
     COMMAND_TYPES,
+    CONTROL_TYPES,
     TOPIC_COMMAND_TYPES,
     Backfill,
     CancelRun,
@@ -73,6 +74,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
 
 __all__ = [
     "COMMAND_TYPES",
+    "CONTROL_TYPES",
     "MAX_HELD_RANGES",
     "MAX_HELD_RUNS",
     "MAX_LEASE_TTL_MS",

@@ -150,6 +150,12 @@ COMMAND_TYPES: tuple[type[WireModel], ...] = (
     ReplayDeadLetter,
 )
 """What users send (the SDK, the API, the CLI)."""
+CONTROL_TYPES: tuple[type[WireModel], ...] = (JobMoved, TenantCircuit, ReplayDeadLetter)
+"""What Kadence's own processes say to the schedulers, on the `scheduler-control` topic that
+no tenant may write: a scheduler's `JobMoved` and `TenantCircuit`, and the API's replays that
+carry their dead letter (`ReplayDeadLetter.letter`, read back from the dead-letter topic). On
+`commands` (and a tenant's ingress) these are refused: anyone who may write there could forge
+them (docs/security.md, "Control records")."""
 TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved, TenantCircuit)
-"""What the commands topic carries: users' commands and the schedulers' own `JobMoved` and
-`TenantCircuit`."""
+"""Every command-like record: users' commands and the control records (for the schema files
+and the decoder of the topics that refuse control records by name)."""

@@ -4,10 +4,10 @@ pause (history says why) until a cool-down probe succeeds.
 A tenant has one circuit. Each scheduler partition counts the outcomes of the tenant's jobs it
 owns (the jobs of a tenant spread over partitions) and keeps a copy of the circuit; when its
 count opens the circuit, or a probe's success closes it, it tells every other partition
-(`TenantCircuit` on the commands topic), which applies the change unless its own copy changed
-later (`heard`). So the tenant's retries wait everywhere, not only where the failures were
-counted. Only retries pause: scheduled occurrences still fire, and their outcomes are what
-closes the breaker too.
+(`TenantCircuit` on the scheduler-control topic, which no tenant may write), which applies the
+change unless its own copy changed later (`heard`). So the tenant's retries wait everywhere,
+not only where the failures were counted. Only retries pause: scheduled occurrences still fire,
+and their outcomes are what closes the breaker too.
 
 closed --(failure ratio >= threshold over >= min attempts in the window)--> open
 open   --(cool-down over)--> half-open: the next due retry fires as the probe, others wait

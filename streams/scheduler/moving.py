@@ -1,7 +1,8 @@
 """The processor's part of moving a job between scheduler partitions: a job's partition is
 chosen by its routing key, so a new concurrency key moves it. The partition that receives the
-new version tells every other one (`JobMoved` on the commands topic); the highest version
-keeps the job, every other copy is removed (docs/decisions/0003)."""
+new version tells every other one (`JobMoved` on the scheduler-control topic, which no tenant
+may write); the highest version keeps the job, every other copy is removed
+(docs/decisions/0003)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class Moving(GroupKeeping):
             self._tell(ctx, moved.partition, key, answer)
 
     def _tell(self, ctx: ProcessorContext, partition: int, key: bytes, moved: JobMoved) -> None:
-        """A `JobMoved` to the scheduler of `partition` (the commands topic's partition)."""
+        """A `JobMoved` to the scheduler of `partition` (on the scheduler-control topic)."""
         value = self.codec.encode(moved)
         headers = headers_for(moved, self.codec.schema_fingerprint(JobMoved))
-        ctx.forward(self.topics.commands, partition, key, value, headers)
+        ctx.forward(self.topics.scheduler_control, partition, key, value, headers)

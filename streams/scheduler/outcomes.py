@@ -23,7 +23,7 @@ from kadence.models import (
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
 from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads, remember
-from streams.scheduler.step import Effects, Emit, Facts, Shot, Sink, settle
+from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, settle
 
 
 def apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
@@ -87,6 +87,12 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
     """Run dead letters again: same execution id, attempt 1, the retry policy afresh. A letter
     the job no longer remembers (older than its last DEAD_LIMIT) runs from the copy the command
     carries (`letter`, read back from the dead-letter topic), with that letter's payload."""
+    if cmd.execution_id is not None and _in_progress(state, cmd.execution_id):
+        raise Refused(
+            "run_active",
+            f"replay {cmd.request_id}: a run of {cmd.execution_id} is in progress (running, "
+            "waiting or retrying); replay it once that run has ended",
+        )
     chosen = [p for p in state.dead if cmd.execution_id in (None, p.execution_id)]
     if not chosen and cmd.letter is not None:
         return _replay_letter(state, effects, cmd.letter, facts)
@@ -112,6 +118,15 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
         shot = Shot(p.execution_id, p.nominal_ms, facts.now_ms, TriggerKind.replay, 1, payload)
         state = start(state, effects, facts, shot)
     return state
+
+
+def _in_progress(state: JobState, execution_id: str) -> bool:
+    """A run of `execution_id` runs, waits to start (buffered, ahead) or awaits a retry: a
+    replay now would run the same occurrence twice at once."""
+    return any(
+        r.execution_id == execution_id
+        for r in (*state.running, *state.buffered, *state.retries, *state.ahead)
+    )
 
 
 def _replay_letter(

@@ -7,7 +7,8 @@ in the domain modules beside this one (definitions, firing, commands, outcomes, 
 groups); this module only moves bytes and keeps the partition's state under these keys:
 a job's key (`tenant/job`), `~group/<routing key>` and `~waiting/<routing key>` (a concurrency
 group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted while its runs
-were in progress), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
+were in progress), `~replaying/<execution id>` (a deleted job's replayed dead letter, until it
+ends), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kadence.models import (
     WireModel,
 )
 from kadence.partitioning import execution_route, partition_for
-from kadence.topics import COMMANDS, OUTCOMES, SCHEDULES, Topics
+from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES, Topics
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
@@ -52,6 +53,8 @@ DEAD_DEPTH = b"~dead-depth"
 """Dead letters of the partition's jobs not replayed (each job remembers its last 100)."""
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
+REPLAYING_PREFIX = b"~replaying/"
+"""`~replaying/<execution id>`: until when a replay of a deleted job's dead letter may run."""
 MAINTAIN_STEP = 2_000
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
@@ -110,6 +113,9 @@ class SchedulerProcessor(Moving, TenantKeeping):
             elif record.topic == topics.commands:
                 self._command(ctx, record, now_ms)
                 ctx.commit_soon()  # someone waits for a command's effect, and commands are few
+            elif record.topic == topics.scheduler_control:
+                self._control(ctx, record, now_ms)
+                ctx.commit_soon()
             elif record.topic == topics.outcomes:
                 self._outcome(ctx, record, now_ms)
         except DecodeError as exc:
@@ -177,30 +183,74 @@ class SchedulerProcessor(Moving, TenantKeeping):
             self._arrived(ctx, record.key, definition, record.partition, now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """A user's command. What only Kadence may say (docs/security.md, "Control records")
+        is refused here by name: anyone who may write `commands` could forge it."""
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
-        if isinstance(command, TenantCircuit):
-            if command.key.encode() != record.key:
-                raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
-            self._heard(ctx, command)
-            return
+        if isinstance(command, JobMoved | TenantCircuit) or (
+            isinstance(command, ReplayDeadLetter) and command.letter is not None
+        ):
+            what = "a replay carrying its letter" if isinstance(command, ReplayDeadLetter) else ""
+            raise Refused(
+                "control_record",
+                f"{what or type(command).__name__} is written by Kadence's own processes only, "
+                f"on {self.cfg.topics.scheduler_control}; not accepted on {record.topic}",
+            )
         assert isinstance(
-            command,
-            TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter | JobMoved,
+            command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
         )
-        if command.key.encode() != record.key:
-            raise Refused("key_mismatch", f"record key {record.key!r} is not {command.key}")
+        self._keyed(command.key, record)
         state = self._load(ctx, record.key)
-        if isinstance(command, JobMoved):
-            self._moved(ctx, record.key, command, state, now_ms)
-            return
-        if state is None and isinstance(command, ReplayDeadLetter) and command.letter:
-            self._forward(ctx, outcomes.replay_orphan(command, now_ms))  # a deleted job's
-            return
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
         self._write(ctx, record.key, effects, now_ms=now_ms)
+
+    def _control(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """What another scheduler partition or the API tells this one: a job moved, a tenant's
+        circuit opened or closed, a dead letter replayed from the letter the API read back."""
+        assert record.key is not None
+        control = SCHEDULER_CONTROL.decode(self.codec, record.value)
+        assert isinstance(control, JobMoved | TenantCircuit | ReplayDeadLetter)
+        self._keyed(control.key, record)
+        if isinstance(control, TenantCircuit):
+            self._heard(ctx, control)
+            return
+        state = self._load(ctx, record.key)
+        if isinstance(control, JobMoved):
+            self._moved(ctx, record.key, control, state, now_ms)
+        elif state is None and control.letter is not None:
+            self._replay_orphan(ctx, record.key, control, now_ms)
+        elif state is None:
+            raise Refused("unknown_job", f"no job {control.key} on this partition")
+        else:
+            effects = commands.apply_command(state, control, self._facts(ctx, state, now_ms))
+            self._write(ctx, record.key, effects, now_ms=now_ms)
+
+    def _replay_orphan(
+        self, ctx: ProcessorContext, key: bytes, cmd: ReplayDeadLetter, now_ms: int
+    ) -> None:
+        """A deleted job's dead letter runs once more, as the letter holds it; one replay of an
+        execution at a time: while the last may still run (until its outcome, or at most its
+        timeout and lease four times over) another is refused, as for a job that exists."""
+        assert cmd.letter is not None
+        mark = REPLAYING_PREFIX + cmd.letter.execution_id.encode()
+        until = ctx.get(mark)
+        if until is not None and int(until) > now_ms:
+            why = (
+                f"replay {cmd.request_id}: a replay of {cmd.letter.execution_id} may still be "
+                "running; replay it once that run has ended"
+            )
+            told = keyed_history(key, Decision.refused, why, now_ms)
+            raise Refused("run_active", why, [told] if told else [])
+        ends = now_ms + 4 * (cmd.letter.timeout_ms + cmd.letter.lease_ttl_ms)
+        ctx.put(mark, str(ends).encode(), None)
+        self._forward(ctx, outcomes.replay_orphan(cmd, now_ms))
+
+    @staticmethod
+    def _keyed(key: str, record: InputRecord) -> None:
+        if key.encode() != record.key:
+            raise Refused("key_mismatch", f"record key {record.key!r} is not {key}")
 
     def _outcome(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
@@ -208,6 +258,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
         assert isinstance(outcome, ExecutionOutcome)
         state = self._load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
+            if ctx.get(REPLAYING_PREFIX + outcome.execution_id.encode()) is not None:
+                ctx.put(REPLAYING_PREFIX + outcome.execution_id.encode(), None, None)
             self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
             self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
             counted = after_outcome(

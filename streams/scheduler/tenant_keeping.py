@@ -52,9 +52,10 @@ class TenantKeeping:
             )
             value = self.codec.encode(told)
             headers = headers_for(told, self.codec.schema_fingerprint(TenantCircuit))
+            control, key = self.topics.scheduler_control, tenant.encode()
             for partition in range(self.job_partitions):
                 if partition != ctx.partition:
-                    ctx.forward(self.topics.commands, partition, tenant.encode(), value, headers)
+                    ctx.forward(control, partition, key, value, headers)
 
     def _heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
         """Another partition opened or closed the tenant's circuit: this copy follows unless it

@@ -5,7 +5,10 @@ item 5; docs/decisions/0003)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
@@ -14,10 +17,12 @@ from kadence.models import (
     ExecutionRequested,
     ExecutionRevoked,
     HistoryRecord,
+    HttpTarget,
     JobMoved,
     KafkaTarget,
     OutcomeStatus,
     Rejected,
+    ReplayDeadLetter,
     ScheduleDefinition,
     TenantCircuit,
 )
@@ -47,7 +52,7 @@ def key_on(partition: int) -> str:
 
 class Partitions:
     """The scheduler's partitions, each a processor over its own task; records a processor
-    writes to `commands` are delivered to the partition they name, as the broker would."""
+    writes to `scheduler-control` are delivered to the partition they name, as the broker would."""
 
     def __init__(self, breaker: BreakerConfig = DEFAULTS) -> None:
         self.topics = Topics(KadenceSettings(partitions=PARTITIONS))
@@ -65,7 +70,7 @@ class Partitions:
     def _emitted(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes | None, h: Any
     ) -> None:
-        if topic == self.topics.commands:
+        if topic == self.topics.scheduler_control:
             assert partition is not None and key is not None and value is not None
             self.inbox.append((partition, key, value))
         self.out.append((topic, partition, key, value, h))
@@ -80,7 +85,7 @@ class Partitions:
         """Deliver what the schedulers wrote to one another, until nothing more is written."""
         while self.inbox:
             partition, key, value = self.inbox.pop(0)
-            self.feed(self.topics.commands, partition, key, value)
+            self.feed(self.topics.scheduler_control, partition, key, value)
 
     def define(self, version: int, concurrency_key: str | None = None) -> int:
         d = ScheduleDefinition(
@@ -201,15 +206,15 @@ def test_a_forged_or_stray_job_moved_changes_nothing_it_should_not() -> None:
         tenant="acme", job_id="j", request_id="x", issued_at=ms_to_datetime(T0),
         version=9, partition=home,
     )  # fmt: skip
-    s.feed(s.topics.commands, home, b"acme/j", CODEC.encode(stray))  # names its own partition
+    s.feed(s.topics.scheduler_control, home, b"acme/j", CODEC.encode(stray))  # its own partition
     assert s.copies() == [home]
     old = stray.model_copy(update={"version": 4, "partition": 1 - home})
-    s.feed(s.topics.commands, home, b"acme/j", CODEC.encode(old))  # older than this copy
+    s.feed(s.topics.scheduler_control, home, b"acme/j", CODEC.encode(old))  # older than this
     assert s.copies() == [home]  # kept; it answers the other partition
     s.deliver()
     assert s.copies() == [home]
     wrong_key = stray.model_copy(update={"job_id": "other", "partition": 1 - home})
-    s.feed(s.topics.commands, home, b"acme/j", CODEC.encode(wrong_key))
+    s.feed(s.topics.scheduler_control, home, b"acme/j", CODEC.encode(wrong_key))
     assert s.copies() == [home]
     assert all(h.decision is not Decision.deleted for h in s.take(HistoryRecord))
 
@@ -232,14 +237,64 @@ def test_a_run_of_the_old_copy_that_fails_after_the_move_says_it_is_not_retried(
 
 
 def test_a_tenant_circuit_record_keyed_for_another_tenant_is_rejected() -> None:
-    """The commands topic is an input: a TenantCircuit whose key is not its tenant (a forged or
-    misrouted one) opens nobody's circuit; a `rejected` record says why."""
+    """A TenantCircuit whose key is not its tenant (a misrouted one) opens nobody's circuit;
+    a `rejected` record says why."""
     s = Partitions()
     forged = TenantCircuit(
         tenant="acme", partition=1, at=ms_to_datetime(T0), open_until=ms_to_datetime(T0 + 60_000)
     )
-    s.feed(s.topics.commands, 0, b"globex", CODEC.encode(forged))
+    s.feed(s.topics.scheduler_control, 0, b"globex", CODEC.encode(forged))
     [rejected] = s.take(Rejected)
     assert rejected.code == "key_mismatch"
     assert s.tasks[0].get(b"~breaker/acme") is None
     assert s.tasks[0].get(b"~breaker/globex") is None
+
+
+@pytest.mark.parametrize("kind", ["JobMoved", "TenantCircuit", "ReplayDeadLetter"])
+def test_control_records_on_the_commands_topic_are_refused_by_name(kind: str) -> None:
+    """Anyone who may write `commands` could forge what only Kadence says (issue 28): a
+    `JobMoved` with a high version from another partition removed the victim's job, a
+    `TenantCircuit` open until 8999 paused the tenant's retries for ever, a replay carrying a
+    crafted letter ran any target as the tenant. On `commands` each is refused, changing
+    nothing; the same records on `scheduler-control` (no tenant may write it) still work."""
+    s = Partitions()
+    home = s.define(5)
+    forged: Any
+    if kind == "JobMoved":
+        forged = JobMoved(
+            tenant="acme", job_id="j", request_id="evil", issued_at=ms_to_datetime(T0),
+            version=99, partition=1 - home,
+        )  # fmt: skip
+        key = b"acme/j"
+    elif kind == "TenantCircuit":
+        forged = TenantCircuit(
+            tenant="acme", partition=1 - home, at=ms_to_datetime(T0),
+            open_until=datetime(8999, 1, 1, tzinfo=UTC),
+        )  # fmt: skip
+        key = b"acme"
+    else:
+        at = ms_to_datetime(T0)
+        letter = ExecutionRequested(
+            execution_id="acme/j@x1", tenant="acme", job_id="j", definition_version=5,
+            nominal_at=at, due_at=at, dispatched_at=at, timeout_ms=1000, lease_ttl_ms=30_000,
+            target=HttpTarget(url="https://attacker.example/x"),
+        )  # fmt: skip
+        forged = ReplayDeadLetter(
+            tenant="acme", job_id="j", request_id="evil", issued_at=ms_to_datetime(T0),
+            execution_id="acme/j@x1", letter=letter,
+        )  # fmt: skip
+        key = b"acme/j"
+    s.feed(s.topics.commands, home, key, CODEC.encode(forged))
+    s.deliver()
+    [rejected] = s.take(Rejected)
+    assert rejected.code == "control_record"
+    assert s.topics.scheduler_control in rejected.reason
+    assert s.copies() == [home]
+    assert s.tasks[home].get(b"~breaker/acme") is None
+    s.tick(T0 + MIN)
+    fired = s.take(ExecutionRequested)
+    assert [r.target for r in fired] == [KafkaTarget(topic="o")]  # the job's own run only
+    # the same record where only Kadence writes is heard
+    s.feed(s.topics.scheduler_control, home, key, CODEC.encode(forged))
+    s.deliver()
+    assert not s.take(Rejected)

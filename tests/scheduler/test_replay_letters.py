@@ -51,7 +51,8 @@ def replay(s: Scheduler, dead: ExecutionRequested, request: str, now: int, **kw:
         execution_id=dead.execution_id, **kw,
     )  # fmt: skip
     s.out.clear()
-    s.feed(s.topics.commands, "acme/j", CODEC.encode(cmd), now)
+    topic = s.topics.commands if cmd.letter is None else s.topics.scheduler_control
+    s.feed(topic, "acme/j", CODEC.encode(cmd), now)
 
 
 def test_a_letter_older_than_the_last_hundred_replays_from_its_copy(store: Store) -> None:
@@ -121,3 +122,54 @@ def test_a_letter_must_be_the_commands_own() -> None:
         )
         == []
     )
+
+
+def test_a_replay_while_a_run_of_the_same_execution_is_in_progress_is_refused(
+    store: Store,
+) -> None:
+    """Issue 28: 30 replays of one dead letter in a row all fired (31 `fired` in history),
+    also while the first replay ran. A replay of an execution whose run is in progress is
+    refused (`run_active`, a history record says why); once that run has ended it goes."""
+    s = Scheduler(store)
+    s.out.clear()
+    [letter] = letters_of(s, 1)
+    dead = letter.execution
+    now = T0 + MIN * 5
+    replay(s, dead, "r1", now, letter=dead)
+    [running] = s.take(ExecutionRequested)
+    refused: list[HistoryRecord] = []
+    for i in range(5):
+        for kw in ({"letter": dead}, {}):
+            replay(s, dead, f"again{i}{len(kw)}", now + i, **kw)
+            assert s.out and not any(t == s.topics.executions for (t, *_r) in s.out)
+            refused += [h for h in s.take(HistoryRecord) if h.decision is Decision.refused]
+    assert len(refused) == 10
+    assert all("is in progress" in (h.reason or "") for h in refused)
+    ok = make_outcome(running, OutcomeStatus.succeeded)
+    s.feed(s.topics.outcomes, running.key, CODEC.encode(ok), now + 1_000)
+    replay(s, dead, "r3", now + 2_000, letter=dead)
+    assert [r.execution_id for r in s.take(ExecutionRequested)] == [dead.execution_id]
+
+
+def test_a_deleted_job_s_letter_replays_once_at_a_time(store: Store) -> None:
+    """A deleted job has no state to remember its runs: the partition keeps until when a
+    replay of each letter may run, refuses another meanwhile, and lets it go once the replay's
+    outcome has come (or that time has passed)."""
+    s = Scheduler(store)
+    s.out.clear()
+    [letter] = letters_of(s, 1)
+    s.feed(s.topics.schedules, "acme/j", None, T0 + 5_000)
+    now = T0 + 10_000
+    replay(s, letter.execution, "r1", now, letter=letter.execution)
+    [again] = s.take(ExecutionRequested)
+    for i in range(3):
+        replay(s, letter.execution, f"x{i}", now + 100, letter=letter.execution)
+        assert s.take(ExecutionRequested) == []
+    s.out.clear()
+    ok = make_outcome(again, OutcomeStatus.succeeded)
+    s.feed(s.topics.outcomes, again.key, CODEC.encode(ok), now + 1_000)
+    replay(s, letter.execution, "r2", now + 2_000, letter=letter.execution)
+    assert len(s.take(ExecutionRequested)) == 1  # its outcome ended it
+    late = now + 2_000 + 4 * (letter.execution.timeout_ms + letter.execution.lease_ttl_ms) + 1
+    replay(s, letter.execution, "r3", late, letter=letter.execution)
+    assert len(s.take(ExecutionRequested)) == 1  # no outcome, but it cannot still be running
