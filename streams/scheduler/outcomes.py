@@ -123,9 +123,10 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
 def _in_progress(state: JobState, execution_id: str) -> bool:
     """A run of `execution_id` runs, waits to start (buffered, ahead) or awaits a retry: a
     replay now would run the same occurrence twice at once."""
-    return any(
-        r.execution_id == execution_id
-        for r in (*state.running, *state.buffered, *state.retries, *state.ahead)
+    return (
+        any(r.execution_id == execution_id for r in state.running)
+        or any(p.execution_id == execution_id for p in (*state.buffered, *state.retries))
+        or any(a.execution_id == execution_id for a in state.ahead)
     )
 
 
