@@ -79,12 +79,11 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
     from apps.api.auth import new_token, token_hash  # noqa: PLC0415
 
     if DEV_TOKEN_FILE.exists():
+        DEV_TOKEN_FILE.chmod(0o600)  # one left readable by others (an older copy) is narrowed
         token = DEV_TOKEN_FILE.read_text().strip()
     else:
         token, _ = new_token()
-        DEV_TOKEN_FILE.parent.mkdir(parents=True, exist_ok=True)
-        DEV_TOKEN_FILE.write_text(token + "\n")
-        DEV_TOKEN_FILE.chmod(0o600)
+        write_private(DEV_TOKEN_FILE, token + "\n")
     url = f"http://{settings.api_host}:{settings.api_port}"
     print(
         f"kadence: no KADENCE_API_TOKENS set; a development token for tenant 'demo' is in "
@@ -93,6 +92,17 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
         f"CLI: export KADENCE_TOKEN=$(cat {DEV_TOKEN_FILE})"
     )
     return settings.model_copy(update={"api_tokens": {token_hash(token): "demo"}})
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable by the owner only from the moment it exists: created
+    0600 whatever the umask (never written first and narrowed after), and an existing file's
+    mode narrowed before anything is written to it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as file:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: narrow it
+        file.write(text)
 
 
 def view_token(settings: KadenceSettings) -> KadenceSettings:

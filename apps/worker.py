@@ -35,8 +35,9 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
         Codec(),
         lambda: cluster_replication(settings),
     )
-    http = HttpCaller(AddressPolicy(settings.target_allow_cidrs), settings.webhook_secrets)
-    sqs = SqsCaller(AddressPolicy(settings.target_allow_cidrs), settings.sqs_credentials)
+    policy = AddressPolicy(settings.target_allow_cidrs, settings.target_allow_cidrs_by_tenant)
+    http = HttpCaller(policy, settings.webhook_secrets)
+    sqs = SqsCaller(policy, settings.sqs_credentials)
     return {"http": http, "kafka": kafka, "handler": handlers.call, "sqs": sqs}
 
 

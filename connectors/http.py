@@ -121,6 +121,7 @@ class HttpCaller:
             self.pool,
             self.policy,
             target.url,
+            tenant=ex.tenant,
             method=target.method,
             path=(url.path or "/") + (f"?{url.query}" if url.query else ""),
             body=body,

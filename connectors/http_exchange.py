@@ -71,6 +71,7 @@ def checked_exchange(
     policy: AddressPolicy,
     url: str,
     *,
+    tenant: str,
     method: str,
     path: str,
     body: bytes,
@@ -79,14 +80,15 @@ def checked_exchange(
     deadline: float,
     timeout_ms: int,
 ) -> Result | tuple[http.client.HTTPResponse, str]:
-    """`exchange` to the host of `url`, resolved now and checked by `policy`: the connection
-    goes only to the address checked (no second lookup to rebind). A refused address fails for
-    good, a failed lookup retryably."""
+    """`exchange` to the host of `url`, resolved now and checked by `policy` for a target of
+    `tenant` (its own allow-list entries apply, no other tenant's): the connection goes only to
+    the address checked (no second lookup to rebind). A refused address fails for good, a
+    failed lookup retryably."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        address = policy.resolve(host, port)
+        address = policy.resolve(host, port, tenant)
     except AddressRefused as exc:
         return Result.failed("AddressRefused", str(exc), retryable=False)
     except OSError as exc:

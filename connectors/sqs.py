@@ -2,11 +2,15 @@
 speaks SQS's JSON protocol: ElasticMQ, LocalStack); success when the queue accepts it.
 
 - The queue's address goes through the same SSRF rules as a webhook's (connectors/ssrf.py):
-  no private, loopback, link-local or metadata address unless KADENCE_TARGET_ALLOW_CIDRS
-  allows it, and the connection goes to the address that was checked.
+  no private, loopback, link-local or metadata address unless KADENCE_TARGET_ALLOW_CIDRS (or
+  KADENCE_TARGET_ALLOW_CIDRS_BY_TENANT, for the job's tenant) allows it, and the connection
+  goes to the address that was checked.
 - Requests are signed (AWS Signature Version 4, connectors/sigv4.py) with the key the worker
   holds for the job's tenant under the job's `credentials_ref` (KADENCE_SQS_CREDENTIALS); a
-  target without one is sent unsigned.
+  target without one is sent unsigned. A key bound to queue URL prefixes (`queue_urls`, which
+  a `"*"` key shared by every tenant must have) signs only for a queue URL under one of them
+  (same scheme, host and port, path on a `/` boundary): any other fails for good
+  (`CredentialsNotForQueue`), nothing sent, so a tenant cannot aim a shared key at its own host.
 - A FIFO queue gets the idempotency key as its `MessageDeduplicationId` (the execution id, or
   `sha256-<hex of it>` when it is longer than SQS's 128 characters) and `MessageGroupId` from the
   target (by default the job id): SQS drops a duplicate within its 5-minute window. Every message
@@ -37,7 +41,7 @@ from connectors.sigv4 import Credentials, sign
 from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc
 from kadence.models import ExecutionRequested, OutcomeStatus, QueueFormat, SqsTarget
-from kadence.settings import AwsKey
+from kadence.sqs_keys import AwsKey
 from kadence.targets import Result, Stop
 
 SEND = "AmazonSQS.SendMessage"
@@ -111,6 +115,10 @@ def message(ex: ExecutionRequested, target: SqsTarget) -> dict[str, Any]:
     return request
 
 
+class QueueNotCoveredError(LookupError):
+    """The job's key is bound to queue URLs (`queue_urls`) that do not cover its queue_url."""
+
+
 class SqsCaller:
     def __init__(
         self,
@@ -127,6 +135,8 @@ class SqsCaller:
         if target.credentials_ref is None:
             return headers
         key = secret_for(self.credentials, tenant, target.credentials_ref)
+        if not key.may_sign_for(target.queue_url):
+            raise QueueNotCoveredError(target.credentials_ref)
         creds = Credentials(key.access_key_id, key.secret_access_key, key.session_token)
         now = datetime.now(UTC)
         region = target.signing_region
@@ -144,10 +154,18 @@ class SqsCaller:
             return unknown_secret(
                 "credentials_ref", target.credentials_ref, ex.tenant, "SQS_CREDENTIALS"
             )
+        except QueueNotCoveredError:
+            why = (
+                f"credentials_ref {target.credentials_ref!r} does not sign for "
+                f"{target.queue_url}: it is not under the queue_urls that key is bound to "
+                "(KADENCE_SQS_CREDENTIALS of the workers); nothing was sent"
+            )
+            return Result.failed("CredentialsNotForQueue", why, retryable=False)
         answer = checked_exchange(
             self.pool,
             self.policy,
             target.queue_url,
+            tenant=ex.tenant,
             method="POST",
             path="/",
             body=body,

@@ -1,16 +1,20 @@
-"""Where HTTP targets may connect: public addresses, plus networks the deployment allows.
+"""Where HTTP and SQS targets may connect: public addresses, plus networks the deployment
+allows: for every tenant (KADENCE_TARGET_ALLOW_CIDRS) or for the targets of one tenant only
+(KADENCE_TARGET_ALLOW_CIDRS_BY_TENANT).
 
 Checked on the resolved address at send time (and the connection goes to exactly that
 address), so a name that resolves to a private address, or re-resolves to one later, is refused.
+A cloud metadata address is refused unless an entry names that very address (a /32 or /128):
+a wider network (169.254.0.0/16, 0.0.0.0/0) never opens it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from kadence.target_allow import IPAddress, parse_allowed
+from kadence.target_allow import AllowedNetwork, IPAddress, parse_allowed
 
 METADATA = frozenset(
     ipaddress.ip_address(a)
@@ -28,20 +32,35 @@ class AddressRefused(Exception):  # noqa: N818 - a verdict the target turns into
 
 
 class AddressPolicy:
-    def __init__(self, allow: Iterable[str] = ()) -> None:
+    def __init__(
+        self, allow: Iterable[str] = (), by_tenant: Mapping[str, Iterable[str]] | None = None
+    ) -> None:
         """`allow`: KADENCE_TARGET_ALLOW_CIDRS entries, a network with an optional port
-        (kadence/target_allow.py)."""
+        (kadence/target_allow.py), for every tenant's targets; `by_tenant`:
+        KADENCE_TARGET_ALLOW_CIDRS_BY_TENANT, entries for the named tenant's targets only."""
         self.allow = tuple(parse_allowed(entry) for entry in allow)
+        self.by_tenant = {
+            tenant: tuple(parse_allowed(entry) for entry in entries)
+            for tenant, entries in (by_tenant or {}).items()
+        }
 
-    def why_refused(self, address: IPAddress, port: int | None = None) -> str | None:
-        """None when `address` may be reached on `port`; else what kind of address it is. An
-        allow-list entry with a port allows its network on that port only."""
+    def why_refused(
+        self, address: IPAddress, port: int | None = None, tenant: str | None = None
+    ) -> str | None:
+        """None when a target of `tenant` may reach `address` on `port`; else what kind of
+        address it is. An allow-list entry with a port allows its network on that port only;
+        a metadata address needs an entry naming exactly it."""
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        if any(entry.allows(address, port) for entry in self.allow):
-            return None
+        entries = self.allow + (self.by_tenant.get(tenant, ()) if tenant is not None else ())
         if address in METADATA:
+            if any(
+                _names_exactly(entry, address) and entry.allows(address, port) for entry in entries
+            ):
+                return None
             return "a cloud metadata address"
+        if any(entry.allows(address, port) for entry in entries):
+            return None
         for kind, flag in (
             ("an unspecified address", address.is_unspecified),
             ("a loopback address", address.is_loopback),
@@ -57,21 +76,34 @@ class AddressPolicy:
                 return kind
         return None
 
-    def resolve(self, host: str, port: int) -> IPAddress:
-        """The first address of `host` if every address it resolves to may be reached."""
+    def resolve(self, host: str, port: int, tenant: str | None = None) -> IPAddress:
+        """The first address of `host` if a target of `tenant` may reach every address it
+        resolves to."""
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
         for address in addresses:
-            why = self.why_refused(address, port)
+            why = self.why_refused(address, port, tenant)
             if why is not None:
+                unless = (
+                    "an allow-list entry naming exactly this address (a /32 or /128)"
+                    if why == "a cloud metadata address"
+                    else "KADENCE_TARGET_ALLOW_CIDRS_BY_TENANT (for the job's tenant) or "
+                    "KADENCE_TARGET_ALLOW_CIDRS allows it"
+                )
                 raise AddressRefused(
                     f"{host} resolves to {address}, {why}; targets may not reach it on port "
-                    f"{port} unless KADENCE_TARGET_ALLOW_CIDRS allows it"
+                    f"{port} unless {unless}"
                 )
         return addresses[0]
+
+
+def _names_exactly(entry: AllowedNetwork, address: IPAddress) -> bool:
+    """Whether `entry` is the single address `address` (a /32 or /128), not a network around it."""
+    network = entry.network
+    return network.prefixlen == network.max_prefixlen and network.network_address == address
 
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")

@@ -9,24 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
+from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
-
-
-class AwsKey(BaseModel):
-    """An AWS access key a worker signs SQS requests with (KADENCE_SQS_CREDENTIALS)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-    access_key_id: Annotated[str, Field(pattern=r"^[A-Z0-9]{16,128}$")]
-    secret_access_key: SecretStr
-    session_token: SecretStr | None = None
-    """For temporary credentials (an assumed role)."""
 
 
 class KadenceSettings(BaseSettings):
@@ -150,9 +141,17 @@ class KadenceSettings(BaseSettings):
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""
     target_allow_cidrs: list[str] = Field(default_factory=list)
-    """HTTP targets may not reach private, loopback, link-local or metadata addresses unless
-    they fall in one of these networks (JSON list, e.g. ["10.20.0.0/16"]); a network with a
-    port allows that port only: "10.20.0.0/16:8443", "[fd00:1::/64]:8443"."""
+    """HTTP and SQS targets of every tenant may reach private, loopback or link-local addresses
+    in these networks (JSON list, e.g. ["10.20.0.0/16"]): whatever is there is open to every
+    tenant (`target_allow_cidrs_by_tenant` opens a network to one tenant). A network with a port
+    allows that port only: "10.20.0.0/16:8443", "[fd00:1::/64]:8443". A cloud metadata address
+    (169.254.169.254 ...) needs an entry naming exactly it ("169.254.169.254/32"), never a wider
+    network."""
+    target_allow_cidrs_by_tenant: dict[str, list[str]] = Field(default_factory=dict)
+    """Networks the HTTP and SQS targets of one tenant only may reach although they are private
+    (JSON object tenant -> entries in the form of `target_allow_cidrs`), e.g. {"acme":
+    ["10.1.0.0/16:443"]} for acme's private SQS endpoint; other tenants' targets stay refused
+    there. `target_allow_cidrs` opens its networks to every tenant."""
     webhook_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     """Signing secrets for HTTP targets by tenant: {"<tenant>": {"<secret_ref>": "<secret>"}}
     (JSON object). A job's secret_ref is looked up under its own tenant, then under "*"
@@ -173,6 +172,11 @@ class KadenceSettings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
     """The HTTP API and dashboard (apps/api/)."""
+    api_max_connections: Annotated[int, Field(ge=1, le=100_000)] = 256
+    """Connections (and requests in progress) the API holds at once at most (uvicorn's
+    `limit_concurrency`); past it a request is answered 503 at once. Bounds what a flood of
+    clients makes the API hold: a body is read only from a caller with a known token, up to
+    the payload limit plus 64 KiB each."""
     api_tokens: dict[str, str] = Field(default_factory=dict)
     """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
     object). The tenant `*` is the admin role (operators: every tenant, via the
@@ -230,6 +234,19 @@ class KadenceSettings(BaseSettings):
             parse_allowed(entry)  # ValueError names the bad entry and the accepted forms
         return value
 
+    @field_validator("target_allow_cidrs_by_tenant")
+    @classmethod
+    def _tenant_networks(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tenant, entries in value.items():
+            if not IDENT_RE.fullmatch(tenant):
+                raise ValueError(
+                    f"{tenant!r} is not a tenant identifier (networks for every tenant go in "
+                    "KADENCE_TARGET_ALLOW_CIDRS)"
+                )
+            for entry in entries:
+                parse_allowed(entry)
+        return value
+
     @field_validator("webhook_secrets", mode="before")
     @classmethod
     def _secrets_by_tenant(cls, value: object) -> object:
@@ -252,6 +269,23 @@ class KadenceSettings(BaseSettings):
             for ref in refs:
                 if not IDENT_RE.fullmatch(ref):
                     raise ValueError(f"{tenant}: {ref!r} is not a name (an identifier)")
+        return value
+
+    @field_validator("sqs_credentials")
+    @classmethod
+    def _shared_keys_bound(
+        cls, value: dict[str, dict[str, AwsKey]]
+    ) -> dict[str, dict[str, AwsKey]]:
+        """A key every tenant may use signs only for the queues it names: else a tenant points
+        queue_url at its own host and receives signed requests (and a session token)."""
+        for ref, key in value.get("*", {}).items():
+            if key.queue_urls is None:
+                raise ValueError(
+                    f'"*" key {ref!r} has no queue_urls: a key every tenant may use must name '
+                    'the queue URL prefixes it signs for, e.g. "queue_urls": '
+                    '["https://sqs.eu-west-1.amazonaws.com/123456789012/"] (or move it under '
+                    "the tenant whose jobs use it)"
+                )
         return value
 
     @field_validator("worker_tenant_max_running", mode="before")

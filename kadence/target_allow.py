@@ -1,5 +1,7 @@
-"""Entries of KADENCE_TARGET_ALLOW_CIDRS: a network HTTP targets may reach although it is
-private, on any port or on one port only.
+"""Entries of KADENCE_TARGET_ALLOW_CIDRS (every tenant's targets) and of
+KADENCE_TARGET_ALLOW_CIDRS_BY_TENANT (one tenant's): a network HTTP and SQS targets may reach
+although it is private, on any port or on one port only. A cloud metadata address needs an
+entry naming exactly it (a /32 or /128; connectors/ssrf.py).
 
     "10.20.0.0/16"            any port
     "10.20.0.0/16:8443"       port 8443 only

@@ -13,6 +13,18 @@ from apps.processes import announce
 from kadence.settings import KadenceSettings
 
 
+def server_config(settings: KadenceSettings) -> uvicorn.Config:
+    """uvicorn serving the app: at most KADENCE_API_MAX_CONNECTIONS connections and requests
+    at once, 503 past them."""
+    return uvicorn.Config(
+        create_app(settings),
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level="warning",
+        limit_concurrency=settings.api_max_connections,
+    )
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = KadenceSettings()
@@ -22,9 +34,7 @@ def main() -> int:
             "Make a token with `kadence token`.",
             file=sys.stderr,
         )
-    config = uvicorn.Config(
-        create_app(settings), host=settings.api_host, port=settings.api_port, log_level="warning"
-    )
+    config = server_config(settings)
     sock = config.bind_socket()
     sock.listen(config.backlog)  # connects queue from the announcement on; port 0 works
     host, port = sock.getsockname()[:2]

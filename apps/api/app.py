@@ -58,11 +58,13 @@ def create_app(settings: KadenceSettings) -> FastAPI:
         requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
         return response
 
-    # Added last, so outermost: the body is counted before any route parses or authenticates.
+    # Added last, so outermost: a body is counted, and needs a known token, before any route
+    # reads it.
     app.add_middleware(
         BodyLimit,
         limit=settings.max_payload_bytes + BODY_OVERHEAD,
         what=f"payload limit {settings.max_payload_bytes}",
+        tokens=settings.api_tokens,
     )
     for module in ROUTERS:
         app.include_router(module.router)

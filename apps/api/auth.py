@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fastapi import Header, HTTPException, Request
@@ -36,16 +37,29 @@ def _unauthorized(why: str) -> HTTPException:
     return HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
 
 
+def is_bearer(authorization: str | None) -> bool:
+    return authorization is not None and authorization.lower().startswith("bearer ")
+
+
+def token_tenant(tokens: Mapping[str, str], authorization: str | None) -> str | None:
+    """The tenant (`*`: admin) the bearer token in an Authorization header acts as; None when
+    the header is absent, not a bearer token, or the token is unknown. Cheap (one SHA-256), so
+    it can run before a request's body is read (apps/api/body_limit.py)."""
+    if authorization is None or not is_bearer(authorization):
+        return None
+    digest = token_hash(authorization[7:].strip())
+    return next((t for h, t in tokens.items() if hmac.compare_digest(h, digest)), None)
+
+
 def authenticate(
     request: Request,
     authorization: str | None = Header(default=None),
     x_kadence_tenant: str | None = Header(default=None),
 ) -> Principal:
     tokens: dict[str, str] = request.app.state.settings.api_tokens
-    if not authorization or not authorization.lower().startswith("bearer "):
+    if not is_bearer(authorization):
         raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
-    digest = token_hash(authorization[7:].strip())
-    tenant = next((t for h, t in tokens.items() if hmac.compare_digest(h, digest)), None)
+    tenant = token_tenant(tokens, authorization)
     if tenant is None:
         raise _unauthorized("unknown token")
     if tenant != ADMIN:

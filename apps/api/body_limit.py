@@ -1,35 +1,52 @@
-"""The request body limit, enforced on the stream before anything reads, parses or
-authenticates the request.
+"""The request body limit and the token check before any body is read, enforced on the stream
+before anything reads or parses the request.
 
-A Content-Length over the limit is refused at once; a body without one (chunked) is counted as
-it arrives and refused (413, connection closed) the moment it crosses the limit, so an
-unauthenticated client can make the server hold at most `limit` bytes of one request. A body
-within the limit is handed to the app in one piece once it has all arrived.
+A Content-Length over the limit is refused at once. A request that carries a body (a
+Content-Length above 0, or chunked) without a known bearer token is refused (401, connection
+closed) before a byte of its body is read: every route that takes a body needs a token, so an
+outsider makes the server hold nothing but the request's headers (and the number of
+connections is bounded by KADENCE_API_MAX_CONNECTIONS, apps/api/__main__.py). A known caller's
+body without a Content-Length is counted as it arrives and refused (413, connection closed) the
+moment it crosses the limit. A body within the limit is handed to the app in one piece once it
+has all arrived; the route authenticates the caller again, fully.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from apps.api.auth import token_tenant
 
 
 class BodyLimit:
     """Pure ASGI (not BaseHTTPMiddleware): it must see the body before any route does."""
 
-    def __init__(self, app: ASGIApp, limit: int, what: str) -> None:
+    def __init__(self, app: ASGIApp, limit: int, what: str, tokens: Mapping[str, str]) -> None:
         self.app = app
         self.limit = limit
         self.what = what
         """What the limit is made of, for the 413's detail."""
+        self.tokens = tokens
+        """KADENCE_API_TOKENS (hash -> tenant): who may send a body at all."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = _content_length(scope)
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self._refuse(send, 400 if not length.isdigit() else 413)
+        length = _header(scope, b"content-length")
+        if length is not None and not (length.isascii() and length.isdigit()):
+            await self._refuse(send, 400)
+            return
+        if length is not None and int(length) > self.limit:
+            await self._refuse(send, 413)
+            return
+        chunked = _header(scope, b"transfer-encoding") is not None
+        has_body = chunked or (length is not None and int(length) > 0)
+        if has_body and token_tenant(self.tokens, _header(scope, b"authorization")) is None:
+            await self._refuse(send, 401)
             return
         chunks: list[bytes] = []
         received = 0
@@ -48,29 +65,24 @@ class BodyLimit:
         await self.app(scope, _replay(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send, status: int) -> None:
-        detail = (
-            f"request body over {self.limit} bytes ({self.what})"
-            if status == 413
-            else "Content-Length is not a number"
-        )
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        if status == 413:
+            detail = f"request body over {self.limit} bytes ({self.what})"
+        elif status == 401:
+            detail = "a request with a body needs a known bearer token (Authorization: Bearer)"
+            headers.append((b"www-authenticate", b"Bearer"))
+        else:
+            detail = "Content-Length is not a number"
         body = json.dumps({"detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
-def _content_length(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name.lower() == b"content-length":
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first header `name` (lowercase) of the request, as text."""
+    for key, value in scope["headers"]:
+        if key.lower() == name:
             return bytes(value).decode("latin-1").strip()
     return None
 

@@ -115,6 +115,10 @@ MAX_TARGET_HEADER_BYTES = 16 * 1024
 """Target headers are copied into every execution, lease and scheduler state record: bounded,
 so that with the largest payload those records still fit the broker's limit."""
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
+"""An HTTP header name: a token (RFC 9110, 5.1), so no spaces, colons or control characters."""
+_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
+"""What no header value may hold (a newline would start a header of its own)."""
 
 
 def http_url_parts(url: str, credentials_field: str) -> SplitResult:
@@ -155,12 +159,19 @@ class HttpTarget(WireModel):
             raise ValueError(
                 f"headers take {size} bytes; at most {MAX_TARGET_HEADER_BYTES} (names and values)"
             )
-        for name in headers:
-            if name.lower() in _SECRET_HEADERS:
+        for name, value in headers.items():
+            if name.strip().lower() in _SECRET_HEADERS:  # "Authorization " is one too
                 raise ValueError(
                     f"header {name!r} carries credentials; put the secret in the worker's secret "
                     "store and name it with secret_ref"
                 )
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"header name {name!r} is not an HTTP token: letters, digits and "
+                    "!#$%&'*+-.^_`|~ only (no spaces, colons or control characters)"
+                )
+            if _BAD_HEADER_VALUE.search(value):
+                raise ValueError(f"header {name!r}: the value holds a newline or NUL character")
         return headers
 
 

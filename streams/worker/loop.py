@@ -220,7 +220,8 @@ class Worker:
                 log.info("revoked before its due time: %s", record.execution_id)
             run = self.runs.get(record.execution_id)
             if run is not None:
-                log.info("cancelling %s: %s", record.execution_id, record.reason)
+                # %r: the reason is the caller's text; a newline in it must not forge a log line
+                log.info("cancelling %s: %r", record.execution_id, record.reason)
                 run.stop.set(OutcomeStatus.cancelled)
             self.holdings.revoke(record)
             return

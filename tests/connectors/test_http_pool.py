@@ -77,7 +77,7 @@ def test_a_name_that_now_resolves_elsewhere_does_not_reuse_the_old_address_s_con
     assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
     elsewhere: IPAddress = ipaddress.ip_address("127.0.0.2")  # allowed; nothing listens there
 
-    def resolve(host: str, port: int) -> IPAddress:
+    def resolve(host: str, port: int, tenant: str | None = None) -> IPAddress:
         return elsewhere
 
     monkeypatch.setattr(c.policy, "resolve", resolve)

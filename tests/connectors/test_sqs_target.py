@@ -21,7 +21,8 @@ from connectors.sqs import SqsCaller, dedup_id, message, refusal
 from connectors.ssrf import AddressPolicy
 from kadence.codec import describe_validation_error
 from kadence.models import ExecutionRequested, OutcomeStatus, QueueFormat, SqsTarget
-from kadence.settings import AwsKey, KadenceSettings
+from kadence.settings import KadenceSettings
+from kadence.sqs_keys import AwsKey
 from kadence.targets import Result, Stop
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -43,7 +43,7 @@ def test_target_headers_cannot_forge_kadence_headers_in_any_case(receiver: RawRe
         "Webhook-Timestamp": "1",
         "Kadence-Tenant": "globex",
         "KADENCE-JOB": "globex-job",
-        "kadence-execution-id ": "globex/job@2026-12-01T09:00:00.000Z",
+        "kadence-Execution-ID": "globex/job@2026-12-01T09:00:00.000Z",
         "Kadence-Attempt": "99",
         "User-Agent": "not-kadence",
         "x-team": "ops",

@@ -1,14 +1,20 @@
-"""Liveness, readiness and the API's own metrics (no token needed)."""
+"""Liveness, readiness and the API's own metrics (no token needed; readiness details need the
+admin token)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from apps.api.auth import ADMIN, token_tenant
 from apps.api.deps import Svc
 from kadence.errors import KadenceError
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -19,23 +25,36 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-def readyz(svc: Svc) -> JSONResponse:
-    """The broker answers and the query view has caught up with the topics."""
-    problems = []
+def readyz(svc: Svc, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    """The broker answers and the query view has caught up with the topics.
+
+    Anyone may ask (probes carry no token) and is told only ready or not, with generic
+    problems ("query view unreachable", "broker unreachable"); what went wrong (exception text
+    from the view or the broker: hosts, topics, internals) is logged, and shown to the admin
+    token only."""
+    problems: list[tuple[str, str | None]] = []  # (generic, detail)
     try:
         ready = svc.view.get("/ready")
         if ready.get("stopped_by"):
-            problems.append(f"the query view stopped reading the topics: {ready['stopped_by']}")
+            problems.append(("query view stopped reading the topics", str(ready["stopped_by"])))
         elif not ready["ready"]:
-            problems.append("the query view is still reading the topics")
+            problems.append(("query view not ready: still reading the topics", None))
     except HTTPException as exc:
-        problems.append(str(exc.detail))
+        problems.append(("query view unreachable", str(exc.detail)))
     try:
         svc.client.partitions(svc.client.topics.schedules)
     except KadenceError as exc:
-        problems.append(str(exc))
+        problems.append(("broker unreachable", str(exc)))
+    details = [f"{generic}: {detail}" for generic, detail in problems if detail is not None]
+    if details:
+        log.warning("not ready: %s", "; ".join(details))
+    admin = token_tenant(svc.settings.api_tokens, authorization) == ADMIN
+    shown = [
+        f"{generic}: {detail}" if admin and detail is not None else generic
+        for generic, detail in problems
+    ]
     return JSONResponse(
-        {"ready": not problems, "problems": problems}, status_code=503 if problems else 200
+        {"ready": not problems, "problems": shown}, status_code=503 if problems else 200
     )
 
 

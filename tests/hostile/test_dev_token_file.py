@@ -1,0 +1,67 @@
+"""Issue 28, item 7: `make run`'s development token (.run/dev-token) is an API credential. It
+must never be readable by another user of the machine, not even for the instant between
+writing it and narrowing its mode, whatever the umask."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apps import stack
+from apps.api.auth import token_hash
+from kadence.settings import KadenceSettings
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / ".run" / "dev-token"
+    monkeypatch.setattr(stack, "DEV_TOKEN_FILE", path)
+    old = os.umask(0)  # the worst case: nothing masked off what the file is created with
+    try:
+        yield path
+    finally:
+        os.umask(old)
+
+
+def test_the_token_file_is_created_private_not_narrowed_after(
+    token_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With every later chmod disabled, what is left is the mode the file was created with.
+    monkeypatch.setattr(os, "fchmod", lambda fd, mode: None)
+    monkeypatch.setattr(os, "chmod", lambda *args, **kwargs: None)
+    monkeypatch.setattr(Path, "chmod", lambda self, mode, **kwargs: None)
+    settings = stack.dev_tokens(KadenceSettings())
+    assert mode(token_file) == 0o600
+    token = token_file.read_text().strip()
+    assert settings.api_tokens == {token_hash(token): "demo"}
+
+
+def test_the_token_file_is_0600_right_after_writing(token_file: Path) -> None:
+    stack.dev_tokens(KadenceSettings())
+    assert mode(token_file) == 0o600
+
+
+def test_an_existing_token_file_readable_by_others_is_narrowed(token_file: Path) -> None:
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text("kdn_old\n")
+    token_file.chmod(0o644)
+    settings = stack.dev_tokens(KadenceSettings())
+    assert mode(token_file) == 0o600
+    assert settings.api_tokens == {token_hash("kdn_old"): "demo"}
+
+
+def test_writing_over_a_wide_file_narrows_it_first(tmp_path: Path) -> None:
+    path = tmp_path / "secret"
+    path.write_text("old")
+    path.chmod(0o666)
+    stack.write_private(path, "new\n")
+    assert mode(path) == 0o600
+    assert path.read_text() == "new\n"
