@@ -45,6 +45,10 @@ def wire(
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
             backfill_per_tenant_per_s=settings.backfill_runs_per_tenant_per_s,
             tenant_shards=settings.tenant_shards,
+            tenant_fires_per_s=settings.tenant_fires_per_s,
+            tenant_fires_by_tenant=settings.tenant_fires_per_s_by_tenant,
+            tenant_in_flight=settings.tenant_max_in_flight,
+            tenant_in_flight_by_tenant=settings.tenant_max_in_flight_by_tenant,
             breaker=BreakerConfig(
                 failure_ratio=settings.breaker_failure_ratio,
                 min_attempts=settings.breaker_min_attempts,

@@ -79,6 +79,22 @@ class KadenceSettings(BaseSettings):
     backfill_runs_per_tenant_per_s: Annotated[int, Field(ge=1, le=100_000)] = 500
     """Backfill runs one scheduler process starts per tenant per second at most; a long
     backfill goes on across seconds (and at most 200 runs per job per transaction)."""
+    tenant_fires_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 2_000
+    """Scheduled runs one tenant's jobs may fire per second of due time; past it an occurrence
+    is skipped (`throttled` in its history). Counted per scheduler partition, each allowing
+    its share (this over KADENCE_PARTITIONS, rounded up). 0: no cap."""
+    tenant_fires_per_s_by_tenant: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
+        default_factory=dict
+    )
+    """`tenant_fires_per_s` of the tenants named (JSON object tenant -> runs; 0: no cap)."""
+    tenant_max_in_flight: Annotated[int, Field(ge=0, le=100_000_000)] = 50_000
+    """Runs of one tenant in progress at once (fired, no final outcome yet) past which its
+    scheduled occurrences are skipped (`throttled`); counted per scheduler partition like
+    `tenant_fires_per_s`. 0: no cap."""
+    tenant_max_in_flight_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
+        default_factory=dict
+    )
+    """`tenant_max_in_flight` of the tenants named (JSON object tenant -> runs; 0: no cap)."""
     dispatch_ahead_ms: Annotated[int, Field(ge=0, le=50_000)] = 30_000
     """Scheduled occurrences go onto `executions` up to this long before they are due (workers
     wait for `due_at`), so a midnight burst is queued before midnight. A job paused, changed or
@@ -299,6 +315,8 @@ class KadenceSettings(BaseSettings):
         "api_quota_jobs_by_tenant",
         "api_quota_backfill_per_minute_by_tenant",
         "api_quota_triggers_per_minute_by_tenant",
+        "tenant_fires_per_s_by_tenant",
+        "tenant_max_in_flight_by_tenant",
     )
     @classmethod
     def _tenant_keys(cls, value: dict[str, int]) -> dict[str, int]:

@@ -42,14 +42,18 @@ class Decision(StrEnum):
     """A command was not applied (a per-job limit, e.g. too many runs at once); the reason
     names the limit. A `rejected` record carries the command itself."""
     quarantined = "quarantined"
+    """An unexpected error while firing or maintaining the job: it stops firing until its
+    definition is written again or it is paused and resumed. The reason holds the error."""
     backfill_planned = "backfill_planned"
     """A backfill dry run: details hold the facts the plan is computed on (the scheduler's
     memory of what was dispatched in the window); nothing fired."""
     backfill_progress = "backfill_progress"
     """A backfill step: details say runs fired so far, already dispatched, done, and when done
     what was left out past max_occurrences and where to start again."""
-    """An unexpected error while firing or maintaining the job: it stops firing until its
-    definition is written again or it is paused and resumed. The reason holds the error."""
+    throttled = "throttled"
+    """A scheduled occurrence skipped for one of its tenant's caps (runs fired per second, runs
+    in progress): the reason names the cap. Added last: older readers take it as their
+    default."""
 
 
 class HistoryRecord(WireModel):

@@ -8,7 +8,7 @@ from kadence.clock import ms_to_datetime
 from kadence.models import Decision, MissedRunMode, TriggerKind
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
-from streams.scheduler.dispatch import fire_or_overlap
+from streams.scheduler.dispatch import fire_or_overlap, hold, over_tenant_cap
 from streams.scheduler.state import GAPS_LIMIT, JobState, remember
 from streams.scheduler.step import Effects, Facts, advance_to
 
@@ -32,7 +32,12 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
         dropped = [(o, Decision.missed, "late; missed.mode=none") for o in late]
     for occ, decision, why in dropped:
         state = _missed(state, effects, facts, occ, why, decision=decision)
+    held: tuple[int, str] | None = None
     for occ in fire:
+        over = over_tenant_cap(state, effects, facts, occ.due_ms)
+        if over is not None:
+            held = (occ.nominal_ms, over)
+            break
         trigger = TriggerKind.catch_up if occ in late else TriggerKind.schedule
         state = fire_or_overlap(state, effects, facts, occ, trigger)
     if effects.missed_unlisted:
@@ -43,7 +48,10 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
             reason=f"{effects.missed_unlisted} more missed occurrences, not listed one by one",
             details={"unlisted": str(effects.missed_unlisted)},
         )
-    return advance_to(state, cursor, facts)
+    if held is not None:
+        return hold(state, effects, facts, *held)
+    state = advance_to(state, cursor, facts)
+    return state if state.held_ms is None else state.evolve(held_ms=None)
 
 
 def _collect_due(

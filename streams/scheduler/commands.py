@@ -8,9 +8,11 @@ from kadence.models import (
     CancelRun,
     Command,
     Decision,
+    JobMoved,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
+    TenantCircuit,
     TriggerKind,
     TriggerNow,
 )
@@ -22,6 +24,19 @@ from streams.scheduler.outcomes import replay
 from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import JobState, kept_payloads, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
+
+
+def refuse_control(command: object, topic: str, control_topic: str) -> None:
+    """Refuse what only Kadence may say (docs/security.md, "Control records") arriving where
+    anyone who may write `commands` could have forged it."""
+    letter = isinstance(command, ReplayDeadLetter) and command.letter is not None
+    if isinstance(command, JobMoved | TenantCircuit) or letter:
+        what = "a replay carrying its letter" if letter else type(command).__name__
+        raise Refused(
+            "control_record",
+            f"{what} is written by Kadence's own processes only, on {control_topic}; not "
+            f"accepted on {topic}",
+        )
 
 
 def apply_command(state: JobState, command: Command, facts: Facts) -> Effects:

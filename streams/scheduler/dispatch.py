@@ -94,6 +94,10 @@ def fire(
         attempt=shot.attempt,
         details=details,
     )
+    effects.started += 1
+    if shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up):
+        second = max(shot.due_ms, facts.now_ms) // 1000  # when it may start
+        effects.scheduled[second] = effects.scheduled.get(second, 0) + 1
     expires = max(facts.now_ms, shot.due_ms) + d.timeout_ms + d.lease_ttl_ms
     running = tuple(r for r in state.running if r.expires_ms > facts.now_ms)
     run = Running(shot.execution_id, shot.nominal_ms, shot.attempt, expires)
@@ -199,6 +203,30 @@ def _buffer_or_skip(
     if _scheduled_waiting(state) < limits.get(d.overlap, 0):
         return wait(state, effects, facts, shot, why)
     return skip(state, effects, facts, occ, exec_id=shot.execution_id, why=why)
+
+
+def over_tenant_cap(state: JobState, effects: Effects, facts: Facts, due_ms: int) -> str | None:
+    """Why the tenant's caps leave no room for one more scheduled run due at `due_ms`."""
+    mine = state.held_ms is not None and state.held_ms // 1000 == facts.now_ms // 1000
+    return facts.tenant.why_not(due_ms, effects.scheduled, effects.started, mine=mine)
+
+
+def hold(state: JobState, effects: Effects, facts: Facts, nominal_ms: int, why: str) -> JobState:
+    """The tenant's caps leave no room for the occurrence at `nominal_ms`: it and what follows
+    wait (the cursor stays before it), and the job reserves a place in the first second with
+    room, when it looks again (tenant_limits.py). One `throttled` history record when the job
+    starts to wait."""
+    if state.held_ms is None:
+        effects.history(
+            state,
+            facts,
+            Decision.throttled,
+            execution_id=execution_id(state.definition(facts.codec).key, nominal_ms),
+            nominal_at=ms_to_datetime(nominal_ms),
+            reason=f"waits: {why}",
+        )
+    held = facts.tenant.next_place(effects.scheduled) * 1000
+    return advance_to(state, nominal_ms - 1, facts).evolve(held_ms=held)
 
 
 def skip(

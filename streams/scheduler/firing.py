@@ -15,6 +15,7 @@ from streams.scheduler.dispatch import (
     drain_buffer,
     fire,
     group_reason,
+    over_tenant_cap,
     start,
     wait,
 )
@@ -121,6 +122,8 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
             break
         if not may_go_early(state, facts) or active_runs(state, facts.now_ms) >= RUNNING_LIMIT:
             break
+        if state.held_ms is not None or over_tenant_cap(state, effects, facts, next_due):
+            break  # the tenant's caps: decided at the due time (catch_up), not ahead
         occ, skipped = compiled.next_with_skipped(state.cursor_ms)
         if occ is None:
             break

@@ -20,6 +20,7 @@ NOT_RUN = frozenset(
         Decision.skipped_paused,
         Decision.skipped_dst,
         Decision.circuit_open,
+        Decision.throttled,
     }
 )
 
@@ -54,7 +55,8 @@ class SchedulerMetrics:
         )
         self.not_run = Counter(
             "kadence_scheduler_occurrences_not_run",
-            "Occurrences that did not run, by decision (missed windows, skips, open circuits)",
+            "Occurrences that did not run, by decision (missed windows, skips, open circuits, "
+            "a tenant's caps: throttled)",
             ["tenant", "decision"],
             registry=self.registry,
         )

@@ -1,25 +1,24 @@
 """The scheduler as a runtime processor: decode inputs, call the domain, write what it decided.
 
-Inputs (co-partitioned, keyed by job): definitions, commands, outcomes. Timers: each job's wake
-time in the partition's due index. Outputs: executions (tenant-keyed), history, dead letters,
-and `rejected` for anything unusable — bad bytes never stop the processor. The decisions live
+Inputs (co-partitioned, keyed by job): definitions, commands, Kadence's own control records,
+outcomes. Timers: each job's wake time in the partition's due index. Outputs: executions
+(tenant-keyed), history, dead letters, and `rejected` for anything unusable — bad bytes never
+stop the processor. The decisions live
 in the domain modules beside this one (definitions, firing, commands, outcomes, breaker,
 groups); this module only moves bytes and keeps the partition's state under these keys:
 a job's key (`tenant/job`), `~group/<routing key>` and `~waiting/<routing key>` (a concurrency
 group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted while its runs
-were in progress), `~replaying/<execution id>` (a deleted job's replayed dead letter, until it
-ends), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
+were in progress), `~replaying/<execution id>` (orphans.py), `~inflight/<tenant>`
+(tenant_limits.py), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError
-from kadence.headers import Headers, headers_for
 from kadence.models import (
     Backfill,
     CancelRun,
@@ -32,48 +31,32 @@ from kadence.models import (
     ScheduleDefinition,
     TenantCircuit,
     TriggerNow,
-    WireModel,
 )
-from kadence.partitioning import execution_route, partition_for
-from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES, Topics
+from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import commands, definitions, firing, groups, outcomes
-from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, after_outcome
+from streams.scheduler import commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler.breaker import Breaker, after_outcome
+from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moving
+from streams.scheduler.output import Output
 from streams.scheduler.state import JobState, fit_state, load_state
-from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
+from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
 from streams.scheduler.tenant_keeping import TenantKeeping
+from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
+__all__ = ["SchedulerConfig", "SchedulerProcessor"]  # the config lives in config.py
 log = logging.getLogger(__name__)
 DEAD_DEPTH = b"~dead-depth"
 """Dead letters of the partition's jobs not replayed (each job remembers its last 100)."""
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
-REPLAYING_PREFIX = b"~replaying/"
-"""`~replaying/<execution id>`: until when a replay of a deleted job's dead letter may run."""
 MAINTAIN_STEP = 2_000
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    topics: Topics
-    job_partitions: int
-    execution_partitions: int
-    tzdb: str
-    misfire_grace_ms: int = 30_000
-    dispatch_ahead_ms: int = 0
-    backfill_per_tenant_per_s: int = 500
-    breaker: BreakerConfig = DEFAULTS
-    tenant_shards: Mapping[str, int] = field(default_factory=dict)
-    name: str = "scheduler"
-
-
 AWAITING_CACHE_LIMIT = 20_000
 """Jobs kept decoded while they await an outcome, per process at most: the outcome then
 finds them decoded (about 100 µs less each), but a burst whose outcomes are slow to come
@@ -93,15 +76,21 @@ class SchedulerProcessor(Moving, TenantKeeping):
         self.codec = codec
         self.metrics = metrics or SchedulerMetrics()
         self._paced = {}
-        self._sink_topics = {
-            Sink.executions: cfg.topics.executions,
-            Sink.history: cfg.topics.history,
-            Sink.dead_letter: cfg.topics.dead_letter,
-        }
+        self.tenants = TenantRuns(
+            TenantUse(
+                cfg.tenant_fires_per_s,
+                cfg.tenant_fires_by_tenant,
+                cfg.tenant_in_flight,
+                cfg.tenant_in_flight_by_tenant,
+                cfg.job_partitions,
+            )
+        )
+        self.output = Output(cfg, codec)
 
     # -- inputs ------------------------------------------------------------------------------
 
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        self.tenants.begin()
         if record.key is None:
             reason = "records on Kadence input topics need a key"
             self._reject(ctx, record, "missing_key", reason, now_ms)
@@ -187,15 +176,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         is refused here by name: anyone who may write `commands` could forge it."""
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
-        if isinstance(command, JobMoved | TenantCircuit) or (
-            isinstance(command, ReplayDeadLetter) and command.letter is not None
-        ):
-            what = "a replay carrying its letter" if isinstance(command, ReplayDeadLetter) else ""
-            raise Refused(
-                "control_record",
-                f"{what or type(command).__name__} is written by Kadence's own processes only, "
-                f"on {self.cfg.topics.scheduler_control}; not accepted on {record.topic}",
-            )
+        commands.refuse_control(command, record.topic, self.cfg.topics.scheduler_control)
         assert isinstance(
             command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
         )
@@ -220,32 +201,12 @@ class SchedulerProcessor(Moving, TenantKeeping):
         if isinstance(control, JobMoved):
             self._moved(ctx, record.key, control, state, now_ms)
         elif state is None and control.letter is not None:
-            self._replay_orphan(ctx, record.key, control, now_ms)
+            self._forward(ctx, orphans.replay_once(ctx, record.key, control, now_ms))
         elif state is None:
             raise Refused("unknown_job", f"no job {control.key} on this partition")
         else:
             effects = commands.apply_command(state, control, self._facts(ctx, state, now_ms))
             self._write(ctx, record.key, effects, now_ms=now_ms)
-
-    def _replay_orphan(
-        self, ctx: ProcessorContext, key: bytes, cmd: ReplayDeadLetter, now_ms: int
-    ) -> None:
-        """A deleted job's dead letter runs once more, as the letter holds it; one replay of an
-        execution at a time: while the last may still run (until its outcome, or at most its
-        timeout and lease four times over) another is refused, as for a job that exists."""
-        assert cmd.letter is not None
-        mark = REPLAYING_PREFIX + cmd.letter.execution_id.encode()
-        until = ctx.get(mark)
-        if until is not None and int(until) > now_ms:
-            why = (
-                f"replay {cmd.request_id}: a replay of {cmd.letter.execution_id} may still be "
-                "running; replay it once that run has ended"
-            )
-            told = keyed_history(key, Decision.refused, why, now_ms)
-            raise Refused("run_active", why, [told] if told else [])
-        ends = now_ms + 4 * (cmd.letter.timeout_ms + cmd.letter.lease_ttl_ms)
-        ctx.put(mark, str(ends).encode(), None)
-        self._forward(ctx, outcomes.replay_orphan(cmd, now_ms))
 
     @staticmethod
     def _keyed(key: str, record: InputRecord) -> None:
@@ -258,8 +219,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         assert isinstance(outcome, ExecutionOutcome)
         state = self._load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
-            if ctx.get(REPLAYING_PREFIX + outcome.execution_id.encode()) is not None:
-                ctx.put(REPLAYING_PREFIX + outcome.execution_id.encode(), None, None)
+            orphans.ended(ctx, outcome.execution_id)
             self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
             self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
             counted = after_outcome(
@@ -275,6 +235,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
     # -- timers ------------------------------------------------------------------------------
 
     def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        self.tenants.begin()
         state = self._load(ctx, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
@@ -325,6 +286,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         job's group is busy; the breaker is the job's tenant's (or `tenant`'s)."""
         busy, until, turn = False, 0, True
         breaker = Breaker()
+        load = TenantLoad()
         budget = self.cfg.backfill_per_tenant_per_s
         if state is not None:
             d = state.definition(self.codec)
@@ -335,6 +297,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             breaker = self._breaker(ctx, tenant or d.tenant)
             second, used = self._paced.get(d.tenant, (0, 0))
             budget -= used if second == now_ms // 1000 else 0
+            load = self.tenants.load(ctx, d.tenant, now_ms)
         return Facts(
             now_ms,
             self.codec,
@@ -347,6 +310,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
             backfill_budget=budget,
+            tenant=load,
             state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,
         )
 
@@ -354,9 +318,12 @@ class SchedulerProcessor(Moving, TenantKeeping):
         cached = ctx.cache.get(key)
         if cached is not None:
             assert isinstance(cached, JobState)
+            self.tenants.loaded(key, cached)
             return cached
         raw = ctx.get(key)
-        return load_state(raw) if raw is not None else None
+        state = load_state(raw) if raw is not None else None
+        self.tenants.loaded(key, state)
+        return state
 
     def _write(
         self,
@@ -373,6 +340,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         the tenant's breaker (the job's, or `tenant`'s)."""
         state = effects.state
         job_tenant = tenant
+        self.tenants.written(ctx, key, effects.scheduled, state, now_ms)
         if state is None:
             ctx.put(key, None, None)
             ctx.cache.pop(key, None)
@@ -412,21 +380,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def _forward(self, ctx: ProcessorContext, out: Sequence[Emit | None]) -> None:
         for emit in out:
             if emit is not None:
-                ctx.forward(*self._encoded(ctx, emit.sink, emit.record))
+                ctx.forward(*self.output.encoded(ctx.partition, emit.sink, emit.record))
                 self.metrics.observe(emit.record)
-
-    def _encoded(
-        self, ctx: ProcessorContext, sink: Sink, record: WireModel
-    ) -> tuple[str, int, bytes, bytes, Headers]:
-        value = self.codec.encode(record)
-        headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
-        if sink is Sink.executions:
-            tenant = getattr(record, "tenant", "")
-            route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)
-            partition = partition_for(route, self.cfg.execution_partitions)
-            return self._sink_topics[sink], partition, tenant.encode(), value, headers
-        key = getattr(record, "key", "")
-        return self._sink_topics[sink], ctx.partition, str(key).encode(), value, headers
 
     def _reject(
         self, ctx: ProcessorContext, record: InputRecord, code: str, reason: str, now_ms: int

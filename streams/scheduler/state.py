@@ -139,6 +139,9 @@ class JobState:
     early_ms: int = 0
     """The next scheduled occurrence may be dispatched this long before it is due (0: at the
     due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
+    held_ms: int | None = None
+    """Its due occurrences wait for the tenant's caps until then (tenant_limits.py): the job
+    looks again at this instant, not at their due time."""
     fired: int = 0
     skipped: int = 0
     missed: int = 0
@@ -179,14 +182,15 @@ class JobState:
         """When the scheduler must next look at this job: the earliest retry due, the next
         backfill step, the next occurrence's due time (less `early_ms` when it may be
         dispatched ahead; a paused job wakes at it too, to record it skipped), or, with runs
-        buffered, `recheck_ms`."""
+        buffered, `recheck_ms`; held for the tenant's caps, `held_ms`."""
         candidates = [r.due_ms for r in self.retries]
         if self.buffered and self.recheck_ms is not None:
             candidates.append(self.recheck_ms)
         if self.backfills:
             candidates.append(self.backfills[0].wake_ms)
         if self.next_due_ms is not None:  # paused, it still wakes to record the skip
-            candidates.append(self.next_due_ms - (0 if self.paused else self.early_ms))
+            due = self.next_due_ms - (0 if self.paused else self.early_ms)
+            candidates.append(due if self.held_ms is None else max(due, self.held_ms))
         return min(candidates) if candidates else None
 
 
@@ -291,6 +295,8 @@ def dump_state(state: JobState) -> bytes:
         body["backfills"] = [b.dump() for b in state.backfills]
     if state.recheck_ms is not None:
         body["recheck_ms"] = state.recheck_ms
+    if state.held_ms is not None:
+        body["held_ms"] = state.held_ms
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
     body["v"] = STATE_VERSION

@@ -17,6 +17,7 @@ from kadence.models import Decision, HistoryRecord, OverlapPolicy, TriggerKind, 
 from kadence.models.base import IDENT_RE
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, Gate
 from streams.scheduler.state import JobState
+from streams.scheduler.tenant_limits import TenantLoad
 
 HISTORY_REASON_CHARS = 2048
 """A history record's reason is cut to this many characters (the wire limit)."""
@@ -71,6 +72,8 @@ class Facts:
     ahead_ms: int = 0
     """Dispatch scheduled occurrences up to this long before they are due, when the decision
     to fire cannot depend on what happens until then (see `may_go_early`)."""
+    tenant: TenantLoad = field(default_factory=TenantLoad)
+    """The job's tenant's caps on this partition and what it used of them (tenant_limits)."""
 
     @property
     def gate(self) -> Gate:
@@ -113,6 +116,11 @@ class Effects:
     """What the change did to the circuit ("opened", "closed"), for the log."""
     backfill_used: int = 0
     """Backfill runs this step fired (taken from the tenant's budget)."""
+    scheduled: dict[int, int] = field(default_factory=dict)
+    """Scheduled runs this step fired, per second of due time (taken from the tenant's cap)."""
+    started: int = 0
+    """Runs this step fired (of any trigger): in progress until their outcome."""
+
     urgent: bool = False
     """A run went out due within `URGENT_WITHIN_MS`: commit at the end of the turn, not at the
     runtime's commit interval, or it starts late."""
@@ -165,12 +173,15 @@ def may_go_early(state: JobState, facts: Facts) -> bool:
     """Whether the next scheduled occurrence may be dispatched before it is due.
 
     Only when nothing between now and its due time can change the decision to fire it: not
-    paused, no concurrency group, nothing buffered, and either overlap=allow or no run active.
+    paused, no concurrency group, nothing buffered, room in the tenant's caps, and either
+    overlap=allow or no run active.
     (Manual triggers and retries ignore the overlap policy anyway.) Otherwise it waits for the
     due time and the normal checks.
     """
     if facts.ahead_ms <= 0 or state.paused or state.next_due_ms is None or state.buffered:
         return False
+    if state.held_ms is not None or facts.tenant.why_not(state.next_due_ms, {}, 0, mine=False):
+        return False  # the tenant's caps decide at the due time
     d = state.definition(facts.codec)
     if d.concurrency_key:
         return False

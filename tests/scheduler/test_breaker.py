@@ -58,9 +58,9 @@ def test_a_failed_probe_opens_it_again_and_a_new_window_forgets() -> None:
 class Scheduler:
     """The scheduler processor on a task over `store`, with commits."""
 
-    def __init__(self, store: Store, breaker: BreakerConfig = CFG) -> None:
+    def __init__(self, store: Store, breaker: BreakerConfig = CFG, **cfg_kw: Any) -> None:
         self.topics = Topics(KadenceSettings(partitions=1))
-        cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=breaker)
+        cfg = SchedulerConfig(self.topics, 1, 1, "2025b", breaker=breaker, **cfg_kw)
         self.proc = SchedulerProcessor(cfg, CODEC)
         self.task = Task(0, store, T0, 60_000)
         self.out: list[tuple[Any, ...]] = []

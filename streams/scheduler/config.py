@@ -1,0 +1,29 @@
+"""What a scheduler processor is configured with (apps/scheduler.py builds it from settings)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kadence.topics import Topics
+from streams.scheduler.breaker import DEFAULTS, BreakerConfig
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    topics: Topics
+    job_partitions: int
+    execution_partitions: int
+    tzdb: str
+    misfire_grace_ms: int = 30_000
+    dispatch_ahead_ms: int = 0
+    backfill_per_tenant_per_s: int = 500
+    breaker: BreakerConfig = DEFAULTS
+    tenant_shards: Mapping[str, int] = field(default_factory=dict)
+    name: str = "scheduler"
+    tenant_fires_per_s: int = 0
+    """Scheduled runs a tenant may fire per second of due time (0: no cap; tenant_limits)."""
+    tenant_fires_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    tenant_in_flight: int = 0
+    """Runs of a tenant in progress at once before its scheduled occurrences wait (0: no cap)."""
+    tenant_in_flight_by_tenant: Mapping[str, int] = field(default_factory=dict)

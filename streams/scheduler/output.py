@@ -1,0 +1,38 @@
+"""Where what the scheduler decided is written: executions on their tenant's executions
+partition (by its route: tenant, or tenant and shard for wide tenants), everything else on
+the job's own partition of its topic."""
+
+from __future__ import annotations
+
+from kadence.codec import Codec
+from kadence.headers import Headers, headers_for
+from kadence.models import WireModel
+from kadence.partitioning import execution_route, partition_for
+from streams.scheduler.config import SchedulerConfig
+from streams.scheduler.step import Sink
+
+
+class Output:
+    def __init__(self, cfg: SchedulerConfig, codec: Codec) -> None:
+        self.cfg = cfg
+        self.codec = codec
+        self.topics = {
+            Sink.executions: cfg.topics.executions,
+            Sink.history: cfg.topics.history,
+            Sink.dead_letter: cfg.topics.dead_letter,
+        }
+
+    def encoded(
+        self, partition: int, sink: Sink, record: WireModel
+    ) -> tuple[str, int, bytes, bytes, Headers]:
+        """(topic, partition, key, value, headers) of `record`, decided on job partition
+        `partition`."""
+        value = self.codec.encode(record)
+        headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
+        if sink is Sink.executions:
+            tenant = getattr(record, "tenant", "")
+            route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)
+            to = partition_for(route, self.cfg.execution_partitions)
+            return self.topics[sink], to, tenant.encode(), value, headers
+        key = getattr(record, "key", "")
+        return self.topics[sink], partition, str(key).encode(), value, headers

@@ -1,0 +1,239 @@
+"""Per-tenant caps on scheduled occurrences: how many one tenant's jobs may start per second
+and how many of its runs may be in progress at once.
+
+Within the API's job quota one tenant could create 10 000 jobs on `* * * * * *` with
+`overlap=allow` and a 6 h timeout: 10 000 runs a second, all on its executions partition,
+ahead of every other tenant's. Past a cap, a scheduled occurrence waits, never silently: its
+job records `throttled` (naming the cap) when it starts to wait, and looks again in the first
+second with room, which it reserves, so the jobs that wait take their turns in order instead
+of losing to the jobs due on time, and a burst is spread over the seconds that follow it.
+Late by then, an occurrence follows its job's missed-run policy, as after an outage (by
+default the latest one fires). A run counts in the second it may start: its due second, or
+the second it fired in when that is later.
+
+Counted per scheduler partition, as the retry circuit's failures are: each partition allows
+its share of the tenant's cap (the cap over the partitions, rounded up), which holds the tenant
+to the cap overall when its jobs spread over the partitions, as job keys do. Only scheduled
+occurrences (on time, caught up, dispatched ahead) wait: a trigger, a retry, a replay or a
+backfill is the tenant's explicit request, bounded by the API's quotas and the backfill pace.
+What a process counts per second is in its memory: a restarted process may let one cap's worth
+more start in that second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from streams.runtime.context import ProcessorContext
+from streams.scheduler.state import JobState
+
+KEEP_SECONDS = 3_600
+"""Seconds ahead a job may reserve (a backlog of an hour at the tenant's rate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCaps:
+    """The caps of one tenant on one partition (0: no cap)."""
+
+    fires_per_s: int = 0
+    in_flight: int = 0
+
+    @classmethod
+    def share(cls, fires_per_s: int, in_flight: int, partitions: int) -> TenantCaps:
+        """A partition's share of tenant-wide caps."""
+        return cls(
+            math.ceil(fires_per_s / partitions) if fires_per_s else 0,
+            math.ceil(in_flight / partitions) if in_flight else 0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLoad:
+    """What the tenant's jobs on this partition used of their caps, as a step starts."""
+
+    caps: TenantCaps = field(default_factory=TenantCaps)
+    fired: Mapping[int, int] = field(default_factory=dict)
+    """Scheduled runs per second they may start in (epoch seconds)."""
+    reserved: Mapping[int, int] = field(default_factory=dict)
+    """Places in a second held by jobs that wait for it."""
+    running: int = 0
+    """Runs in progress (fired, no final outcome yet)."""
+    now_ms: int = 0
+
+    def why_not(
+        self, due_ms: int, fired_now: Mapping[int, int], running_now: int, *, mine: bool
+    ) -> str | None:
+        """Why one more scheduled run due at `due_ms` may not fire now (None: it may).
+        `fired_now`, `running_now`: what this step already added; `mine`: the job holds one of
+        this second's reserved places."""
+        caps = self.caps
+        second = max(due_ms, self.now_ms) // 1000
+        if caps.fires_per_s:
+            used = self.fired.get(second, 0) + fired_now.get(second, 0)
+            taken = used + self.reserved.get(second, 0) - (1 if mine else 0)
+            if taken >= caps.fires_per_s:
+                return (
+                    f"the tenant's jobs on this scheduler partition already start {used} runs "
+                    f"in this second ({taken - used} more places are held by jobs that waited),"
+                    f" its share {caps.fires_per_s} of the tenant's cap "
+                    "(KADENCE_TENANT_FIRES_PER_S); spread the jobs (spread_s) or ask for a "
+                    "higher cap"
+                )
+        if caps.in_flight and self.running + running_now >= caps.in_flight:
+            return (
+                f"the tenant has {self.running + running_now} runs in progress on this "
+                f"scheduler partition, its share {caps.in_flight} of the tenant's cap "
+                "(KADENCE_TENANT_MAX_IN_FLIGHT); runs go on as its runs end"
+            )
+        return None
+
+    def next_place(self, fired_now: Mapping[int, int]) -> int:
+        """The first second after now with room for one more run (epoch seconds)."""
+        cap = self.caps.fires_per_s
+        start = self.now_ms // 1000 + 1
+        if not cap:
+            return start
+        for second in range(start, start + KEEP_SECONDS):
+            used = self.fired.get(second, 0) + fired_now.get(second, 0)
+            if used + self.reserved.get(second, 0) < cap:
+                return second
+        return start + KEEP_SECONDS
+
+
+@dataclass
+class TenantUse:
+    """What each tenant's jobs started and reserved per second, per partition, in this
+    process's memory."""
+
+    fires_per_s: int = 0
+    fires_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    in_flight_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    partitions: int = 1
+    _fired: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    _reserved: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+
+    def caps(self, tenant: str) -> TenantCaps:
+        return TenantCaps.share(
+            self.fires_by_tenant.get(tenant, self.fires_per_s),
+            self.in_flight_by_tenant.get(tenant, self.in_flight),
+            self.partitions,
+        )
+
+    def load(self, tenant: str, partition: int, running: int, now_ms: int) -> TenantLoad:
+        where = (tenant, partition)
+        return TenantLoad(
+            self.caps(tenant),
+            self._fired.get(where, {}),
+            self._reserved.get(where, {}),
+            max(0, running),
+            now_ms,
+        )
+
+    def step(
+        self,
+        tenant: str,
+        partition: int,
+        now_ms: int,
+        *,
+        fired: Mapping[int, int],
+        reserved: int | None,
+        released: int | None,
+    ) -> None:
+        """What one step of one of the tenant's jobs did: the runs it started (per second),
+        the place it reserved, the place it gave back (it fired, or reserved another)."""
+        where = (tenant, partition)
+        if fired:
+            mine = self._fired.setdefault(where, {})
+            for second, n in fired.items():
+                mine[second] = mine.get(second, 0) + n
+        places = self._reserved.setdefault(where, {})
+        if released is not None and places.get(released, 0) > 0:
+            places[released] -= 1
+        if reserved is not None:
+            places[reserved] = places.get(reserved, 0) + 1
+        self._prune(where, now_ms // 1000)
+
+    def _prune(self, where: tuple[str, int], now_s: int) -> None:
+        for table in (self._fired, self._reserved):
+            seconds = table.get(where)
+            if seconds and min(seconds) < now_s - 1:
+                table[where] = {s: n for s, n in seconds.items() if s >= now_s - 1 and n}
+        if len(self._fired) + len(self._reserved) > 20_000:  # tenants quiet for a while
+            for table in (self._fired, self._reserved):
+                for key in [k for k, v in table.items() if not v or max(v) < now_s - 1]:
+                    del table[key]
+
+
+INFLIGHT_PREFIX = b"~inflight/"
+"""`~inflight/<tenant>`: the tenant's runs in progress on a partition (kept while it has a cap)."""
+
+
+class TenantRuns:
+    """The processor's side of the caps: what the tenant used, kept as its jobs are written.
+
+    Runs in progress are counted per partition in the store (`~inflight/<tenant>`), changed by
+    the difference each write makes to a job's runs: the processor tells `loaded` what a job
+    held when it was read (in this unit of work) and `written` what it holds now."""
+
+    def __init__(self, use: TenantUse) -> None:
+        self.use = use
+        self._before: dict[bytes, tuple[int, int | None]] = {}
+
+    def begin(self) -> None:
+        """A new unit of work: forget what was read in the last one."""
+        self._before.clear()
+
+    def loaded(self, key: bytes, state: JobState | None) -> None:
+        """`key` was read in this unit of work, as `state` (None: no such job)."""
+        self._before[key] = (0, None) if state is None else (len(state.running), state.held_ms)
+
+    def load(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> TenantLoad:
+        return self.use.load(tenant, ctx.partition, self.in_flight(ctx, tenant), now_ms)
+
+    def written(
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        scheduled: Mapping[int, int],
+        state: JobState | None,
+        now_ms: int,
+    ) -> None:
+        """`key` was written as `state` (None: deleted), having started `scheduled` runs (per
+        second they may start in)."""
+        running, held_ms = (0, None) if state is None else (len(state.running), state.held_ms)
+        tenant = key.split(b"/", 1)[0].decode()
+        before_running, before_held = self._before.get(key, (None, None))
+        self._before[key] = (running, held_ms)
+        if held_ms != before_held:  # a new place, or the old one given back
+            self.use.step(
+                tenant, ctx.partition, now_ms, fired=scheduled,
+                reserved=None if held_ms is None else held_ms // 1000,
+                released=None if before_held is None else before_held // 1000,
+            )  # fmt: skip
+        elif scheduled:
+            self.use.step(
+                tenant, ctx.partition, now_ms, fired=scheduled, reserved=None, released=None
+            )
+        if before_running is None or before_running == running:
+            return
+        if not self.use.caps(tenant).in_flight:
+            return
+        counted = INFLIGHT_PREFIX + tenant.encode()
+        total = max(0, self.in_flight(ctx, tenant) + running - before_running)
+        ctx.put(counted, str(total).encode(), None)
+        ctx.cache[counted] = total
+
+    def in_flight(self, ctx: ProcessorContext, tenant: str) -> int:
+        if not self.use.caps(tenant).in_flight:
+            return 0
+        counted = INFLIGHT_PREFIX + tenant.encode()
+        cached = ctx.cache.get(counted)
+        if isinstance(cached, int):
+            return cached
+        raw = ctx.get(counted)
+        total = int(raw) if raw else 0
+        ctx.cache[counted] = total
+        return total

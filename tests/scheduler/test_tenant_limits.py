@@ -1,0 +1,219 @@
+"""Per-tenant caps on scheduled occurrences (issue 28, item 5): one tenant's flood of
+per-second jobs is held to its runs per second and its runs in progress; what it loses is
+`throttled` in each job's history, never silent; other tenants fire as before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kadence.clock import ms_to_datetime
+from kadence.models import (
+    Decision,
+    ExecutionRequested,
+    HistoryRecord,
+    KafkaTarget,
+    OutcomeStatus,
+    ScheduleDefinition,
+)
+from streams.runtime.store import MemoryStore, Store
+from streams.scheduler.state import load_state
+from streams.scheduler.tenant_limits import TenantCaps, TenantLoad, TenantUse
+from tests.scheduler.test_breaker import CODEC, Scheduler
+from tests.scheduler.test_domain import T0
+from tests.scheduler.test_domain import outcome as make_outcome
+
+PER_SECOND = {"kind": "cron", "spread_s": 0, "expression": "* * * * * *"}
+
+
+def define(s: Scheduler, tenant: str, job: str, **kw: object) -> None:
+    d = ScheduleDefinition(
+        tenant=tenant, job_id=job, version=1, schedule=PER_SECOND,
+        target=KafkaTarget(topic="o"), overlap="allow", **kw,
+    )  # fmt: skip
+    s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+
+
+def runs(s: Scheduler) -> list[ExecutionRequested]:
+    """The executions written since the last call (the harness keeps everything written)."""
+    got = s.take(ExecutionRequested)
+    s.out.clear()
+    return got
+
+
+def test_a_tenant_past_its_runs_per_second_waits_and_others_do_not(store: Store) -> None:
+    """Five per-second jobs, three runs a second: three fire, two wait (one `throttled`
+    record each, naming the cap) and fire in a later second, late; the calm tenant fires."""
+    s = Scheduler(store, tenant_fires_per_s=3)
+    for i in range(5):
+        define(s, "flood", f"j{i}", missed={"mode": "all"})
+    define(s, "calm", "c")
+    s.out.clear()
+    s.tick(T0 + 1_000)
+    told = [h for h in s.take(HistoryRecord) if h.decision is Decision.throttled]
+    fired = runs(s)
+    assert sorted(r.tenant for r in fired) == ["calm", "flood", "flood", "flood"]
+    assert len(told) == 2 and {h.tenant for h in told} == {"flood"}
+    assert all("KADENCE_TENANT_FIRES_PER_S" in (h.reason or "") for h in told)
+    assert all(h.execution_id and h.nominal_at for h in told)
+    waiting = {h.job_id for h in told}
+    fired_at: dict[str, list[int]] = {}
+    for second in range(2, 12):
+        s.tick(T0 + second * 1_000)
+        for r in runs(s):
+            fired_at.setdefault(r.job_id, []).append(int(r.nominal_at.timestamp()))
+        told += [h for h in s.take(HistoryRecord) if h.decision is Decision.throttled]
+        s.out.clear()
+    assert all(len(v) == len(set(v)) for v in fired_at.values())  # no occurrence twice
+    for job in waiting:  # the ones that waited ran the occurrence they waited with
+        assert int(T0 / 1000) + 1 in fired_at[job]
+    flood = [r for job, v in fired_at.items() if job != "c" for r in v]
+    assert len(flood) <= 3 * 10  # never more than the cap's worth per second of due time
+    assert len(flood) >= 3 * 10 - 3
+
+
+def test_a_burst_is_spread_over_the_seconds_that_follow_not_dropped(store: Store) -> None:
+    """Twelve one-a-minute jobs due at once, two runs a second: every one runs, two a second
+    of due time, and each waiting job looks again about when its turn comes (not every
+    second)."""
+    s = Scheduler(store, tenant_fires_per_s=2)
+    for i in range(12):
+        d = ScheduleDefinition(
+            tenant="burst", job_id=f"b{i}", version=1, target=KafkaTarget(topic="o"),
+            schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * *"},
+        )  # fmt: skip
+        s.feed(s.topics.schedules, d.key, CODEC.encode(d), T0)
+    s.out.clear()
+    minute = T0 + 60_000 - T0 % 60_000
+    got: list[ExecutionRequested] = []
+    wakes: list[bytes] = []
+    fire = s.proc.fire
+
+    def counted(ctx: Any, key: bytes, now: int) -> None:
+        state = load_state(s.task.get(key) or b"")
+        if state.wake_ms is not None and state.wake_ms <= now:  # a wake that has work to do
+            wakes.append(key)
+        fire(ctx, key, now)
+
+    s.proc.fire = counted  # type: ignore[method-assign,assignment]
+    for second in range(0, 10):
+        s.tick(minute + second * 1_000)
+        got += runs(s)
+    assert sorted(r.job_id for r in got) == sorted(f"b{i}" for i in range(12))
+    assert {r.nominal_at for r in got} == {ms_to_datetime(minute)}  # the same occurrence
+    assert len(wakes) <= 12 + 12  # each waiting job woke about once more, not once a second
+    per_second: dict[int, int] = {}
+    for r in got:
+        second = int(r.dispatched_at.timestamp())
+        per_second[second] = per_second.get(second, 0) + 1
+    assert max(per_second.values()) == 2  # two a second, as the cap says
+
+
+def test_per_tenant_overrides_and_no_cap(store: Store) -> None:
+    s = Scheduler(store, tenant_fires_per_s=1, tenant_fires_by_tenant={"big": 0})
+    for i in range(4):
+        define(s, "big", f"j{i}")
+        define(s, "small", f"j{i}")
+    s.out.clear()
+    s.tick(T0 + 1_000)
+    fired = runs(s)
+    assert [r.tenant for r in fired].count("big") == 4  # 0: no cap
+    assert [r.tenant for r in fired].count("small") == 1
+
+
+def test_runs_in_progress_cap_holds_until_runs_end(store: Store) -> None:
+    s = Scheduler(store, tenant_in_flight=2)
+    for i in range(3):
+        define(s, "acme", f"j{i}", timeout_ms=600_000)
+    s.out.clear()
+    s.tick(T0 + 1_000)
+    reasons = [h.reason or "" for h in s.take(HistoryRecord) if h.decision is Decision.throttled]
+    first = runs(s)
+    assert len(first) == 2  # the third would be one too many in progress
+    assert reasons and all("KADENCE_TENANT_MAX_IN_FLIGHT" in r for r in reasons)
+    s.tick(T0 + 2_000)
+    s.tick(T0 + 3_000)
+    assert runs(s) == []  # nothing ended: still two in progress
+    for ex in first:
+        ok = make_outcome(ex, OutcomeStatus.succeeded)
+        s.feed(s.topics.outcomes, ex.key, CODEC.encode(ok), T0 + 3_500)
+    assert s.task.get(b"~inflight/acme") == b"0"
+    for second in range(4, 8):
+        s.tick(T0 + second * 1_000)
+    assert runs(s)  # room again: runs go on
+    assert int(s.task.get(b"~inflight/acme") or b"0") <= 2
+
+
+def test_a_deleted_job_s_runs_leave_the_count() -> None:
+    s = Scheduler(MemoryStore(), tenant_in_flight=10)
+    define(s, "acme", "j", timeout_ms=600_000)
+    s.tick(T0 + 1_000)
+    s.tick(T0 + 2_000)
+    assert s.task.get(b"~inflight/acme") == b"2"
+    s.feed(s.topics.schedules, "acme/j", None, T0 + 2_500)
+    assert s.task.get(b"~inflight/acme") == b"0"
+
+
+def test_without_caps_nothing_is_counted() -> None:
+    s = Scheduler(MemoryStore())
+    define(s, "acme", "j")
+    s.tick(T0 + 1_000)
+    assert len(runs(s)) == 1
+    assert s.task.get(b"~inflight/acme") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fires=st.integers(0, 5),
+    in_flight=st.integers(0, 5),
+    partitions=st.integers(1, 12),
+    used=st.dictionaries(st.integers(0, 3), st.integers(0, 8), max_size=4),
+    reserved=st.dictionaries(st.integers(0, 3), st.integers(0, 4), max_size=4),
+    running=st.integers(0, 8),
+    due_s=st.integers(0, 3),
+    now_s=st.integers(0, 3),
+    mine=st.booleans(),
+)
+def test_a_run_is_refused_exactly_when_a_cap_is_reached(
+    fires: int,
+    in_flight: int,
+    partitions: int,
+    used: dict[int, int],
+    reserved: dict[int, int],
+    running: int,
+    due_s: int,
+    now_s: int,
+    mine: bool,
+) -> None:
+    """The rule, against its plain statement: a run counts in the second it may start (its
+    due second, or now when that is later); it may fire while the runs started there and the
+    places others reserved there leave room; a job that reserved this second uses its own."""
+    caps = TenantCaps.share(fires * partitions, in_flight * partitions, partitions)
+    assert (caps.fires_per_s, caps.in_flight) == (fires, in_flight)
+    load = TenantLoad(caps, used, reserved, running, now_s * 1000)
+    why = load.why_not(due_s * 1000 + 500, {}, 0, mine=mine)
+    second = max(due_s, now_s)
+    others = reserved.get(second, 0) - (1 if mine else 0)
+    over_rate = fires > 0 and used.get(second, 0) + others >= fires
+    over_flight = in_flight > 0 and running >= in_flight
+    assert (why is not None) == (over_rate or over_flight)
+    place = load.next_place({})
+    assert place > now_s
+    if fires:
+        assert used.get(place, 0) + reserved.get(place, 0) < fires
+        for earlier in range(now_s + 1, place):
+            assert used.get(earlier, 0) + reserved.get(earlier, 0) >= fires
+
+
+def test_places_are_reserved_and_given_back() -> None:
+    use = TenantUse(fires_per_s=2, partitions=1)
+    use.step("acme", 0, 10_000, fired={10: 2}, reserved=11, released=None)
+    use.step("acme", 0, 10_000, fired={}, reserved=11, released=None)
+    load = use.load("acme", 0, 0, 10_000)
+    assert load.next_place({}) == 12  # second 11 is taken by the two that wait for it
+    use.step("acme", 0, 11_000, fired={11: 1}, reserved=None, released=11)
+    assert use.load("acme", 0, 0, 11_000).reserved == {11: 1}
+    use.step("acme", 0, 200_000, fired={200: 1}, reserved=None, released=None)
+    assert use.load("acme", 0, 0, 200_000).fired == {200: 1}  # old seconds forgotten
