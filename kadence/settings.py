@@ -219,6 +219,13 @@ class KadenceSettings(BaseSettings):
         str, Annotated[int, Field(ge=0, le=10_000_000)]
     ] = Field(default_factory=dict)
     """`api_quota_triggers_per_minute` of the tenants named (JSON object; 0: no limit)."""
+    api_quota_replays_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 600
+    """Dead-letter replay requests one tenant may make per minute, per API process (a token
+    bucket holding one minute's worth); past it 429 with Retry-After (0: no limit)."""
+    api_quota_replays_per_minute_by_tenant: dict[
+        str, Annotated[int, Field(ge=0, le=10_000_000)]
+    ] = Field(default_factory=dict)
+    """`api_quota_replays_per_minute` of the tenants named (JSON object; 0: no limit)."""
     view_port: Annotated[int, Field(ge=0, le=65_535)] = 8766
     """The query view process (jobs, history, dead letters) listens here on 127.0.0.1."""
     view_url: str = "http://127.0.0.1:8766"
@@ -315,6 +322,7 @@ class KadenceSettings(BaseSettings):
         "api_quota_jobs_by_tenant",
         "api_quota_backfill_per_minute_by_tenant",
         "api_quota_triggers_per_minute_by_tenant",
+        "api_quota_replays_per_minute_by_tenant",
         "tenant_fires_per_s_by_tenant",
         "tenant_max_in_flight_by_tenant",
     )

@@ -8,7 +8,7 @@ it by type instead of capturing it, so each router module stands on its own."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from apps.api.auth import Principal, authenticate
 from apps.api.quotas import Quotas
+from apps.api.replays import ReplayGuard
 from apps.api.view_client import ViewClient
 from kadence.client import KadenceClient, Written
 from kadence.codec import describe_validation_error
@@ -36,6 +37,8 @@ class Services:
     """Per-tenant quotas; a refusal answers 429 naming the quota."""
     registry: CollectorRegistry
     """The API's own metrics (`/metrics`)."""
+    replays: ReplayGuard = field(default_factory=ReplayGuard)
+    """One replay of a dead letter at a time (409 for a second while the first is pending)."""
     _client: KadenceClient | None = None
     _view: ViewClient | None = None
 

@@ -1,6 +1,6 @@
-"""Per-tenant quotas of the API: jobs a tenant may have, and the backfill occurrences and
-trigger requests it may send per minute. Each has a default and per-tenant overrides
-(kadence/settings.py, `api_quota_*`); 0 is no limit.
+"""Per-tenant quotas of the API: jobs a tenant may have, and the backfill occurrences,
+trigger requests and dead-letter replays it may send per minute. Each has a default and
+per-tenant overrides (kadence/settings.py, `api_quota_*`); 0 is no limit.
 
 The rates are token buckets, one per tenant and quota, held in this API process (several API
 processes each allow the rate): a bucket holds one minute's worth and refills continuously,
@@ -33,6 +33,7 @@ from kadence.settings import KadenceSettings
 JOBS = "jobs_per_tenant"
 BACKFILL = "backfill_occurrences_per_minute"
 TRIGGERS = "triggers_per_minute"
+REPLAYS = "replays_per_minute"
 PRUNE_AT = 1_024
 """Buckets kept before full ones (as good as none) are dropped."""
 
@@ -194,6 +195,7 @@ class Quotas:
     jobs: JobQuota
     backfill: RateQuota
     triggers: RateQuota
+    replays: RateQuota
 
     @classmethod
     def of(cls, settings: KadenceSettings, clock: Callable[[], float] = time.monotonic) -> Quotas:
@@ -212,5 +214,12 @@ class Quotas:
                 settings.api_quota_triggers_per_minute_by_tenant,
                 clock,
                 unit="triggers",
+            ),
+            RateQuota(
+                REPLAYS,
+                settings.api_quota_replays_per_minute,
+                settings.api_quota_replays_per_minute_by_tenant,
+                clock,
+                unit="replays",
             ),
         )

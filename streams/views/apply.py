@@ -140,6 +140,10 @@ def apply_outcome(store: ViewStore, r: ExecutionOutcome, seq: str) -> None:
     store.put(history_key(r.tenant, r.job_id, datetime_to_ms(r.finished_at), seq), event)
     if r.status.value == "succeeded":
         _mark_replayed(store, r.tenant, r.execution_id, "succeeded", r.finished_at)
+    elif store.get(job_key(r.tenant, r.job_id)) is None:
+        # a deleted job's replayed letter ran once and is not retried: the replay has ended,
+        # and the letter may be replayed again
+        _mark_replayed(store, r.tenant, r.execution_id, "dead", r.finished_at)
 
 
 def apply_dead_letter(store: ViewStore, r: DeadLetter, seq: str, source: str = "") -> None:

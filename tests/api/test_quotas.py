@@ -72,6 +72,20 @@ def test_triggers_past_the_rate_get_429_with_retry_after(api: Api) -> None:
         assert r.status_code == 202, r.text  # q-trig's flood costs the others nothing
 
 
+def test_replays_past_the_rate_get_429_with_retry_after(api: Api) -> None:
+    """Issue 28: nothing bounded how often a tenant replayed dead letters (5 000 a minute
+    went through). Past the tenant's replays per minute: 429; other tenants go on."""
+    with low(api, api_quota_replays_per_minute=2) as http:
+        h = as_("q-replay")
+        for _ in range(2):  # a letter that does not exist still costs a request
+            assert http.post("/v1/dead-letters/q-replay/x@1/replay", headers=h).status_code == 404
+        r = http.post("/v1/dead-letters/q-replay/x@1/replay", headers=h)
+        detail = refused(r, "replays_per_minute", 2)
+        assert 1 <= int(r.headers["retry-after"]) == detail["retry_after_s"] <= 30
+        other = http.post("/v1/dead-letters/q-other/x@1/replay", headers=as_("q-other"))
+        assert other.status_code == 404, other.text  # not refused: its own allowance
+
+
 def test_backfill_plans_count_as_requests_to_the_scheduler(api: Api) -> None:
     """A dry run asks the scheduler (a command and a history record each), so a tenant that
     floods dry runs is held by its triggers per minute, and nobody else is."""

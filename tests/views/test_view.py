@@ -184,6 +184,26 @@ def test_a_replay_that_fails_again_is_dead_again_and_counted(tmp_path: Path) -> 
     assert (dead["state"], dead["replays"], dead["deaths"]) == ("dead", 1, 2)
 
 
+def test_a_deleted_job_s_replay_that_fails_has_ended(tmp_path: Path) -> None:
+    """A deleted job's replayed letter runs once and is not retried: its failed outcome ends
+    the replay (the letter is `dead` again, so the API lets it be replayed once more); for a
+    job that exists a failed attempt may still be retried, and the letter stays `replayed`."""
+    store = filled(tmp_path)
+    replay = decision(2, Decision.fired).model_copy(update={"at": T0 + timedelta(minutes=5)})
+    apply.apply_history(store, replay, "h-replay")
+    failed = outcome(2, "failed").model_copy(update={"finished_at": T0 + timedelta(minutes=6)})
+    apply.apply_outcome(store, failed, "o-1")
+    store.flush()
+    assert ViewQueries(store).dead_letter("acme", eid(2))["state"] == "replayed"  # type: ignore[index]
+    apply.apply_definition(store, b"acme/tick", None, "del")
+    later = failed.model_copy(update={"finished_at": T0 + timedelta(minutes=7)})
+    apply.apply_outcome(store, later, "o-2")
+    store.flush()
+    dead = ViewQueries(store).dead_letter("acme", eid(2))
+    assert dead is not None
+    assert (dead["state"], dead["replays"], dead["deaths"]) == ("dead", 1, 1)
+
+
 def test_pause_and_delete_change_the_job(tmp_path: Path) -> None:
     store = filled(tmp_path)
     apply.apply_history(store, decision(3, Decision.paused, "maintenance"), "p")

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, invalid
-from apps.api.routes.commands import RequestIn, request_id, send
+from apps.api.replays import letter_request_id
+from apps.api.routes.commands import RequestIn, send
 from kadence.models import ExecutionRequested, ReplayDeadLetter
 
 router = APIRouter(tags=["dead letters"])
@@ -28,14 +29,23 @@ def dead_letters(svc: Svc, who: Auth) -> Any:
 def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> Any:
     """Run a dead-lettered execution again (same execution id, attempt 1): any dead letter the
     topic still holds (180 days), also one the job no longer remembers among its last 100, and
-    one of a deleted job (that runs once, as the letter holds it, and is not retried)."""
+    one of a deleted job (that runs once, as the letter holds it, and is not retried).
+    429 past the tenant's replays per minute; 409 (naming the first's request id) while a
+    replay of the same letter is pending or running. The default request id derives from the
+    letter, so a replay sent twice runs once."""
     tenant = tenant_of(who)
+    svc.quotas.replays.take(tenant)
     dead = svc.view.get(f"/dead-letters/{tenant}/{quote(run_id, safe='')}")
+    svc.replays.check(tenant, dead)
+    body = body or RequestIn()
+    body.request_id = body.request_id or letter_request_id(dead)
     letter = _read_back(svc, tenant, run_id, str(dead.get("source") or ""))
     if svc.view.maybe(f"/jobs/{tenant}/{dead['job_id']}") is not None:
-        return send(
+        out = send(
             svc, tenant, dead["job_id"], ReplayDeadLetter, body, execution_id=run_id, letter=letter
         )
+        svc.replays.sent(tenant, dead, body.request_id)
+        return out
     if letter is None:
         raise HTTPException(
             410,
@@ -46,7 +56,7 @@ def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> A
         cmd = ReplayDeadLetter(
             tenant=tenant,
             job_id=dead["job_id"],
-            request_id=request_id(body),
+            request_id=body.request_id,
             issued_at=datetime.now(UTC),
             execution_id=run_id,
             letter=letter,
@@ -54,6 +64,7 @@ def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> A
     except ValidationError as exc:
         raise invalid(exc) from exc
     written = svc.write(lambda: svc.client.send(cmd, letter.concurrency_key))
+    svc.replays.sent(tenant, dead, cmd.request_id)
     return {"request_id": cmd.request_id, "accepted": True, "offset": written.offset}
 
 
