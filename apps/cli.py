@@ -24,16 +24,26 @@ from kadence.clock import datetime_to_ms
 from kadence.codec import describe_validation_error
 from kadence.errors import InvalidInputError, KadenceError
 from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy, split_job_key
+from kadence.models.base import IDENT_RE
+from kadence.provisioning import ingress_topics, provision, provision_ingress
 from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.preview import preview
-from kadence.topics import ALL_TOPICS, partitions_of, provision
+from kadence.topics import ALL_TOPICS, partitions_of
 
 
-def _topics(settings: KadenceSettings, create: bool) -> int:
+def _topics(settings: KadenceSettings, create: bool, ingress: list[str] | None = None) -> int:
     if create:
         created = provision(settings)
         print(f"created {len(created)} topics" if created else "all topics present and matching")
+    if ingress:
+        for tenant in ingress:
+            if not IDENT_RE.fullmatch(tenant):
+                raise InvalidInputError(f"{tenant!r} is not a tenant id", ["tenant: not an id"])
+            made = set(provision_ingress(settings, tenant))
+            for name in ingress_topics(settings, tenant):
+                print(f"{name}\t{'created' if name in made else 'present'}")
+        return 0
     for spec in ALL_TOPICS:
         print(
             f"{spec.name(settings.namespace)}\t{partitions_of(spec, settings)}\t{spec.cleanup}"
@@ -107,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     topics = sub.add_parser("topics", help="list the namespace's topics; --create provisions")
     topics.add_argument("--create", action="store_true")
+    topics.add_argument(
+        "--ingress",
+        action="append",
+        metavar="TENANT",
+        help="create the tenant's ingress topics (<ns>.from.<tenant>.schedules|commands), "
+        "which it may produce to with kcat; repeatable",
+    )
     put = sub.add_parser(
         "put", help="create/update jobs from a JSON file (object or list), - for stdin"
     )
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
         "preview": lambda: _preview(args),
-        "topics": lambda: _topics(KadenceSettings(), args.create),
+        "topics": lambda: _topics(KadenceSettings(), args.create, args.ingress),
         "put": lambda: _put(KadenceSettings(), args.file),
         "delete": lambda: _delete(KadenceSettings(), args.job, args.concurrency_key),
     }

@@ -30,8 +30,8 @@ from typing import IO
 from pydantic import BaseModel, SecretStr
 
 from kadence.errors import KadenceError
+from kadence.provisioning import provision
 from kadence.settings import KadenceSettings
-from kadence.topics import provision
 
 REPO = Path(__file__).resolve().parents[1]
 KEPT_LINES = 2_000

@@ -21,13 +21,21 @@ from pydantic import SecretStr
 
 from apps.processes import ChildProcess, stop_event
 from kadence.errors import KadenceError
+from kadence.provisioning import provision, provision_ingress
 from kadence.settings import KadenceSettings
-from kadence.topics import ALL_TOPICS, partitions_of, provision
+from kadence.topics import ALL_TOPICS, partitions_of
 
 if TYPE_CHECKING:
     from infra.kafka.kafkactl import BrokerConfig
 
-PROCESSES = ("apps.scheduler", "apps.reaper", "apps.worker", "apps.views", "apps.api")
+PROCESSES = (
+    "apps.scheduler",
+    "apps.reaper",
+    "apps.worker",
+    "apps.ingress",
+    "apps.views",
+    "apps.api",
+)
 DEV_TOKEN_FILE = Path(".run/dev-token")
 METRICS_PORTS = {"apps.scheduler": 9101, "apps.reaper": 9102, "apps.worker": 9103}
 """Where `make run` serves each process's /metrics (infra/prometheus/prometheus.yml scrapes
@@ -177,7 +185,10 @@ def main() -> int:
             bootstrap, started = start_local_broker()
             settings = KadenceSettings(bootstrap_servers=bootstrap)
         describe(settings, provision(settings))
+        dev_tenant = not settings.api_tokens
         settings = view_token(dev_tokens(settings))
+        if dev_tenant:  # the README's kcat example writes to demo's ingress topic
+            provision_ingress(settings, "demo")
         start_processes(settings, procs)
         url = wait_ready(procs, stop)
         print(f"kadence: ready at {url}. Ctrl-C stops what this command started.", flush=True)

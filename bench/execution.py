@@ -48,8 +48,9 @@ from kadence.models import (
     OutcomeStatus,
     ScheduleDefinition,
 )
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, delete_namespace, provision
+from kadence.topics import Topics
 from streams.worker.inbox import default_max_running
 
 HANDLERS = "bench.handlers"

@@ -34,8 +34,9 @@ from infra.kafka.config import BrokerConfig
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, delete_namespace, provision
+from kadence.topics import Topics
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

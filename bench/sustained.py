@@ -37,8 +37,8 @@ from kadence.models import (
     ScheduleDefinition,
 )
 from kadence.models.schedule import Target
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import delete_namespace, provision
 
 ON_TIME_S = 1.0
 GROWTH_S = 0.5

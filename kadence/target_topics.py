@@ -19,6 +19,10 @@ import re
 
 TARGET_INFIX = "to"
 """`<namespace>.to.`: the prefix under which every tenant's target topics live."""
+INGRESS_INFIX = "from"
+"""`<namespace>.from.`: the prefix under which every tenant's ingress topics live."""
+INGRESS_KINDS = ("schedules", "commands")
+"""What a tenant may produce to Kafka: its definitions and its commands, one topic each."""
 MAX_TOPIC_NAME = 249
 """Kafka refuses longer topic names."""
 MAX_NAMESPACE = 64
@@ -28,6 +32,8 @@ MAX_TENANT_AND_TOPIC = MAX_TOPIC_NAME - MAX_NAMESPACE - len(f".{TARGET_INFIX}.")
 when a definition is validated, so a job is refused when it is written, not when it runs."""
 
 _PLAIN = re.compile(r"[A-Za-z0-9-]*\Z")
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+"""A tenant identifier (kadence/models/base.py's IDENT_RE, which this module may not import)."""
 _ESCAPES = {"-": "--2d", ".": "--2e", "_": "--5f"}
 
 
@@ -65,3 +71,51 @@ def too_long(tenant: str, topic: str) -> str | None:
         + ("" if tenant_part(tenant) == tenant else f" (the tenant as `{tenant_part(tenant)}`)")
         + "; choose a shorter topic"
     )
+
+
+def ingress_prefix(namespace: str) -> str:
+    """Every tenant's ingress topic of the namespace starts with this."""
+    return f"{namespace}.{INGRESS_INFIX}."
+
+
+def ingress_topic(namespace: str, tenant: str, kind: str) -> str:
+    """`<namespace>.from.<tenant part>.<kind>`: where `tenant` may produce its definitions
+    (`schedules`) or its commands (`commands`) to Kafka; the ingress processor takes the tenant
+    from this name, never from the record."""
+    if kind not in INGRESS_KINDS:
+        raise ValueError(f"no ingress topic of kind {kind!r} (one of {', '.join(INGRESS_KINDS)})")
+    return ingress_prefix(namespace) + tenant_and_topic(tenant, kind)
+
+
+def ingress_tenant(namespace: str, topic: str) -> tuple[str, str] | None:
+    """The (tenant, kind) an ingress topic name belongs to, or None when `topic` is not one.
+    Inverse of `ingress_topic`: the tenant part is unescaped."""
+    prefix = ingress_prefix(namespace)
+    if not topic.startswith(prefix):
+        return None
+    part, dot, kind = topic[len(prefix) :].rpartition(".")
+    if not dot or kind not in INGRESS_KINDS or not part or "." in part or "_" in part:
+        return None
+    tenant = _unescape(part)
+    if tenant is None or not _TENANT.match(tenant) or tenant_part(tenant) != part:
+        return None
+    return tenant, kind
+
+
+def _unescape(part: str) -> str | None:
+    if "--" not in part:
+        return part
+    out: list[str] = []
+    i = 0
+    reverse = {v: k for k, v in _ESCAPES.items()}
+    while i < len(part):
+        if part.startswith("--", i):
+            char = reverse.get(part[i : i + 4])
+            if char is None:
+                return None
+            out.append(char)
+            i += 4
+        else:
+            out.append(part[i])
+            i += 1
+    return "".join(out)

@@ -37,8 +37,9 @@ from kadence.models import (
     ResumeJob,
     ScheduleDefinition,
 )
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, delete_namespace, provision
+from kadence.topics import Topics
 from streams.runtime.store import payload_of
 from streams.scheduler.state import load_state
 from testkit import history_io

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from infra.kafka import kafkactl
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import delete_namespace, provision
 from testkit import process_tree
 from tests import balance
 

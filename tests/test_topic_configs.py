@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kadence.topics import _topic_configs
+from kadence.provisioning import _topic_configs
 
 
 class Admin:

@@ -58,7 +58,7 @@ class Driver:
         return name
 
     def provision(self, settings: KadenceSettings) -> Topics:
-        """Every Kadence topic of `settings`' namespace, as `kadence.topics.provision` makes
+        """Every Kadence topic of `settings`' namespace, as `kadence.provisioning.provision` makes
         them (partition counts and configs)."""
         for spec in ALL_TOPICS:
             name = spec.name(settings.namespace)

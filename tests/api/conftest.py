@@ -18,8 +18,8 @@ from pydantic import SecretStr
 from apps.api.app import create_app
 from apps.api.auth import token_hash
 from apps.processes import ChildProcess
+from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
-from kadence.topics import delete_namespace
 from testkit.stack import Stack, execution_settings, until
 from testkit.target_server import TargetServer
 from tests.conftest import provisioned

@@ -15,14 +15,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 from kadence.topics import (
     ALL_TOPICS,
     DAY_MS,
     SCHEDULES,
     TOMBSTONE_RETENTION_MS,
-    delete_namespace,
-    provision,
 )
 from testkit.stack import until
 

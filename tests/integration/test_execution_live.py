@@ -33,8 +33,8 @@ from kadence.models import (
     ReplayDeadLetter,
     ScheduleDefinition,
 )
+from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
-from kadence.topics import delete_namespace
 from testkit.scheduler_process import SchedulerProcess
 from testkit.stack import (
     SECRET,

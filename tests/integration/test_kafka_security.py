@@ -24,8 +24,9 @@ from infra.kafka.config import BrokerConfig, SecureListener
 from kadence.client import KadenceClient
 from kadence.errors import TopicError
 from kadence.models import KafkaTarget, ScheduleDefinition
+from kadence.provisioning import provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, provision, target_topic
+from kadence.topics import Topics, target_topic
 from testkit.ports import free_ports
 from testkit.stack import Stack, execution_settings
 from testkit.tls import Certificates, make_certificates

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +15,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
+from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
-from kadence.topics import ALL_TOPICS, delete_namespace
+from kadence.topics import ALL_TOPICS
 
 REPO = Path(__file__).resolve().parents[2]
 API_LISTENING = re.compile(r"^api listening on \S+:(\d+)$", re.M)
@@ -38,6 +41,38 @@ def _wait_status(url: str, headers: dict[str, str], timeout_s: float = 60) -> in
         except OSError:
             if time.monotonic() > deadline:
                 raise
+        time.sleep(0.5)
+
+
+def _readme_ingress_example(bootstrap: str, namespace: str, job_url: str, token: str) -> None:
+    """The README's kcat lines for a tenant, as written (the namespace aside): the demo tenant's
+    job goes in through its ingress topic and shows in the API; the null value deletes it."""
+    if shutil.which("kcat") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("kcat is not installed (.ci/run installs it)")
+        pytest.skip("kcat is not installed")
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("A **tenant** produces to") :]
+    block = block[block.index("```sh\n") + 6 : block.index("```", block.index("```sh") + 5)]
+    put, delete = block.split("\necho 'demo/hello|' ")
+    delete = "echo 'demo/hello|' " + delete
+    env = {**os.environ, "B": bootstrap}
+    for command in (put, delete):
+        assert "kadence.from.demo.schedules" in command
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def run(command: str) -> None:
+        mine = command.replace("kadence.from.demo.", f"{namespace}.from.demo.")
+        subprocess.run(["sh", "-c", mine], env=env, check=True, timeout=60)
+
+    run(put)
+    deadline = time.monotonic() + 60
+    while _wait_status(job_url, auth) != 200:
+        assert time.monotonic() < deadline, "the README's job never showed in the API"
+        time.sleep(0.5)
+    run(delete)
+    while _wait_status(job_url, auth) != 404:
+        assert time.monotonic() < deadline, "the README's delete never took effect"
         time.sleep(0.5)
 
 
@@ -76,7 +111,7 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         api = API_LISTENING.search(output)
         assert api is not None, output
         api_port = int(api[1])
-        for process in ("scheduler", "reaper", "worker", "views", "api"):
+        for process in ("scheduler", "reaper", "worker", "ingress", "views", "api"):
             assert f"{process} started" in output
         # the API answers with the development token it printed where to find
         assert ".run/dev-token" in output
@@ -100,6 +135,7 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         status = _wait_status(url, {"Authorization": f"Bearer {token}"})
         assert status == 200
         assert _wait_status(url, {}) == 401
+        _readme_ingress_example(kafka_bootstrap, namespace, f"{url}/hello", token)
         # every process serves /metrics where infra/prometheus/prometheus.yml scrapes it
         for port, metric in [
             (9101, "kadence_scheduler_dispatch_lateness_seconds"),

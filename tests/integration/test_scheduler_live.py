@@ -137,7 +137,7 @@ def _two_schedulers_and_a_fault(
     kafka_bootstrap: str, tmp_path: Path, seconds: int, fault: Callable[[SchedulerProcess], None]
 ) -> tuple[list[ScheduleDefinition], list[ExecutionRequested]]:
     """Two schedulers share 12 per-second jobs; `fault` hits the first one 6 s in."""
-    from kadence.topics import delete_namespace  # noqa: PLC0415
+    from kadence.provisioning import delete_namespace  # noqa: PLC0415
 
     settings = provisioned(kafka_bootstrap, partitions=6)
     a = SchedulerProcess(settings, "a", tmp_path / "a").start()

@@ -10,8 +10,9 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from kadence.errors import TopicError, TopicMismatchError
+from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import ALL_TOPICS, SCHEDULES, delete_namespace, partitions_of, provision
+from kadence.topics import ALL_TOPICS, SCHEDULES, partitions_of
 
 
 def _settings(bootstrap: str, **kw: int) -> KadenceSettings:

@@ -1,0 +1,33 @@
+"""`python -m apps.ingress`: the ingress process. It reads every tenant's ingress topics
+(`<ns>.from.<tenant>.schedules|commands`) and writes what each tenant may say, for its own jobs
+only, to `schedules` and `commands`; anything else goes to `rejected` with the reason. Run
+several against any cluster: they share the topics' partitions through the consumer group.
+
+Environment: KADENCE_* settings (KADENCE_BOOTSTRAP_SERVERS, KADENCE_NAMESPACE,
+KADENCE_INSTANCE_ID, ...). `--in-memory` is accepted and means nothing: it keeps no state.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from apps.processes import process_main
+from kadence.clock import SystemClock
+from kadence.settings import KadenceSettings
+from streams.ingress.loop import IngressLoop, wire
+from streams.kafkaio.clients import KafkaClients
+
+
+def build(settings: KadenceSettings, in_memory: bool = False) -> IngressLoop:
+    del in_memory  # no state
+    return wire(settings, KafkaClients(settings), SystemClock(settings.clock_offset_ms))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return process_main(
+        "ingress", __doc__, argv, lambda settings, in_memory: build(settings, in_memory).run
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

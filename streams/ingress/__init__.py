@@ -1,0 +1,1 @@
+"""The ingress: tenants' own Kafka topics in, Kadence's input topics out (docs/security.md)."""
