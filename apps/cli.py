@@ -2,8 +2,8 @@
 
 Through the HTTP API (KADENCE_API_URL, KADENCE_TOKEN): jobs, get, create, update, rm, pause,
 resume, trigger, next, runs, history, cancel, backfill, dlq, replay (see apps/cli_api.py for
-exit codes). Straight to Kafka (operators): topics, put, delete, tail, redrive. Offline: preview,
-token.
+exit codes). Straight to Kafka (operators): topics, put, delete, tail, redrive, acls. Offline:
+preview, token.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from apps import cli_api, cli_redrive, cli_tail
+from apps import cli_acls, cli_api, cli_redrive, cli_tail
 from apps.api.auth import new_token
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_api.add_commands(sub)
     cli_tail.add_command(sub)
     cli_redrive.add_command(sub)
+    cli_acls.add_command(sub)
     args = parser.parse_args(argv)
     if getattr(args, "api", False):
         return cli_api.run(args)
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "token": _token,
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
+        "acls": lambda: cli_acls.acls(KadenceSettings(), args),
         "preview": lambda: _preview(args),
         "topics": lambda: _topics(KadenceSettings(), args.create, args.ingress),
         "put": lambda: _put(KadenceSettings(), args.file),

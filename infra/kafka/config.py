@@ -28,10 +28,28 @@ class SecureListener:
     """A SASL_SSL listener on `port + 4`: TLS with `keystore` (a PEM file: the unencrypted
     PKCS#8 private key, then the certificate chain), SASL PLAIN and SCRAM-SHA-256/512 with
     `users` (name, password); the SCRAM credentials are written when the storage is formatted,
-    with the broker's own tool. For tests of secured clients; the default broker has none."""
+    with the broker's own tool. For tests of secured clients; the default broker has none.
+    Without a keystore the listener is SASL_PLAINTEXT: authentication without TLS, enough for
+    tests of who may do what (ACLs) without making certificates."""
 
-    keystore: Path
+    keystore: Path | None
     users: tuple[tuple[str, str], ...]
+
+    @property
+    def protocol(self) -> str:
+        """The listener's name and security protocol (they are the same here)."""
+        return "SASL_SSL" if self.keystore is not None else "SASL_PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class Authorizer:
+    """KRaft's StandardAuthorizer with nothing allowed that no ACL allows. `super_users` (user
+    names) may do anything; so may `User:ANONYMOUS`, the principal of the plaintext listeners
+    the controller and the brokers talk to each other on (they must, and a principal per
+    listener would need certificates): on a broker with an authorizer, the plaintext client
+    port is an administrator's door, the SASL listener is where ACLs apply."""
+
+    super_users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,8 @@ class BrokerConfig:
     kafka_home: Path | None = None
     heap: str = "512m"
     secure: SecureListener | None = None
+    authorizer: Authorizer | None = None
+    """ACLs enforced (tests of per-component rights); None: everyone may do anything."""
     node_id: int = 1
     voters: tuple[tuple[int, int], ...] = ()
     """(node id, controller port) of every controller of a multi-node cluster (infra/kafka/
@@ -159,32 +179,51 @@ def server_properties(cfg: BrokerConfig) -> str:
             # new segment (docs/benchmarks.md, "The broker's cost was zeroing index files").
             "log.index.size.max.bytes=1048576",
             *_secure_properties(cfg),
+            *_authorizer_properties(cfg),
             "",
         ]
     )
 
 
 def _secure_properties(cfg: BrokerConfig) -> list[str]:
-    """The SASL_SSL listener's settings (none without one). They come last: the listener lists
+    """The SASL listener's settings (none without one). They come last: the listener lists
     here replace the ones above (a later key wins in a properties file)."""
     if cfg.secure is None:
         return []
     plain = " ".join(f'user_{name}="{password}"' for name, password in cfg.secure.users)
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-    return [
-        f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},CONTROLLER://127.0.0.1:{cfg.controller_port},"
-        f"PROXIED://127.0.0.1:{cfg.proxied_port},SASL_SSL://127.0.0.1:{cfg.secure_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
-        f"PROXIED://127.0.0.1:{cfg.proxy_port},SASL_SSL://127.0.0.1:{cfg.secure_port}",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-        "PROXIED:PLAINTEXT,SASL_SSL:SASL_SSL",
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config="
-        f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain};",
-        f"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}",
-        f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}",
+    name = cfg.secure.protocol
+    lower = name.lower()
+    tls = [
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={cfg.secure.keystore}",
+    ]
+    return [
+        f"listeners=PLAINTEXT://127.0.0.1:{cfg.port},CONTROLLER://127.0.0.1:{cfg.controller_port},"
+        f"PROXIED://127.0.0.1:{cfg.proxied_port},{name}://127.0.0.1:{cfg.secure_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{cfg.port},"
+        f"PROXIED://127.0.0.1:{cfg.proxy_port},{name}://127.0.0.1:{cfg.secure_port}",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+        f"PROXIED:PLAINTEXT,{name}:{name}",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        f"listener.name.{lower}.plain.sasl.jaas.config="
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain};",
+        f"listener.name.{lower}.scram-sha-256.sasl.jaas.config={scram}",
+        f"listener.name.{lower}.scram-sha-512.sasl.jaas.config={scram}",
+        *(tls if cfg.secure.keystore is not None else []),
+    ]
+
+
+def _authorizer_properties(cfg: BrokerConfig) -> list[str]:
+    """The authorizer's settings (none without one): deny by default, super users as
+    `Authorizer` says (the plaintext listeners' ANONYMOUS among them)."""
+    if cfg.authorizer is None:
+        return []
+    supers = ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in cfg.authorizer.super_users)])
+    return [
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found=false",
+        f"super.users={supers}",
     ]
 
 
