@@ -253,7 +253,20 @@ def _ingress(ns: str) -> list[Grant]:
             (R,),
             "every tenant's ingress topics",
         ),
+        _topics(
+            ns,
+            (DEAD_LETTER, SCHEDULER_CONTROL, REJECTED),
+            (R,),
+            "what tenants are told: dead letters, circuits, refusals",
+        ),
         _topics(ns, (SCHEDULES, COMMANDS, REJECTED), (W,), "outputs"),
+        Grant(
+            Resource.topic,
+            Pattern.prefixed,
+            (target_prefix(ns),),
+            (Operation.create, W),
+            "every tenant's events topic (`to.<tenant>.kadence-events`), made at its first event",
+        ),
         *_processor(ns, "ingress", restores=False),
         _provisioned(ns),
     ]

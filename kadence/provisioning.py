@@ -28,6 +28,7 @@ from kadence.settings import KadenceSettings
 from kadence.target_topics import (
     INGRESS_KINDS,
     MAX_TOPIC_NAME,
+    events_topic,
     ingress_prefix,
     ingress_topic,
     target_prefix,
@@ -187,6 +188,7 @@ def _keep_tombstones(admin: AdminClient, short: dict[str, int], timeout_s: float
 
 
 INGRESS_RETENTION_MS = 7 * DAY_MS
+EVENTS_RETENTION_MS = 30 * DAY_MS
 
 
 def ingress_topics(settings: KadenceSettings, tenant: str) -> list[str]:
@@ -195,16 +197,42 @@ def ingress_topics(settings: KadenceSettings, tenant: str) -> list[str]:
 
 
 def provision_ingress(settings: KadenceSettings, tenant: str, timeout_s: float = 30.0) -> list[str]:
-    """Create `tenant`'s ingress topics where missing (`kadence ingress TENANT`): as many
-    partitions as the jobs' topics, delete after 7 days, replicated as Kadence's own. Returns
-    the names created. The operator grants the tenant Write on exactly these (`kadence acls`)."""
+    """Create `tenant`'s ingress topics where missing (`kadence topics --ingress TENANT`): as
+    many partitions as the jobs' topics, delete after 7 days, replicated as Kadence's own.
+    Returns the names created. The operator grants the tenant Write on exactly these
+    (`kadence acls`)."""
     names = ingress_topics(settings, tenant)
+    return _tenant_topics(
+        settings, tenant, names, partitions=settings.partitions,
+        retention_ms=INGRESS_RETENTION_MS, timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+def provision_events(settings: KadenceSettings, tenant: str, timeout_s: float = 30.0) -> list[str]:
+    """Create `tenant`'s events topic where missing (the ingress process, at its first event):
+    one partition (the tenant's events in order), delete after 30 days."""
+    names = [events_topic(settings.namespace, tenant)]
+    return _tenant_topics(
+        settings, tenant, names, partitions=1, retention_ms=EVENTS_RETENTION_MS,
+        timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+def _tenant_topics(
+    settings: KadenceSettings,
+    tenant: str,
+    names: list[str],
+    *,
+    partitions: int,
+    retention_ms: int,
+    timeout_s: float = 30.0,
+) -> list[str]:
     for name in names:
         if len(name) > MAX_TOPIC_NAME:
             raise TopicError(
-                f"tenant {tenant!r} cannot have ingress topics under namespace "
-                f"{settings.namespace!r}: {name!r} is longer than Kafka's {MAX_TOPIC_NAME} "
-                "characters (choose a shorter tenant id or namespace)"
+                f"tenant {tenant!r} cannot have topic {name!r} under namespace "
+                f"{settings.namespace!r}: longer than Kafka's {MAX_TOPIC_NAME} characters "
+                "(choose a shorter tenant id or namespace)"
             )
     errors = ErrorLog()
     admin = _admin(settings, errors)
@@ -213,14 +241,10 @@ def provision_ingress(settings: KadenceSettings, tenant: str, timeout_s: float =
     if not absent:
         return []
     replication = replication_for(settings, len(cluster.brokers))
-    config = {
-        "cleanup.policy": "delete",
-        "retention.ms": str(INGRESS_RETENTION_MS),
-        **replication.config(),
-    }
+    config = {"cleanup.policy": "delete", "retention.ms": str(retention_ms)}
     wanted = [
-        NewTopic(n, num_partitions=settings.partitions, replication_factor=replication.factor,
-                 config=config)
+        NewTopic(n, num_partitions=partitions, replication_factor=replication.factor,
+                 config={**config, **replication.config()})
         for n in absent
     ]  # fmt: skip
     created: list[str] = []

@@ -59,6 +59,24 @@ def target_topic(namespace: str, tenant: str, topic: str) -> str:
     return target_prefix(namespace) + tenant_and_topic(tenant, topic)
 
 
+EVENTS_TOPIC = "kadence-events"
+"""The tenant's own topic under its target prefix where Kadence tells it what went wrong: dead
+letters, its retry circuit opening and closing, its records refused (JSON, one per event).
+No job may name it as its Kafka target."""
+
+
+def events_topic(namespace: str, tenant: str) -> str:
+    """`<namespace>.to.<tenant part>.kadence-events`: readable with the tenant's target ACLs."""
+    return target_topic(namespace, tenant, EVENTS_TOPIC)
+
+
+def reserved(topic: str) -> str | None:
+    """Why a job may not name `topic` as its Kafka target (None: it may)."""
+    if topic == EVENTS_TOPIC:  # no `.` or `_` in it: no other name collides with it
+        return f"{EVENTS_TOPIC} is Kadence's topic of the tenant's events; choose another name"
+    return None
+
+
 def too_long(tenant: str, topic: str) -> str | None:
     """Why the pair cannot name a topic under every namespace, or None when it can."""
     used = len(tenant_and_topic(tenant, topic))

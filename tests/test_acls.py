@@ -90,10 +90,15 @@ def test_no_component_may_create_or_alter_but_provisioning() -> None:
     acls = bindings(NS)
     creators = {a.principal for a in acls if a.operation is Operation.create}
     alterers = {a.principal for a in acls if a.operation is Operation.alter_configs}
-    assert creators == {"User:kadence-provisioning", "User:kadence-worker"}
+    assert creators == {
+        "User:kadence-provisioning",
+        "User:kadence-worker",
+        "User:kadence-ingress",
+    }
     assert alterers == {"User:kadence-provisioning"}
-    worker = {a.name for a in acls if a.operation is Operation.create and "worker" in a.principal}
-    assert worker == {f"{NS}.to."}
+    for who in ("worker", "ingress"):  # the tenants' to. topics only: targets, events
+        made = {a.name for a in acls if a.operation is Operation.create and who in a.principal}
+        assert made == {f"{NS}.to."}
 
 
 def test_bindings_convert_for_the_admin_client() -> None:

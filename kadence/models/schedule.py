@@ -23,7 +23,7 @@ from kadence.models.base import (
     WireModel,
     job_key,
 )
-from kadence.target_topics import too_long
+from kadence.target_topics import reserved, too_long
 
 
 class DstGapPolicy(StrEnum):
@@ -327,7 +327,7 @@ class ScheduleDefinition(WireModel):
     @model_validator(mode="after")
     def _target_topic_fits(self) -> ScheduleDefinition:
         if isinstance(self.target, KafkaTarget):
-            reason = too_long(self.tenant, self.target.topic)
+            reason = reserved(self.target.topic) or too_long(self.tenant, self.target.topic)
             if reason is not None:
                 raise ValueError(f"target.topic: {reason}")
         return self

@@ -1,11 +1,14 @@
-"""The ingress loop: read every tenant's ingress topics, write what they may say to Kadence's
-input topics, exactly once.
+"""The ingress loop: Kadence's door to tenants on Kafka, both ways. In: every tenant's
+ingress topics, written to Kadence's input topics as the tenant may say it. Out: what each
+tenant is told on its events topic (streams/ingress/events.py). Exactly once.
 
-One consumer group (`<ns>.ingress`) subscribes to the pattern `^<ns>\\.from\\..*`, so a
-tenant's topics are picked up within `TOPIC_REFRESH_MS` of their creation, whatever their
-partition count. Each batch is one transaction of the shared session: the routed records and
-the batch's input offsets commit together (a crash or a rebalance redoes the batch, never
-half of it); a transaction that could not commit rewinds the consumer to the batch's start.
+One consumer group (`<ns>.ingress`) subscribes to the pattern `^<ns>\\.from\\..*` (a tenant's
+topics are picked up within `TOPIC_REFRESH_MS` of their creation, read from their start) and to
+`dead-letter`, `scheduler-control` and `rejected` (read from their end the first time: a new
+deployment does not replay 180 days of dead letters). Each batch is one transaction of the
+shared session: the records written and the batch's input offsets commit together (a crash or a
+rebalance redoes the batch, never half of it); a transaction that could not commit rewinds the
+consumer to the batch's start. A tenant's events topic is created at its first event.
 """
 
 from __future__ import annotations
@@ -15,18 +18,21 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 
 from kadence.clock import Clock
 from kadence.codec import Codec
+from kadence.errors import KadenceError
+from kadence.provisioning import provision_events
 from kadence.settings import KadenceSettings
-from kadence.target_topics import ingress_prefix
+from kadence.target_topics import events_topic, ingress_prefix
 from kadence.topics import Topics
+from streams.ingress.events import Events
 from streams.ingress.route import Router
 from streams.kafkaio.clients import Clients
-from streams.kafkaio.ports import MessageLike
+from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.session import Outcome, TransactionalSession
-from streams.runtime.records import record_of
+from streams.runtime.records import InputRecord, record_of
 
 log = logging.getLogger(__name__)
 TOPIC_REFRESH_MS = 5_000
@@ -39,6 +45,8 @@ class IngressStats:
     records: int = 0
     routed: int = 0
     rejected: int = 0
+    told: int = 0
+    untold: int = 0
     aborts: int = 0
 
 
@@ -53,6 +61,9 @@ class IngressLoop:
         ns = self.settings.namespace
         self.topics = Topics(self.settings)
         self.router = Router(self.topics, self.settings.partitions, Codec())
+        self.events = Events(self.topics, self.router.codec)
+        self._known: set[str] = set()
+        """Tenants whose events topic this process made sure of."""
         self.pattern = "^" + re.escape(ingress_prefix(ns)) + ".*"
         client_id = f"{ns}.ingress.{self.settings.instance_id}"
         self.consumer = self.clients.consumer(
@@ -61,8 +72,8 @@ class IngressLoop:
         self.session = TransactionalSession(self.clients, client_id)
 
     def run(self, stop: threading.Event) -> None:
-        self.consumer.subscribe([self.pattern])
-        log.info("ingress reading %s", self.pattern)
+        self.consumer.subscribe([self.pattern, *self.events.sources], on_assign=self._assigned)
+        log.info("ingress reading %s and %s", self.pattern, ", ".join(self.events.sources))
         try:
             while not stop.is_set():
                 self.turn()
@@ -92,15 +103,48 @@ class IngressLoop:
             for (t, p), o in starts.items():
                 self.consumer.seek(TopicPartition(t, p, o))
 
+    def _assigned(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
+        """The event sources start at their end where this group has no offset yet."""
+        sources = [tp for tp in partitions if tp.topic in self.events.sources]
+        fresh: set[tuple[str, int]] = set()
+        if sources:
+            committed = consumer.committed(sources, timeout=30)
+            fresh = {(tp.topic, tp.partition) for tp in committed if tp.offset < 0}
+        for tp in partitions:
+            if (tp.topic, tp.partition) in fresh:
+                tp.offset = OFFSET_END
+        consumer.assign(partitions)
+        print(f"ingress assigned {len(partitions)} partitions", flush=True)
+
     def _route(self, msg: MessageLike, now: int) -> None:
         self.stats.records += 1
-        outs = self.router.route(record_of(msg, now), now)
+        record = record_of(msg, now)
+        if record.topic in self.events.sources:
+            self._tell(record)
+            return
+        outs = self.router.route(record, now)
         for out in outs:
             if out.topic == self.topics.rejected:
                 self.stats.rejected += 1
             else:
                 self.stats.routed += 1
             self.session.produce(out.topic, out.partition, out.key, out.value, out.headers)
+
+    def _tell(self, record: InputRecord) -> None:
+        event = self.events.of(record)
+        if event is None:
+            return
+        if event.tenant not in self._known:
+            try:
+                provision_events(self.settings, event.tenant)
+            except (KadenceError, KafkaException) as exc:  # told in the log, never a stop
+                log.error("tenant %s: no events topic, event not told: %s", event.tenant, exc)
+                self.stats.untold += 1
+                return
+            self._known.add(event.tenant)
+        topic = events_topic(self.settings.namespace, event.tenant)
+        self.session.produce(topic, None, event.key, event.value, [])
+        self.stats.told += 1
 
 
 def wire(settings: KadenceSettings, clients: Clients, clock: Clock) -> IngressLoop:

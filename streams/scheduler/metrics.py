@@ -10,7 +10,7 @@ from prometheus_client.registry import Collector
 
 from kadence.clock import datetime_to_ms
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
-from kadence.models import Decision, ExecutionRequested, HistoryRecord
+from kadence.models import DeadLetter, Decision, ExecutionRequested, HistoryRecord
 
 NOT_RUN = frozenset(
     {
@@ -53,6 +53,18 @@ class SchedulerMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.dead_letters = Counter(
+            "kadence_scheduler_dead_letters",
+            "Executions dead-lettered (retries used up, or given up on by the reaper), by tenant",
+            ["tenant"],
+            registry=self.registry,
+        )
+        self.circuit_changes = Counter(
+            "kadence_scheduler_tenant_circuit_changes",
+            "A tenant's retry circuit opened or closed (counted by the partition that changed it)",
+            ["tenant", "change"],
+            registry=self.registry,
+        )
         self.not_run = Counter(
             "kadence_scheduler_occurrences_not_run",
             "Occurrences that did not run, by decision (missed windows, skips, open circuits, "
@@ -69,6 +81,8 @@ class SchedulerMetrics:
             self.dispatched.labels(tenant, record.trigger.value).inc()
         elif isinstance(record, HistoryRecord) and record.decision in NOT_RUN:
             self.not_run.labels(self.tenant(record.tenant), record.decision.value).inc()
+        elif isinstance(record, DeadLetter):
+            self.dead_letters.labels(self.tenant(record.execution.tenant)).inc()
 
 
 class SchedulerCollector(Collector):

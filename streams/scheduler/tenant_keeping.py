@@ -1,6 +1,6 @@
 """What the scheduler keeps per tenant: its retry circuit breaker (a copy per partition under
-`~breaker/<tenant>`, cached decoded; an open or a close is told to every other partition, so
-the tenant has one circuit) and its backfill pace (in memory)."""
+`~breaker/<tenant>`, cached decoded; an open or a close is told to every partition, so the
+tenant has one circuit and is told of it) and its backfill pace (in memory)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kadence.models import TenantCircuit
 from kadence.topics import Topics
 from streams.runtime.context import ProcessorContext
 from streams.scheduler.breaker import Breaker
+from streams.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger("streams.scheduler.processor")
 BREAKER_PREFIX = b"~breaker/"
@@ -27,14 +28,17 @@ class TenantKeeping:
     codec: Codec
     topics: Topics
     job_partitions: int
+    metrics: SchedulerMetrics
 
     def _put_breaker(
         self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None
     ) -> None:
         """Store the tenant's breaker; when this partition opened or closed the circuit, tell
-        every other partition."""
+        every other partition, and itself: the ingress tells the tenant from that copy
+        (streams/ingress/events.py)."""
         if change:
             log.warning("tenant %s: retry circuit %s (partition %d)", tenant, change, ctx.partition)
+            self.metrics.circuit_changes.labels(self.metrics.tenant(tenant), change).inc()
         key = BREAKER_PREFIX + tenant.encode()
         ctx.put(key, breaker.dump(), None)
         ctx.cache[key] = breaker
@@ -53,9 +57,8 @@ class TenantKeeping:
             value = self.codec.encode(told)
             headers = headers_for(told, self.codec.schema_fingerprint(TenantCircuit))
             control, key = self.topics.scheduler_control, tenant.encode()
-            for partition in range(self.job_partitions):
-                if partition != ctx.partition:
-                    ctx.forward(control, partition, key, value, headers)
+            for partition in range(self.job_partitions):  # its own copy tells the tenant
+                ctx.forward(control, partition, key, value, headers)
 
     def _heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
         """Another partition opened or closed the tenant's circuit: this copy follows unless it

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from apps.processes import ChildProcess
 from kadence.codec import Codec
 from kadence.models import Rejected
 from kadence.provisioning import ingress_topics, provision_ingress
+from kadence.target_topics import events_topic
 from kadence.topics import Topics
 from testkit.topic_reader import read_topic
 from tests.api.conftest import Api
@@ -33,6 +35,10 @@ def ingress(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chil
     proc = ChildProcess("apps.ingress", api.settings.model_copy(update={"instance_id": "i"}), log)
     try:
         proc.start()
+        deadline = time.monotonic() + 60
+        while "ingress assigned" not in proc.output():  # the event sources start at their end
+            assert proc.running and time.monotonic() < deadline, proc.output()[-2000:]
+            time.sleep(0.2)
         yield proc
     finally:
         proc.stop()
@@ -88,3 +94,32 @@ def test_a_tenant_schedules_with_kcat_and_cannot_write_for_another(
         what="the job deleted through the ingress",
     )
     assert ingress.running
+    told = api.wait(lambda: _events(api, "acme", "rejected"), what="acme told of the refusal")
+    assert told[0]["code"] == "foreign_tenant" and told[0]["source_topic"] == schedules_in
+    assert not _events(api, "globex", "rejected", wait_s=1)  # globex is told nothing of it
+
+
+def test_a_tenant_is_told_of_its_dead_letters_on_its_events_topic(
+    api: Api, ingress: ChildProcess
+) -> None:
+    h = api.as_("acme")
+    r = api.http.post("/v1/jobs/doomed-events", json=api.job(path="/fail"), headers=h)
+    assert r.status_code == 201, r.text
+    eid = api.http.post("/v1/jobs/doomed-events/trigger", json={}, headers=h).json()
+    dead = api.wait(
+        lambda: [e for e in _events(api, "acme", "dead_letter") if e["job_id"] == "doomed-events"],
+        what="acme told of its dead letter",
+    )
+    assert dead[0]["execution_id"] == eid["execution_id"]
+    assert "503" in str(dead[0]["error"])
+
+
+def _events(api: Api, tenant: str, kind: str, wait_s: float = 2) -> list[dict[str, Any]]:
+    """The tenant's events of `kind`, read with kcat's eyes: JSON values on its events topic."""
+    topic = events_topic(api.settings.namespace, tenant)
+    try:
+        got = read_topic(api.settings.bootstrap_servers, topic, 100_000, wait_s)
+    except KeyError:  # not made yet: nothing told
+        return []
+    docs = [json.loads(m.value() or b"null") for m in got]
+    return [d for d in docs if d["type"] == kind and d["tenant"] == tenant]
