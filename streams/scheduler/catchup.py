@@ -32,6 +32,8 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
         dropped = [(o, Decision.missed, "late; missed.mode=none") for o in late]
     for occ, decision, why in dropped:
         state = _missed(state, effects, facts, occ, why, decision=decision)
+    if state.held_ms is not None and len(fire) > 1 and policy.mode is not MissedRunMode.all:
+        state, fire = _held_behind(state, effects, facts, fire)
     held: tuple[int, str] | None = None
     for occ in fire:
         over = over_tenant_cap(state, effects, facts, occ.due_ms)
@@ -52,6 +54,37 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
         return hold(state, effects, facts, *held)
     state = advance_to(state, cursor, facts)
     return state if state.held_ms is None else state.evolve(held_ms=None)
+
+
+def _held_behind(
+    state: JobState, effects: Effects, facts: Facts, due: list[Occurrence]
+) -> tuple[JobState, list[Occurrence]]:
+    """The job waited for its tenant's caps and more than one occurrence fell due meanwhile:
+    it is behind because of its tenant, not an outage, so its missed-run policy applies at
+    once (latest_once, none: only the most recent fires) and the ones passed over are told in
+    one history record, not one each (a tenant flooding past its cap would otherwise make the
+    scheduler write a record per dropped occurrence). `missed.mode=all` fires them in turn."""
+    passed, fire = due[:-1], due[-1:]
+    policy = state.definition(facts.codec).missed
+    for occ in passed:
+        state = state.evolve(
+            missed=state.missed + 1, undispatched=remember(state.undispatched, occ.nominal_ms)
+        )
+    decision = Decision.coalesced if policy.mode is MissedRunMode.latest_once else Decision.missed
+    effects.history(
+        state,
+        facts,
+        decision,
+        nominal_at=ms_to_datetime(passed[0].nominal_ms),
+        reason=(
+            f"{len(passed)} occurrences from {ms_to_datetime(passed[0].nominal_ms).isoformat()} "
+            f"to {ms_to_datetime(passed[-1].nominal_ms).isoformat()} fell due while the job "
+            f"waited for its tenant's caps; missed.mode={policy.mode.value} fires only the most "
+            "recent"
+        ),
+        details={"occurrences": str(len(passed))},
+    )
+    return state, fire
 
 
 def _collect_due(

@@ -111,6 +111,37 @@ def test_a_burst_is_spread_over_the_seconds_that_follow_not_dropped(store: Store
     assert max(per_second.values()) == 2  # two a second, as the cap says
 
 
+def test_a_flood_past_the_cap_is_summarised_not_told_occurrence_by_occurrence(
+    store: Store,
+) -> None:
+    """Ten per-second jobs, two runs a second, missed.mode latest_once (the default): each job
+    runs every few seconds, its most recent occurrence; the ones passed over meanwhile are one
+    `coalesced` record per run, not one each, and never run; nothing runs twice."""
+    s = Scheduler(store, tenant_fires_per_s=2)
+    for i in range(10):
+        define(s, "flood", f"j{i}")
+    s.out.clear()
+    fired: list[ExecutionRequested] = []
+    history: list[HistoryRecord] = []
+    for second in range(1, 31):
+        s.tick(T0 + second * 1_000)
+        history += s.take(HistoryRecord)
+        fired += runs(s)
+    per_second: dict[int, int] = {}
+    for r in fired:
+        per_second[int(r.dispatched_at.timestamp())] = (
+            per_second.get(int(r.dispatched_at.timestamp()), 0) + 1
+        )
+    assert max(per_second.values()) <= 2
+    assert len({r.execution_id for r in fired}) == len(fired)
+    assert {r.job_id for r in fired} == {f"j{i}" for i in range(10)}  # every job takes turns
+    summaries = [h for h in history if h.decision is Decision.coalesced]
+    passed_over = sum(int((h.details or {}).get("occurrences", "0")) for h in summaries)
+    assert summaries and all("waited for its tenant's caps" in (h.reason or "") for h in summaries)
+    assert len(summaries) <= len(fired)  # one per run at most
+    assert passed_over + len(fired) >= 10 * 25  # what did not run was told, in summaries
+
+
 def test_per_tenant_overrides_and_no_cap(store: Store) -> None:
     s = Scheduler(store, tenant_fires_per_s=1, tenant_fires_by_tenant={"big": 0})
     for i in range(4):
