@@ -62,8 +62,9 @@ def _held_behind(
     """The job waited for its tenant's caps and more than one occurrence fell due meanwhile:
     it is behind because of its tenant, not an outage, so its missed-run policy applies at
     once (latest_once, none: only the most recent fires) and the ones passed over are told in
-    one history record, not one each (a tenant flooding past its cap would otherwise make the
-    scheduler write a record per dropped occurrence). `missed.mode=all` fires them in turn."""
+    one history record (naming the first, the one that began to wait), not one each: a tenant
+    flooding past its cap would otherwise make the scheduler write a record per dropped
+    occurrence. `missed.mode=all` fires them in turn."""
     passed, fire = due[:-1], due[-1:]
     policy = state.definition(facts.codec).missed
     for occ in passed:
@@ -75,6 +76,7 @@ def _held_behind(
         state,
         facts,
         decision,
+        execution_id=execution_id(state.definition(facts.codec).key, passed[0].nominal_ms),
         nominal_at=ms_to_datetime(passed[0].nominal_ms),
         reason=(
             f"{len(passed)} occurrences from {ms_to_datetime(passed[0].nominal_ms).isoformat()} "

@@ -202,6 +202,8 @@ def _fold(run: Doc, e: Doc) -> None:
             run["due_at"] = run["due_at"] or e.get("due_at")
         elif decision == "buffered" and run["status"] == "pending":
             run["reason"] = e["reason"] or "waiting for a run in progress to end"
+        elif decision == "throttled" and run["status"] == "pending":
+            run["reason"] = e["reason"] or "waiting for the tenant's caps"
         elif decision == "retry_scheduled":
             run["status"] = "retrying"
             run["reason"] = e["reason"]

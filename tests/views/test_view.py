@@ -306,3 +306,22 @@ def test_a_run_waiting_for_its_group_says_so_until_it_starts(tmp_path: Path) -> 
     store.flush()
     [run] = ViewQueries(store).runs("acme", "tick")
     assert (run["status"], run["reason"]) == ("scheduled", "")
+
+
+def test_a_run_waiting_for_its_tenant_s_caps_says_so_then_what_became_of_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 28, item 5: a run held by its tenant's caps shows why it waits; passed over when
+    its job caught up (one summary record naming it), it shows as not run, and why."""
+    store = ViewStore(tmp_path / "v")
+    apply.apply_definition(store, b"acme/tick", definition(), "0")
+    why = "waits: the tenant's jobs on this scheduler partition already start 84 runs"
+    apply.apply_history(store, decision(0, Decision.throttled, why), "h0")
+    store.flush()
+    [run] = ViewQueries(store).runs("acme", "tick")
+    assert (run["status"], run["reason"]) == ("pending", why)
+    summary = "3 occurrences ... fell due while the job waited for its tenant's caps"
+    apply.apply_history(store, decision(0, Decision.coalesced, summary), "h1")
+    store.flush()
+    [run] = ViewQueries(store).runs("acme", "tick")
+    assert (run["status"], run["reason"]) == ("not_run", summary)
