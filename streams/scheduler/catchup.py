@@ -23,7 +23,9 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
     late = [o for o in due if facts.now_ms - o.due_ms > facts.misfire_grace_ms]
     fire: list[Occurrence] = due
     dropped: list[tuple[Occurrence, Decision, str]] = []
-    if late and policy.mode is MissedRunMode.latest_once:
+    if state.held_ms is not None and len(due) > 1 and policy.mode is not MissedRunMode.all:
+        state, fire = _held_behind(state, effects, facts, due)
+    elif late and policy.mode is MissedRunMode.latest_once:
         fire = due[-1:]
         why = "late; missed.mode=latest_once fires only the most recent"
         dropped = [(o, Decision.coalesced, why) for o in due[:-1]]
@@ -32,8 +34,6 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
         dropped = [(o, Decision.missed, "late; missed.mode=none") for o in late]
     for occ, decision, why in dropped:
         state = _missed(state, effects, facts, occ, why, decision=decision)
-    if state.held_ms is not None and len(fire) > 1 and policy.mode is not MissedRunMode.all:
-        state, fire = _held_behind(state, effects, facts, fire)
     held: tuple[int, str] | None = None
     for occ in fire:
         over = over_tenant_cap(state, effects, facts, occ.due_ms)
