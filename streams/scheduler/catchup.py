@@ -12,6 +12,10 @@ from streams.scheduler.dispatch import fire_or_overlap, hold, over_tenant_cap
 from streams.scheduler.state import GAPS_LIMIT, JobState, remember
 from streams.scheduler.step import Effects, Facts, advance_to
 
+HELD_REMEMBERED_MS = 60_000
+"""A job that waited for its tenant's caps keeps `held_ms` this long after it ran again: a job
+that waits again meanwhile is not told `throttled` again (under a flood, once a minute per job,
+not once per run), does not go out ahead, and sums up what it passed over."""
 MISSED_LISTED = 1000
 """Missed occurrences get one history record each up to this many per catch-up; then a summary."""
 
@@ -53,7 +57,9 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
     if held is not None:
         return hold(state, effects, facts, *held)
     state = advance_to(state, cursor, facts)
-    return state if state.held_ms is None else state.evolve(held_ms=None)
+    if state.held_ms is not None and facts.now_ms - state.held_ms > HELD_REMEMBERED_MS:
+        state = state.evolve(held_ms=None)  # a new wait will be told again
+    return state
 
 
 def _held_behind(

@@ -141,7 +141,8 @@ class JobState:
     due time). Set by the logic from the dispatch-ahead setting and what the job is doing."""
     held_ms: int | None = None
     """Its due occurrences wait for the tenant's caps until then (tenant_limits.py): the job
-    looks again at this instant, not at their due time."""
+    looks again at this instant, not at their due time. Kept for a minute after it passed
+    (catchup.HELD_REMEMBERED_MS): the job waited recently."""
     fired: int = 0
     skipped: int = 0
     missed: int = 0

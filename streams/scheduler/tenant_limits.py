@@ -114,6 +114,9 @@ class TenantUse:
     partitions: int = 1
     _fired: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
     _reserved: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    _holders: dict[tuple[str, int], dict[bytes, int]] = field(default_factory=dict)
+    """Which job holds a place in which second: a place is given back once, whatever writes
+    the job has after it."""
 
     def caps(self, tenant: str) -> TenantCaps:
         return TenantCaps.share(
@@ -132,39 +135,42 @@ class TenantUse:
             now_ms,
         )
 
-    def step(
-        self,
-        tenant: str,
-        partition: int,
-        now_ms: int,
-        *,
-        fired: Mapping[int, int],
-        reserved: int | None,
-        released: int | None,
-    ) -> None:
-        """What one step of one of the tenant's jobs did: the runs it started (per second),
-        the place it reserved, the place it gave back (it fired, or reserved another)."""
-        where = (tenant, partition)
-        if fired:
-            mine = self._fired.setdefault(where, {})
-            for second, n in fired.items():
-                mine[second] = mine.get(second, 0) + n
-        places = self._reserved.setdefault(where, {})
-        if released is not None and places.get(released, 0) > 0:
-            places[released] -= 1
-        if reserved is not None:
-            places[reserved] = places.get(reserved, 0) + 1
-        self._prune(where, now_ms // 1000)
+    def fired(self, tenant: str, partition: int, seconds: Mapping[int, int]) -> None:
+        """Count scheduled runs started (per second they may start in)."""
+        mine = self._fired.setdefault((tenant, partition), {})
+        for second, n in seconds.items():
+            mine[second] = mine.get(second, 0) + n
+
+    def reserve(self, tenant: str, partition: int, job: bytes, second: int, now_ms: int) -> None:
+        """`job` holds a place in `second` (in place of any it held)."""
+        self.release(tenant, partition, job)
+        self._holders.setdefault((tenant, partition), {})[job] = second
+        places = self._reserved.setdefault((tenant, partition), {})
+        places[second] = places.get(second, 0) + 1
+        self._prune((tenant, partition), now_ms // 1000)
+
+    def release(self, tenant: str, partition: int, job: bytes) -> None:
+        """`job` gives back the place it holds, if any (it ran, or was deleted)."""
+        holders = self._holders.get((tenant, partition))
+        second = holders.pop(job, None) if holders else None
+        places = self._reserved.get((tenant, partition))
+        if second is not None and places and places.get(second, 0) > 0:
+            places[second] -= 1
 
     def _prune(self, where: tuple[str, int], now_s: int) -> None:
         for table in (self._fired, self._reserved):
             seconds = table.get(where)
             if seconds and min(seconds) < now_s - 1:
                 table[where] = {s: n for s, n in seconds.items() if s >= now_s - 1 and n}
+        holders = self._holders.get(where)
+        if holders and len(holders) > 2 * sum(self._reserved.get(where, {}).values()) + 64:
+            self._holders[where] = {j: s for j, s in holders.items() if s >= now_s - 1}
         if len(self._fired) + len(self._reserved) > 20_000:  # tenants quiet for a while
             for table in (self._fired, self._reserved):
                 for key in [k for k, v in table.items() if not v or max(v) < now_s - 1]:
                     del table[key]
+            for key in [k for k, v in self._holders.items() if k not in self._reserved]:
+                del self._holders[key]
 
 
 INFLIGHT_PREFIX = b"~inflight/"
@@ -207,16 +213,13 @@ class TenantRuns:
         tenant = key.split(b"/", 1)[0].decode()
         before_running, before_held = self._before.get(key, (None, None))
         self._before[key] = (running, held_ms)
-        if held_ms != before_held:  # a new place, or the old one given back
-            self.use.step(
-                tenant, ctx.partition, now_ms, fired=scheduled,
-                reserved=None if held_ms is None else held_ms // 1000,
-                released=None if before_held is None else before_held // 1000,
-            )  # fmt: skip
-        elif scheduled:
-            self.use.step(
-                tenant, ctx.partition, now_ms, fired=scheduled, reserved=None, released=None
-            )
+        where = (tenant, ctx.partition)
+        if scheduled:
+            self.use.fired(*where, scheduled)
+        if held_ms is not None and held_ms != before_held and held_ms > now_ms:
+            self.use.reserve(*where, key, held_ms // 1000, now_ms)  # waits for that second
+        elif scheduled or held_ms is None:
+            self.use.release(*where, key)  # it ran (in its place, or without one), or is gone
         if before_running is None or before_running == running:
             return
         if not self.use.caps(tenant).in_flight:

@@ -240,15 +240,21 @@ def test_a_run_is_refused_exactly_when_a_cap_is_reached(
 
 
 def test_places_are_reserved_and_given_back() -> None:
+    """A place is held by one job and given back once, whatever writes follow."""
     use = TenantUse(fires_per_s=2, partitions=1)
-    use.step("acme", 0, 10_000, fired={10: 2}, reserved=11, released=None)
-    use.step("acme", 0, 10_000, fired={}, reserved=11, released=None)
-    load = use.load("acme", 0, 0, 10_000)
-    assert load.next_place({}) == 12  # second 11 is taken by the two that wait for it
-    use.step("acme", 0, 11_000, fired={11: 1}, reserved=None, released=11)
-    assert use.load("acme", 0, 0, 11_000).reserved == {11: 1}
-    use.step("acme", 0, 200_000, fired={200: 1}, reserved=None, released=None)
-    assert use.load("acme", 0, 0, 200_000).fired == {200: 1}  # old seconds forgotten
+    use.fired("acme", 0, {10: 2})
+    use.reserve("acme", 0, b"acme/a", 11, 10_000)
+    use.reserve("acme", 0, b"acme/b", 11, 10_000)
+    assert use.load("acme", 0, 0, 10_000).next_place({}) == 12  # second 11 is held by two
+    use.reserve("acme", 0, b"acme/b", 13, 10_000)  # b moved on: 11 has room for one more
+    assert use.load("acme", 0, 0, 10_000).reserved == {11: 1, 13: 1}
+    use.release("acme", 0, b"acme/a")
+    use.release("acme", 0, b"acme/a")  # once only
+    assert use.load("acme", 0, 0, 11_000).reserved == {11: 0, 13: 1}
+    use.fired("acme", 0, {200: 1})
+    use.reserve("acme", 0, b"acme/c", 201, 200_000)
+    load = use.load("acme", 0, 0, 200_000)
+    assert 10 not in load.fired and 11 not in load.reserved  # old seconds forgotten
 
 
 @settings(max_examples=40, deadline=None)
