@@ -96,12 +96,9 @@ class Stack:
         }
 
 
-def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
-    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions.
-    One consumer reads the outcomes as they come (re-reading the topic on every poll would
-    take the CPU the workers are being measured on)."""
-    codec = Codec()
-    topic = Topics(settings).outcomes
+def reader(settings: KadenceSettings, topic: str) -> Consumer:
+    """A consumer of every partition of one of the jobs' topics, from its start, committed
+    records only, in a group of its own."""
     consumer = Consumer(
         {
             "bootstrap.servers": settings.bootstrap_servers,
@@ -111,6 +108,15 @@ def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
+    return consumer
+
+
+def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
+    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions.
+    One consumer reads the outcomes as they come (re-reading the topic on every poll would
+    take the CPU the workers are being measured on)."""
+    codec = Codec()
+    consumer = reader(settings, Topics(settings).outcomes)
     deadline = time.monotonic() + timeout_s
     out: list[ExecutionOutcome] = []
     ids: set[str] = set()

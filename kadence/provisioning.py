@@ -70,13 +70,7 @@ def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
     warn_under_replicated(existing, list(wanted), len(cluster.brokers))
     created: list[str] = []
     if missing:
-        for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():
-            try:
-                future.result()
-                created.append(name)
-            except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise TopicError(f"cannot create topic {name}: {exc}") from exc
+        created = _create(admin, missing, timeout_s)
         existing = _wait_visible(admin, [t.topic for t in missing], timeout_s)
     _verify(admin, settings, wanted, existing, timeout_s)
     if created:
@@ -247,15 +241,22 @@ def _tenant_topics(
                  config={**config, **replication.config()})
         for n in absent
     ]  # fmt: skip
+    created = _create(admin, wanted, timeout_s)
+    _wait_visible(admin, created, timeout_s)
+    return created
+
+
+def _create(admin: AdminClient, topics: list[NewTopic], timeout_s: float) -> list[str]:
+    """Create `topics`; one that already exists (made meanwhile by another) is no error.
+    Returns the names this call created."""
     created: list[str] = []
-    for name, future in admin.create_topics(wanted, request_timeout=timeout_s).items():
+    for name, future in admin.create_topics(topics, request_timeout=timeout_s).items():
         try:
             future.result()
             created.append(name)
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise TopicError(f"cannot create topic {name}: {exc}") from exc
-    _wait_visible(admin, created, timeout_s)
     return created
 
 
