@@ -105,7 +105,7 @@ bench-execution: deps broker
 # the midnight suite (issue #8): B1 burst at three sizes, B2 sustained rates, B3 noisy
 # neighbour with and without tenant fairness, B4 failover, the peers on the same machine
 # (needs Debian's redis-server and PostgreSQL), the plots
-.PHONY: bench-b1 bench-sustained bench-noisy bench-failover bench-peers bench-plots peers-deps
+.PHONY: bench-b1 bench-sustained bench-noisy bench-flood bench-failover bench-peers bench-plots peers-deps
 bench-b1: deps broker
 	for n in 10000 100000 250000; do $(BIN)/python -m bench.scheduler burst --jobs $$n || exit 1; done
 
@@ -114,6 +114,11 @@ bench-sustained: deps broker
 
 bench-failover: deps broker
 	$(BIN)/python -m bench.failover --fault all --jobs 50 --seconds 60
+
+# B6: one tenant with 10 000 per-second jobs beside twenty small ones: with no cap, with the
+# default caps, with a cap of 300 a second for the flooding tenant (bench/tenant_flood.py)
+bench-flood: deps broker
+	$(BIN)/python -m bench.tenant_flood
 
 bench-noisy: deps broker
 	$(BIN)/python -m bench.execution noisy --jobs 100000 --small 50 --each 20 --lead 150 --concurrency 128

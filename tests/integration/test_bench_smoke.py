@@ -11,6 +11,7 @@ from bench import execution as bench_execution
 from bench import failover as bench_failover
 from bench import scheduler as bench
 from bench import sustained as bench_sustained
+from bench import tenant_flood as bench_flood
 
 
 @pytest.mark.slow
@@ -88,3 +89,17 @@ def test_failover_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
     assert result["expected"] == 5 * 20
     assert result["back_on_time_after_s"] < 30
     assert any("kill -9 worker w0" in line for line in result["log"])
+
+
+@pytest.mark.slow
+def test_tenant_flood_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """B6 on a small load: the flooding tenant is held to its cap, the other one starts all
+    its runs, and the waits are in its history and the scheduler's metrics."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    load = ["--flood", "60", "--small", "2", "--each", "2", "--warm", "3", "--seconds", "6"]
+    assert bench_flood.main([*load, "--configs", "flood=12", *args]) == 0
+    [result] = json.loads((tmp_path / "tenant-flood.json").read_text())
+    assert result["flood_runs_started_per_s"] <= 12 + 1  # the cap, counted per second
+    assert result["small_runs_started"] == result["small_runs_due"] == 2 * 2 * 6
+    assert result["flood_metrics_not_run"]["throttled"] > 0
+    assert set(result["cpu_s"]) == {"s", "r", "w0", "w1"}
