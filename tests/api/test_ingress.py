@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from apps.processes import ChildProcess
 from kadence.codec import Codec
@@ -28,6 +31,14 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 CODEC = Codec()
 
 
+def _assigned(proc: ChildProcess, times: int = 1) -> None:
+    """Wait until the ingress has its partitions (the event sources start at their end)."""
+    deadline = time.monotonic() + 60
+    while proc.output().count("ingress assigned") < times:
+        assert proc.running and time.monotonic() < deadline, proc.output()[-2000:]
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def ingress(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildProcess]:
     provision_ingress(api.settings, "acme")
@@ -35,10 +46,7 @@ def ingress(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chil
     proc = ChildProcess("apps.ingress", api.settings.model_copy(update={"instance_id": "i"}), log)
     try:
         proc.start()
-        deadline = time.monotonic() + 60
-        while "ingress assigned" not in proc.output():  # the event sources start at their end
-            assert proc.running and time.monotonic() < deadline, proc.output()[-2000:]
-            time.sleep(0.2)
+        _assigned(proc)
         yield proc
     finally:
         proc.stop()
@@ -123,3 +131,41 @@ def _events(api: Api, tenant: str, kind: str, wait_s: float = 2) -> list[dict[st
         return []
     docs = [json.loads(m.value() or b"null") for m in got]
     return [d for d in docs if d["type"] == kind and d["tenant"] == tenant]
+
+
+def test_an_ingress_killed_mid_stream_loses_and_doubles_nothing(
+    api: Api, ingress: ChildProcess, tmp_path: Path
+) -> None:
+    """kill -9 of one of two ingress processes while a tenant writes 2 000 definitions: the
+    other takes its partitions over, and `schedules` holds each definition exactly once
+    (the killed one's open transaction is aborted, its input read again from the offsets it
+    committed with its output)."""
+    settings = api.settings.model_copy(update={"instance_id": "doomed", "session_timeout_ms": 6000})
+    doomed = ChildProcess("apps.ingress", settings, tmp_path / "doomed.log")
+    try:
+        doomed.start()
+        _assigned(doomed)
+        _assigned(ingress, 2)  # the group has rebalanced over both
+        schedules_in, _ = ingress_topics(api.settings, "acme")
+        producer = Producer({"bootstrap.servers": api.settings.bootstrap_servers})
+        for i in range(2_000):
+            doc = {"tenant": "acme", "job_id": f"k-{i}", "version": 1,
+                   **api.job("0 0 1 1 *")}  # fmt: skip
+            producer.produce(schedules_in, json.dumps(doc).encode(), f"acme/k-{i}".encode())
+            if i == 600:
+                producer.flush(10)
+                doomed.signal(signal.SIGKILL)  # mid-stream: it was routing what came before
+        assert producer.flush(10) == 0
+    finally:
+        doomed.stop()
+    topic = Topics(api.settings).schedules
+
+    def routed() -> list[bytes]:
+        got = read_topic(api.settings.bootstrap_servers, topic, 100_000, 3)
+        return [m.key() or b"" for m in got if (m.key() or b"").startswith(b"acme/k-")]
+
+    keys = api.wait(lambda: len(got := routed()) >= 2_000 and got, 90, "every definition routed")
+    time.sleep(2)
+    keys = routed()
+    assert len(keys) == 2_000, f"{len(keys) - len(set(keys))} doubled"
+    assert set(keys) == {f"acme/k-{i}".encode() for i in range(2_000)}
