@@ -31,6 +31,7 @@ from streams.ingress.events import Events
 from streams.ingress.route import Router
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
+from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.records import InputRecord, record_of
 
@@ -107,14 +108,14 @@ class IngressLoop:
         """The event sources start at their end where this group has no offset yet."""
         sources = [tp for tp in partitions if tp.topic in self.events.sources]
         fresh: set[tuple[str, int]] = set()
-        if sources:
-            committed = consumer.committed(sources, timeout=30)
+        if sources:  # through a broker's passing trouble, as the runtime reads its offsets
+            committed = retrying(lambda: consumer.committed(sources, timeout=30), "offsets")
             fresh = {(tp.topic, tp.partition) for tp in committed if tp.offset < 0}
         for tp in partitions:
             if (tp.topic, tp.partition) in fresh:
                 tp.offset = OFFSET_END
         consumer.assign(partitions)
-        print(f"ingress assigned {len(partitions)} partitions", flush=True)
+        log.info("ingress assigned %d partitions", len(partitions))
 
     def _route(self, msg: MessageLike, now: int) -> None:
         self.stats.records += 1
