@@ -23,6 +23,7 @@ from kadence.models import (
     ReplayDeadLetter,
     ScheduleDefinition,
     WireModel,
+    job_key,
     split_job_key,
 )
 from kadence.models.base import IDENT_RE
@@ -91,7 +92,7 @@ class Router:
     def _definition(self, tenant: str, key: bytes | None, value: bytes | None) -> list[Out]:
         if value is None:  # a delete: the job's key names it
             job_id = self._own_key(tenant, key)
-            slot = job_key_bytes(tenant, job_id)
+            slot = job_key(tenant, job_id).encode()
             return [Out(self.topics.schedules, p, slot, None, []) for p in range(self.partitions)]
         definition = self.codec.decode(value, (ScheduleDefinition,), ScheduleDefinition)
         assert isinstance(definition, ScheduleDefinition)
@@ -148,10 +149,6 @@ class Router:
             raise IngressRefusedError("foreign_tenant", _foreign(tenant, said))
         if key is not None and key != expected_key.encode():
             raise IngressRefusedError("key_mismatch", f"record key {key!r} is not {expected_key}")
-
-
-def job_key_bytes(tenant: str, job_id: str) -> bytes:
-    return f"{tenant}/{job_id}".encode()
 
 
 def _foreign(tenant: str, said: str) -> str:
