@@ -33,7 +33,9 @@ class TargetServer:
     """POST /ok -> 200; /fail -> 503; /flaky -> 503 on attempt 1, then 200; /slow?s=N -> 200
     after N s; /hang -> never answers
     (until the server stops); /redirect?to=URL -> 302. `keep_alive`: HTTP/1.1, a connection
-    serves request after request (else HTTP/1.0, closed after each answer)."""
+    serves request after request (else HTTP/1.0, closed after each answer). Any path with
+    `?gated=1` answers only while `gate` is open (a test holds a run in flight for as long as
+    it needs, instead of racing a timer)."""
 
     keep_alive: bool = False
     connections: int = 0
@@ -41,6 +43,11 @@ class TargetServer:
     hits: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event = field(default_factory=threading.Event)
+    """Open unless a test closes it: requests with `?gated=1` wait for it."""
+
+    def __post_init__(self) -> None:
+        self.gate.set()
 
     def start(self) -> TargetServer:
         outer = self
@@ -66,6 +73,9 @@ class TargetServer:
                     outer.stopping.wait(float(query["s"][0]))
                 elif url.path == "/hang":
                     outer.stopping.wait(600)
+                if query.get("gated") == ["1"]:
+                    while not outer.gate.wait(0.1) and not outer.stopping.is_set():
+                        pass
                 hit.done = time.time()
                 first_try = self.headers.get("kadence-attempt") == "1"
                 if url.path == "/fail" or (url.path == "/flaky" and first_try):

@@ -90,8 +90,8 @@ def test_forged_control_records_on_commands_are_rejected_and_change_nothing(api:
     assert api.http.delete("/v1/jobs/victim", headers=h).status_code == 204
 
 
-def _dead_letter(api: Api, h: dict[str, str], job: str) -> str:
-    r = api.http.post(f"/v1/jobs/{job}", json=api.job(path="/fail"), headers=h)
+def _dead_letter(api: Api, h: dict[str, str], job: str, path: str = "/fail") -> str:
+    r = api.http.post(f"/v1/jobs/{job}", json=api.job(path=path), headers=h)
     assert r.status_code == 201, r.text
     eid: str = api.http.post(f"/v1/jobs/{job}/trigger", json={}, headers=h).json()["execution_id"]
     api.wait(lambda: _letter(api, h, eid), what="the dead letter")
@@ -107,18 +107,27 @@ def _letter(api: Api, h: dict[str, str], eid: str) -> dict[str, Any] | None:
 def test_a_dead_letter_replays_once_at_a_time(api: Api, deleted: bool) -> None:
     """Thirty replays in a row: the first is accepted, the other 29 answer 409 naming the
     first's request id, and the target sees one more run; once that replay has ended (the
-    target still fails) the letter can be replayed again."""
+    target still fails) the letter can be replayed again. The target holds the replayed run
+    until all thirty were answered: a run that ended in between would rightly let a second
+    replay through."""
     h = api.as_("globex")
     job = f"replayed-{deleted}".lower()
-    eid = _dead_letter(api, h, job)
+    eid = _dead_letter(api, h, job, "/fail?gated=1")
     if deleted:
         assert api.http.delete(f"/v1/jobs/{job}", headers=h).status_code == 204
-    answers = [api.http.post(f"/v1/dead-letters/{eid}/replay", headers=h) for _ in range(30)]
-    assert answers[0].status_code == 202, answers[0].text
-    first = answers[0].json()["request_id"]
-    assert [a.status_code for a in answers[1:]] == [409] * 29
-    assert {a.json()["detail"]["request_id"] for a in answers[1:]} == {first}
-    api.wait(lambda: len(_hits(api, eid, "/fail")) >= 2, what="the replayed run")
+    api.target.gate.clear()
+    try:
+        answers = [api.http.post(f"/v1/dead-letters/{eid}/replay", headers=h) for _ in range(30)]
+        assert answers[0].status_code == 202, answers[0].text
+        first = answers[0].json()["request_id"]
+        assert [a.status_code for a in answers[1:]] == [409] * 29
+        assert {a.json()["detail"]["request_id"] for a in answers[1:]} == {first}
+        api.wait(lambda: len(_hits(api, eid, "/fail")) >= 2, what="the replayed run")
+        late = api.http.post(f"/v1/dead-letters/{eid}/replay", headers=h)
+        assert late.status_code == 409, late.text  # while it runs, too
+        assert late.json()["detail"]["request_id"] == first
+    finally:
+        api.target.gate.set()
 
     def ended() -> bool:
         letter = _letter(api, h, eid)
