@@ -31,7 +31,7 @@ from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, Outc
 from kadence.replication import Replication
 from kadence.settings import KafkaOptions, kafka_config
 from kadence.target_topics import MAX_TOPIC_NAME
-from kadence.targets import Result, Stop
+from kadence.targets import Delivery, Result, Stop
 from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
@@ -186,6 +186,18 @@ class KafkaTopicCaller:
         self._start_poller()
         stop.on_stop(lambda: settle(_stopped(stop)))
         return result
+
+    def delivery(self, ex: ExecutionRequested, record: bytes | None) -> Delivery | None:
+        """The tenant's record for `ex`, for the worker's own transaction (`Delivers`); None
+        while its topic is not known to exist (preparing it), or when no record can go there."""
+        topic = self.topic_for(ex)
+        if topic not in self._known:
+            self.prepare(ex)
+            return None
+        if record is None or not record.startswith(self._current):
+            record = self.codec.encode(ex)
+        value, headers = delivered(ex, record, self._fingerprint)
+        return Delivery(topic, ex.key.encode(), value, headers)
 
     def can_start(self, ex: ExecutionRequested) -> bool:
         """Its topic is known to exist (else the blocking call creates it first)."""

@@ -153,6 +153,14 @@ class KadenceSettings(BaseSettings):
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
     previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
+    worker_kafka_exactly_once: bool = True
+    """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
+    carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the
+    tenant's topic sees each execution exactly once whatever crashes (docs/execution.md). False:
+    the previous path, a claim under a lease, then an idempotent producer of the target's own
+    (at least once, with the idempotency key)."""
+    worker_deliveries_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
+    """Kafka-topic runs one worker transaction delivers at most (with exactly once)."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""

@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from kadence.headers import Headers
 from kadence.models import ErrorInfo, ExecutionRequested, OutcomeStatus
 
 
@@ -97,6 +98,29 @@ class Starts(Protocol):
         """Whether `start` would take `ex` now without a thread: such a run does not take one
         of the worker's slots. Must return at once; a wrong yes only makes the run wait for a
         pool thread."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """The one record a run amounts to, for the worker to write in its own transaction."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    headers: Headers
+
+
+@runtime_checkable
+class Delivers(Protocol):
+    """A target whose run is one record on a Kafka topic: the worker may write that record in
+    the transaction that also carries the run's outcome and the consumer offsets past its
+    execution, so a `read_committed` reader sees it exactly once (streams/worker/delivering.py).
+    """
+
+    def delivery(self, ex: ExecutionRequested, record: bytes | None) -> Delivery | None:
+        """The record for `ex` (`record`: as in `Forwards`), or None when it cannot be written
+        that way now (its topic is not known to exist yet). Must return at once."""
         ...
 
 

@@ -6,8 +6,10 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError
+
 from kadence.models import ExecutionRequested, HeldRange
-from kadence.targets import Result, Stop, Target
+from kadence.targets import Delivery, Result, Stop, Target
 from streams.worker.inbox import Item
 
 log = logging.getLogger(__name__)
@@ -20,10 +22,14 @@ class ActiveRun:
     item: Item
     stop: Stop
     started_ms: int
+    """The claim's time, then the moment the run is handed to its target (`Worker.start`, and
+    for a run on the pool when a pool thread takes it)."""
     lease_expires_ms: int
     next_renew_ms: int
     future: Future[Result] | None = None
     """Set once the claim has committed and the invocation started."""
+    finished_ms: int | None = None
+    """When its invocation ended (for a Kafka produce: the broker's acknowledgement)."""
     pooled: bool = True
     """Its invocation takes a thread of the pool, so one of the worker's slots (a run its
     target starts without a thread does not)."""
@@ -34,6 +40,19 @@ class ActiveRun:
     @property
     def execution(self) -> ExecutionRequested:
         return self.item.execution
+
+
+@dataclass(eq=False)
+class Delivered:
+    """A run delivered in the open transaction: its record and its outcome go together
+    (streams/worker/delivering.py)."""
+
+    run: ActiveRun
+    delivery: Delivery | None
+    """None: reported failed without its record (`refused`)."""
+    refused: Result | None = None
+    error: KafkaError | None = None
+    """What the broker said of its record, if it refused it."""
 
 
 @dataclass
@@ -50,6 +69,8 @@ class TxnWork:
     snapshot); each one's lease is renewed once it commits."""
     ranges: list[HeldRange] = field(default_factory=list)
     """`held` by reference, as the snapshot lists it."""
+    deliveries: list[Delivered] = field(default_factory=list)
+    """Runs whose record goes in this transaction with their outcome (no lease)."""
 
 
 def invoke(caller: Target, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:

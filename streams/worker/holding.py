@@ -216,10 +216,16 @@ class Holdings:
         return run
 
     def claim_ahead(
-        self, txn: TxnWork, now: int, runs: Mapping[str, ActiveRun], claiming: set[str]
+        self,
+        txn: TxnWork,
+        now: int,
+        runs: Mapping[str, ActiveRun],
+        claiming: set[str],
+        leaseless: Callable[[Item], bool] = lambda _item: False,
     ) -> None:
         """Claim executions due within half their lease TTL (so each lease outlives its wait
-        by half a TTL at least), up to `ahead_max` waiting at once and within `room`."""
+        by half a TTL at least), up to `ahead_max` waiting at once and within `room`; never
+        one `leaseless` accepts (delivered in a transaction when due)."""
         room = min(self.ahead_max - len(self.claimed), self.room(len(runs)) - len(txn.claims))
         if room <= 0:
             return
@@ -227,7 +233,7 @@ class Holdings:
         def ready(item: Item) -> bool:
             ex = item.execution
             busy = ex.execution_id in runs or ex.execution_id in self.claimed
-            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy
+            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy and not leaseless(item)
 
         for item in self.inbox.upcoming(now + self.lead_ms, room, ready):
             if item.execution.execution_id not in claiming:

@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from kadence.models import OutcomeStatus
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 class InFlight:
-    def __init__(self, metrics: WorkerMetrics) -> None:
+    def __init__(self, metrics: WorkerMetrics, now_ms: Callable[[], int]) -> None:
         self.metrics = metrics
+        self.now_ms = now_ms
         self.runs: dict[str, ActiveRun] = {}
         """execution id -> the run, until its outcome commits."""
         self.by_tenant: Counter[str] = Counter()
@@ -77,7 +79,8 @@ class InFlight:
         future.add_done_callback(lambda f: self.completed(run, f))
 
     def completed(self, run: ActiveRun, future: Future[Result]) -> None:
-        """On the invocation's thread: queue the finished run and wake the loop."""
+        """On the invocation's thread: stamp and queue the finished run, wake the loop."""
+        run.finished_ms = self.now_ms()
         if not future.cancelled():  # cancelled: the pool was shut down with the worker
             self._completed.put(run)
             self._wake.set()

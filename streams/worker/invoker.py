@@ -24,9 +24,12 @@ log = logging.getLogger(__name__)
 
 
 class Invoker:
-    def __init__(self, targets: dict[str, Target], pool: Executor) -> None:
+    def __init__(
+        self, targets: dict[str, Target], pool: Executor, now_ms: Callable[[], int]
+    ) -> None:
         self.targets = targets
         self.pool = pool
+        self.now_ms = now_ms
         self._forwarders: dict[str, Callable[..., Result]] = {}
         self._starters: dict[str, Callable[..., Future[Result] | None]] = {}
         self._can_start: dict[str, Callable[[ExecutionRequested], bool]] = {}
@@ -73,7 +76,12 @@ class Invoker:
         if forward is not None and record is not None:
             caller = functools.partial(forward, record=record)
         deadline = time.monotonic() + ex.timeout_ms / 1000
-        return self.pool.submit(invoke, caller, ex, run.stop, deadline)
+        return self.pool.submit(self._handed, run, caller, deadline)
+
+    def _handed(self, run: ActiveRun, caller: Target, deadline: float) -> Result:
+        """On a pool thread: the run is handed to its target now."""
+        run.started_ms = self.now_ms()
+        return invoke(caller, run.execution, run.stop, deadline)
 
 
 def _ended(result: Result) -> Future[Result]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -53,6 +52,8 @@ from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.delivering import Deliveries
+from streams.worker.draining import drain
 from streams.worker.holding import Holdings, claim
 from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.inflight import InFlight
@@ -86,12 +87,20 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
         self.inbox = Inbox(Fairness.of(settings))
-        self.inflight = InFlight(self.metrics)
+        self.inflight = InFlight(self.metrics, clock.now_ms)
         self.runs = self.inflight.runs
         self.summary = RunSummary(clock.now_ms())
         self.holdings = Holdings(settings, self.worker_id, self.inbox)
         self.pool = ThreadPoolExecutor(settings.worker_concurrency, thread_name_prefix="invoke")
-        self.invoker = Invoker(targets, self.pool)
+        self.invoker = Invoker(targets, self.pool, clock.now_ms)
+        self.deliveries = Deliveries(
+            settings,
+            targets,
+            inbox=self.inbox,
+            clock=clock,
+            metrics=self.metrics,
+            summary=self.summary,
+        )
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
@@ -151,36 +160,40 @@ class Worker:
         for msg in msgs:
             self._read(msg)
         now = self.clock.now_ms()
-        self._police(now)
+        self.police(now)
         self.inflight.collect()
         txn = TxnWork()
         claiming: set[str] = set()
         paced = self.holdings.paced()
-        for item in self._due(now, paced):
+        for item in self.due(now, paced):
             ex = item.execution
             ahead = self.holdings.starting(item)
             if ahead is not None:
-                self._start(ahead, now)  # claimed ahead: starts at its due instant, no commit
+                self.start(ahead)  # claimed ahead: starts at its due instant, no commit
                 continue
             if ex.execution_id in self.runs or ex.execution_id in claiming:
                 self.inbox.hold(item)  # a newer delivery of a run of ours that lost its lease:
                 continue  # it starts once that run has ended and been reported
             claiming.add(ex.execution_id)
-            txn.claims.append(claim(item, now))
-        if paced and not txn.claims:  # too soon for the next snapshot: only starts this turn
+            if not self.deliveries.route(item, txn, now):
+                txn.claims.append(claim(item, now))
+        if paced and not txn.claims and not txn.deliveries:  # too soon for the next snapshot
             return
-        self.holdings.claim_ahead(txn, now, self.runs, claiming)
+        self.holdings.claim_ahead(txn, now, self.runs, claiming, self.deliveries.wanted)
         self.inflight.report(txn)
         self.holdings.snapshot(txn, now, self.runs.values())
         offsets = self.inbox.offsets()
+        if txn.deliveries and self.deliveries.unnamed(txn, offsets):
+            offsets = self.inbox.offsets()
         moved = offsets != self._last_offsets
         periodic = moved and now - self._last_commit_ms >= OFFSET_COMMIT_INTERVAL_MS
         leases = txn.claims or txn.renewals or txn.finished or txn.held is not None
+        leases = leases or bool(txn.deliveries)
         if leases or self._rejects or periodic:
-            self._commit(txn, now, offsets)
+            self.commit(txn, now, offsets)
         self.summary.tick(now, len(self.runs))
 
-    def _due(self, now: int, paced: bool = False) -> list[Item]:
+    def due(self, now: int, paced: bool = False) -> list[Item]:
         """What may start or be claimed now: runs needing a pool thread within the free slots,
         and every run within what one lease snapshot is sure to list (`Holdings.room`; none
         while `paced`: only claims ahead start)."""
@@ -245,7 +258,7 @@ class Worker:
             except Exception:  # a target bug must not kill the worker
                 log.exception("target %s could not prepare %s", ex.target.kind, ex.execution_id)
 
-    def _police(self, now: int) -> None:
+    def police(self, now: int) -> None:
         """Self-fence runs whose lease ran out, stop runs past their timeout, note the renewals
         due (only runs with a deadline by `now` are looked at: InFlight.police); claims ahead
         whose lease ran out are dropped (the reaper redelivers them)."""
@@ -254,14 +267,17 @@ class Worker:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _commit(self, txn: TxnWork, now: int, offsets: dict[int, tuple[int, str]]) -> None:
-        police = lambda: self._police(self.clock.now_ms())  # noqa: E731 - while retrying
+    def commit(self, txn: TxnWork, now: int, offsets: dict[int, tuple[int, str]]) -> None:
+        police = lambda: self.police(self.clock.now_ms())  # noqa: E731 - while retrying
         self.session.begin()
         try:
             for partition, key, record in self.holdings.writer.records(txn, now):
                 self._emit(self.topics.leases, partition, key, record)
             for run, result in txn.finished:
                 self._outcome(run, result, now)
+            for d in txn.deliveries:
+                self.deliveries.produce(d, self.session.produce)
+                self._outcome(d.run, d.refused or Result.ok(), d.run.started_ms)
             for reject in self._rejects:
                 self.session.produce(*reject)
         except KafkaException as exc:
@@ -293,7 +309,8 @@ class Worker:
         for run, result in txn.finished:
             self._ended(run, result)
         for run in txn.claims:
-            self._start(run, now)
+            self.start(run)
+        self.deliveries.committed(txn.deliveries)
 
     def _failed(self, txn: TxnWork, outcome: Outcome) -> None:
         """The transaction was aborted (or its producer replaced, which aborts it): claims go
@@ -301,12 +318,13 @@ class Worker:
         log.warning("transaction %s: claims not started, renewals not counted", outcome.value)
         for run in txn.claims:
             self.inbox.hold(run.item)
+        self.deliveries.failed(txn.deliveries)
         self.holdings.failed(txn)
 
-    def _start(self, run: ActiveRun, now: int) -> None:
+    def start(self, run: ActiveRun) -> None:
         ex = run.execution
-        run.started_ms = now  # a claim ahead waited since its claim
-        lateness_s = max(0, now - run.item.due_ms) / 1000
+        run.started_ms = self.clock.now_ms()  # handed to its target now (not the turn's time)
+        lateness_s = max(0, run.started_ms - run.item.due_ms) / 1000
         log.debug(
             "started %s delivery %d attempt %d (%.3f s after due)",
             ex.execution_id,
@@ -349,46 +367,8 @@ class Worker:
     # -- shutdown ----------------------------------------------------------------------------
 
     def drain(self, grace: timedelta = timedelta(seconds=20)) -> None:
-        """Graceful stop: claim nothing new, but start each claim ahead at its due instant as
-        usual; let running invocations finish (renewing their leases) for up to `grace` and
-        report them. What still runs after that is stopped without an outcome, and a claim
-        ahead due after it is left to its lease: both expire and the reaper redelivers them.
-        Executions read but not claimed are the next owner's (their positions never moved)."""
-        deadline = time.monotonic() + grace.total_seconds()
-        self.inbox.serve_claimed_only()
-        while self._draining(deadline):
-            now = self.clock.now_ms()
-            self._police(now)
-            self.inflight.collect()
-            for item in self._due(now):
-                ahead = self.holdings.starting(item)
-                if ahead is not None:
-                    self._start(ahead, now)
-            txn = TxnWork()
-            self.inflight.report(txn)
-            self.holdings.snapshot(txn, now, self.runs.values())
-            if txn.finished or txn.renewals or txn.held is not None:
-                self._commit(txn, now, self.inbox.offsets())
-            self.inflight.wait(0.005 if self.holdings.claimed else 0.05)
-        if self.runs or self.holdings.claimed:
-            log.warning(
-                "%d runs still going and %d claimed ahead at shutdown; their leases expire and "
-                "the reaper redelivers them",
-                len(self.runs),
-                len(self.holdings.claimed),
-            )
-            for run in self.runs.values():
-                run.stop.set(OutcomeStatus.cancelled)
-
-    def _draining(self, deadline: float) -> bool:
-        """Runs still going, or a claim ahead due before the grace runs out."""
-        left_ms = (deadline - time.monotonic()) * 1000
-        if left_ms <= 0:
-            return False
-        until = self.clock.now_ms() + left_ms
-        return bool(self.runs) or any(
-            r.item.due_ms <= until for r in self.holdings.claimed.values()
-        )
+        """Graceful stop (streams/worker/draining.py)."""
+        drain(self, grace)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

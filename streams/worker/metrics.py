@@ -30,6 +30,14 @@ class WorkerMetrics:
             buckets=LATENESS_BUCKETS,
             registry=self.registry,
         )
+        self.visible_lateness = Histogram(
+            "kadence_worker_visible_lateness_seconds",
+            "Kafka-topic runs delivered exactly once: the commit that made the record visible "
+            "to read_committed consumers, minus the due time",
+            ["tenant"],
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
         self.renewals = Counter(
             "kadence_worker_lease_renewals", "Lease renewals committed", registry=self.registry
         )
@@ -46,3 +54,6 @@ class WorkerMetrics:
 
     def finished(self, tenant: str, status: str) -> None:
         self.finished_total.labels(self.tenant(tenant), status).inc()
+
+    def visible(self, tenant: str, lateness_s: float) -> None:
+        self.visible_lateness.labels(self.tenant(tenant)).observe(lateness_s)

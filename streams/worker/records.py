@@ -40,10 +40,12 @@ def lease_event(
 
 
 def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> ExecutionOutcome:
-    """The run's outcome. A run whose lease was lost reports `lease_lost` whatever the target
+    """The run's outcome, ended when its invocation did (`now_ms` if that was not stamped).
+    A run whose lease was lost reports `lease_lost` whatever the target
     said (the reaper has handed it on); a timeout or cancel without an error gets one."""
     ex = run.execution
     status, error = result.status, result.error
+    ended = now_ms if run.finished_ms is None else run.finished_ms
     if run.lease_lost and status is not OutcomeStatus.lease_lost:
         what = status.value + (f" ({error.message})" if error else "")
         error = ErrorInfo(
@@ -68,7 +70,7 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
         nominal_at=ex.nominal_at,
         due_at=ex.due_at,
         started_at=ms_to_datetime(run.started_ms),
-        finished_at=ms_to_datetime(max(now_ms, run.started_ms)),
+        finished_at=ms_to_datetime(max(ended, run.started_ms)),
     )
 
 

@@ -289,3 +289,24 @@ def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_after_its_own_run
         (OutcomeStatus.lease_lost, 1),
         (OutcomeStatus.succeeded, 2),
     ]
+
+
+def test_an_outcome_says_when_the_target_ended_not_when_the_outcome_was_written(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """A run that ended at +500 ms and whose outcome committed at +900 ms finished at +500."""
+    gate = Gate()
+    worker = driver.worker(settings, {"kafka": gate})
+    send(driver, topics, execution())
+    driver.turn(worker)
+    until(lambda: bool(gate.calls))
+    driver.advance(500)
+    gate.finish.set()
+    until(lambda: finished(worker))
+    driver.advance(400)
+    driver.turn(worker)
+    [outcome] = [
+        o for o in driver.records(topics.outcomes, OUTCOMES) if isinstance(o, ExecutionOutcome)
+    ]
+    assert outcome.started_at == ms_to_datetime(START_MS)
+    assert outcome.finished_at == ms_to_datetime(START_MS + 500)

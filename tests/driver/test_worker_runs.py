@@ -265,6 +265,11 @@ def test_per_run_lines_are_debug_and_a_summary_is_logged_every_ten_seconds(
     )
 
 
+def claimed_path(settings: KadenceSettings) -> KadenceSettings:
+    """The Kafka target's own path (a claim, then its producer): without exactly once."""
+    return settings.model_copy(update={"worker_kafka_exactly_once": False})
+
+
 class NoEncoding(Codec):
     def encode(self, record: WireModel) -> bytes:
         raise AssertionError("the execution was encoded again")
@@ -273,11 +278,12 @@ class NoEncoding(Codec):
 def test_the_kafka_target_gets_the_bytes_the_worker_read(
     driver: Driver, settings: KadenceSettings, topics: Topics
 ) -> None:
+    """On the claimed path (without exactly once; with it, test_worker_delivery.py)."""
     kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, NoEncoding())  # never connects
     kafka.producer = Producer()  # type: ignore[assignment]
     ex = execution(0)
     kafka._known.add(kafka.topic_for(ex))
-    worker = driver.worker(settings, {"kafka": kafka})
+    worker = driver.worker(claimed_path(settings), {"kafka": kafka})
     message = driver.send(topics.executions, ex, key=ex.routing_key, partition=0)
     driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker)
     assert outcomes(driver, topics)[0].status is OutcomeStatus.succeeded
@@ -292,7 +298,7 @@ def test_a_kafka_run_takes_no_thread_and_still_times_out_at_its_deadline(
     kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, Codec())  # never connects
     producer = Producer(hold=True)  # no ack ever comes
     kafka.producer = producer  # type: ignore[assignment]
-    worker = driver.worker(settings, {"kafka": kafka})
+    worker = driver.worker(claimed_path(settings), {"kafka": kafka})
     monkeypatch.setattr(worker.pool, "submit", pytest.fail)
     ex = execution(0, timeout_ms=2_000)
     kafka._known.add(kafka.topic_for(ex))
@@ -315,7 +321,7 @@ def test_a_kafka_run_whose_topic_is_new_runs_on_the_pool_with_the_bytes_read(
     kafka.producer = Producer()  # type: ignore[assignment]
     created: list[str] = []
     monkeypatch.setattr(kafka, "_ensure", created.append)  # (prepare() calls it too)
-    worker = driver.worker(settings, {"kafka": kafka})
+    worker = driver.worker(claimed_path(settings), {"kafka": kafka})
     ex = execution(0)
     message = driver.send(topics.executions, ex, key=ex.routing_key, partition=0)
     driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker)

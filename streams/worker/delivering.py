@@ -1,0 +1,216 @@
+"""Kafka-topic runs delivered in the worker's own transaction: exactly once to the tenant.
+
+A due execution whose target `Delivers` (the Kafka topic target, its topic known to exist) is
+not claimed under a lease. The worker writes the tenant's record, the run's outcome
+(`succeeded`) and the consumer offsets that pass the execution in one transaction, so all of it
+commits or none of it does:
+- the worker dies before the commit: nothing is visible, the offsets did not move, and the
+  partition's next owner reads the execution again and delivers it;
+- a worker cut off from its group (SIGSTOP, a network partition) cannot commit once the group
+  has moved on: its offsets carry the group generation, so the new owner's delivery is the
+  only one;
+- there is no lease, so the reaper never redelivers it.
+A `read_committed` consumer of the tenant's topic therefore sees each execution once.
+
+When this cannot hold, the run takes the claimed path (at least once, with the same execution
+id as idempotency key), and says so in the log:
+- its topic is not known to exist `TOPIC_WAIT_MS` after the due time (the target creates it
+  when the execution is read, ahead of its due time; the claimed path creates it or reports
+  why not);
+- its transaction aborted `MAX_ABORTS` times (a broker that keeps failing it);
+- the offset commit cannot name the held executions before it (offsets.METADATA_LIMIT): the
+  partition's next owner would read it again.
+A record the broker refuses for good (over the topic's size limit, a topic the tenant may not
+write) aborts its transaction: the others go back to the inbox and are delivered in the next
+one, and the refused run is reported `failed` (retryable) without its record, so the job's
+retry policy and dead letter take over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from kadence.clock import Clock
+from kadence.settings import KadenceSettings
+from kadence.targets import Delivers, Delivery, Result, Target
+from streams.worker.active import Delivered, TxnWork
+from streams.worker.holding import claim
+from streams.worker.inbox import Inbox, Item
+from streams.worker.metrics import WorkerMetrics
+from streams.worker.summary import RunSummary
+
+log = logging.getLogger(__name__)
+TOPIC_WAIT_MS = 5_000
+MAX_ABORTS = 5
+REFUSED = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.INVALID_RECORD,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.INVALID_REQUIRED_ACKS,
+    }
+)
+"""Errors of one record that no retry of the same record fixes."""
+
+
+class Deliveries:
+    """Which due runs go in the transaction, and what becomes of them."""
+
+    def __init__(
+        self,
+        settings: KadenceSettings,
+        targets: dict[str, Target],
+        *,
+        inbox: Inbox,
+        clock: Clock,
+        metrics: WorkerMetrics,
+        summary: RunSummary,
+    ) -> None:
+        self.inbox = inbox
+        self.clock = clock
+        self.metrics = metrics
+        self.summary = summary
+        self.per_txn = settings.worker_deliveries_per_transaction
+        self._delivers: dict[str, Callable[..., Delivery | None]] = {}
+        if settings.worker_kafka_exactly_once:
+            for kind, target in targets.items():
+                if isinstance(target, Delivers):
+                    self._delivers[kind] = target.delivery
+        self._aborts: dict[str, int] = {}
+        """execution id -> transactions with its record that did not commit."""
+        self._refused: dict[str, Result] = {}
+        """execution id -> why the broker refused its record for good (reported next time)."""
+
+    def wanted(self, item: Item) -> bool:
+        """`item` goes in a transaction rather than under a lease (also while it waits for its
+        topic): it is never claimed ahead."""
+        aborts = self._aborts.get(item.execution.execution_id, 0)
+        return item.execution.target.kind in self._delivers and aborts < MAX_ABORTS
+
+    def route(self, item: Item, txn: TxnWork, now: int) -> bool:
+        """Put due `item` in `txn` with its record, or back in the inbox (its topic is not
+        known yet, or `txn` is full); False: it is to be claimed."""
+        taken = self._take(item, now)
+        if taken is None:
+            return False
+        if isinstance(taken, Delivered) and len(txn.deliveries) < self.per_txn:
+            txn.deliveries.append(taken)
+        else:
+            self.inbox.hold(item)
+        return True
+
+    def _take(self, item: Item, now: int) -> Delivered | bool | None:
+        ex = item.execution
+        if not self.wanted(item):
+            return None
+        run = claim(item, now)
+        refused = self._refused.pop(ex.execution_id, None)
+        if refused is not None:
+            return Delivered(run, None, refused)
+        try:
+            found = self._delivers[ex.target.kind](ex, item.record)
+        except Exception:  # a target bug must not kill the worker: the claimed path reports it
+            log.exception("target %s: delivery failed for %s", ex.target.kind, ex.execution_id)
+            return None
+        if found is not None:
+            return Delivered(run, found)
+        if now - item.due_ms < TOPIC_WAIT_MS:
+            return True
+        log.warning(
+            "%s: its topic is not known to exist %d ms after its due time; it runs at least "
+            "once (claimed), which creates the topic or reports why not",
+            ex.execution_id,
+            now - item.due_ms,
+        )
+        return None
+
+    def unnamed(self, txn: TxnWork, offsets: Mapping[int, tuple[int, str]]) -> bool:
+        """Deliveries the offset commit would not pass safely (executions held before them
+        that the commit cannot name: the next owner would read them again) go back and are
+        claimed instead. Whether there were any."""
+        unsafe = []
+        for d in txn.deliveries:
+            item = d.run.item
+            committed, named = offsets.get(item.partition, (0, ""))
+            if not named and committed <= item.offset:
+                unsafe.append(d)
+        for d in unsafe:
+            log.info(
+                "%s: the offset commit cannot name what is held before it; it runs at least "
+                "once (claimed)",
+                d.run.execution.execution_id,
+            )
+            txn.deliveries.remove(d)
+            self._aborts[d.run.execution.execution_id] = MAX_ABORTS
+            self.inbox.hold(d.run.item)
+        return bool(unsafe)
+
+    def produce(self, d: Delivered, send: Callable[..., None]) -> None:
+        """Queue `d`'s record in the open transaction, stamping its hand-off; a record refused
+        at once is reported failed in the same transaction instead."""
+        d.run.started_ms = self.clock.now_ms()
+        record = d.delivery
+        if record is None:
+            return
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                d.error = err
+
+        try:
+            send(
+                record.topic, None, record.key, record.value, record.headers,
+                on_delivery=on_delivery,
+            )  # fmt: skip
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None or error.code() not in REFUSED:
+                raise
+            d.delivery = None
+            d.refused = _refusal(record.topic, error)
+
+    def committed(self, done: list[Delivered]) -> None:
+        """The transaction of `done` committed: their records are visible now."""
+        visible = self.clock.now_ms()
+        for d in done:
+            ex, due = d.run.execution, d.run.item.due_ms
+            self._aborts.pop(ex.execution_id, None)
+            lateness_s = max(0, d.run.started_ms - due) / 1000
+            status = (d.refused or Result.ok()).status.value
+            self.metrics.started(ex.tenant, lateness_s)
+            self.metrics.finished(ex.tenant, status)
+            self.metrics.visible(ex.tenant, max(0, visible - due) / 1000)
+            self.summary.started(lateness_s)
+            self.summary.finished(status)
+
+    def failed(self, done: list[Delivered]) -> None:
+        """Their transaction did not commit: they go back to the inbox. A record the broker
+        refused for good is reported failed next time; the rest are delivered again (after
+        MAX_ABORTS, claimed)."""
+        for d in done:
+            self.inbox.hold(d.run.item)
+            eid = d.run.execution.execution_id
+            if d.error is not None and d.error.code() in REFUSED and d.delivery is not None:
+                self._refused[eid] = _refusal(d.delivery.topic, d.error)
+                continue
+            aborts = self._aborts[eid] = self._aborts.get(eid, 0) + 1
+            if aborts == MAX_ABORTS:
+                log.warning(
+                    "%s: %d transactions with its record did not commit; it runs at least "
+                    "once (claimed)",
+                    eid,
+                    aborts,
+                )
+        if len(self._aborts) > 100_000:  # a long outage: forget the oldest counts
+            self._aborts = dict(list(self._aborts.items())[-50_000:])
+
+
+def _refusal(topic: str, error: KafkaError) -> Result:
+    return Result.failed("KafkaError", f"{topic}: {error.str()}", retryable=True)
