@@ -33,13 +33,14 @@ from kadence.models import (
     ExecutionRevoked,
     HistoryRecord,
     HttpTarget,
+    KafkaTarget,
     PauseJob,
     ResumeJob,
     ScheduleDefinition,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics
+from kadence.topics import Topics, target_topic
 from streams.runtime.store import payload_of
 from streams.scheduler.state import load_state
 from testkit import history_io
@@ -51,6 +52,10 @@ from testkit.target_server import TargetServer
 from testkit.topic_reader import read_topic
 
 CODEC = Codec()
+TENANTS = ("t0", "t1", "t2")
+KAFKA = "kafka"
+"""In `Run.jobs`' paths: the job writes to its tenant's Kafka topic KAFKA_TOPIC instead."""
+KAFKA_TOPIC = "chaos"
 RESULTS = Path(__file__).resolve().parents[1] / ".run" / "chaos"
 EXPLAINED = frozenset(
     {
@@ -165,20 +170,21 @@ class Run:
         seconds: int,
         lead_s: int = 5,
         expression: Callable[[int], str] = lambda _i: "* * * * * *",
-        paths: tuple[str, ...] = ("/ok", "/ok", "/slow?s=2", "/flaky"),
+        paths: tuple[str, ...] = ("/ok", "/ok", "/slow?s=2", "/flaky", KAFKA),
     ) -> tuple[list[ScheduleDefinition], int]:
         """n jobs (every second unless `expression` says otherwise) for `seconds` s from `lead_s`
-        s ahead; by default a quarter of them slow (a run overlaps the next ones) and a quarter
-        flaky (fail their first attempt, then succeed)."""
+        s ahead; by default a fifth of them slow (a run overlaps the next ones), a fifth flaky
+        (fail their first attempt, then succeed) and a fifth writing to the tenant's Kafka
+        topic `chaos` (read back read_committed: exactly once)."""
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
         end = start + timedelta(seconds=seconds - 1)
         defs = []
         for i in range(n):
-            path = self.rng.choice(paths)
+            path = paths[i % len(paths)]  # every kind of job in every run, tenants mixed
             defs.append(
                 ScheduleDefinition.model_validate(
                     {
-                        "tenant": f"t{i % 3}",
+                        "tenant": TENANTS[i % len(TENANTS)],
                         "job_id": f"job-{i}",
                         "version": 1,
                         "schedule": {
@@ -187,7 +193,11 @@ class Run:
                             "start_at": start,
                             "end_at": end,
                         },
-                        "target": HttpTarget(url=f"{self.server.url}{path}"),
+                        "target": (
+                            KafkaTarget(topic=KAFKA_TOPIC)
+                            if path == KAFKA
+                            else HttpTarget(url=f"{self.server.url}{path}")
+                        ),
                         "overlap": "allow",
                         "lease_ttl_ms": 3_000,
                         "timeout_ms": 20_000,
@@ -326,6 +336,7 @@ class Run:
                         "reason": r.reason.value,
                     }
                 )
+        events += self._kafka_hits()
         for hit in self.server.seen():
             h = hit.headers
             due = datetime.fromisoformat(h["kadence-due-at"].replace("Z", "+00:00"))
@@ -350,6 +361,28 @@ class Run:
             cursors[key] = load_state(payload_of(value)).cursor_ms if value else None
         events += [{"kind": "cursor", "key": k, "cursor_ms": c} for k, c in cursors.items()]
         return events
+
+    def _kafka_hits(self) -> list[Event]:
+        """What a read_committed consumer of each tenant's `chaos` topic read."""
+        out: list[Event] = []
+        for tenant in TENANTS:
+            topic = target_topic(self.settings.namespace, tenant, KAFKA_TOPIC)
+            for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, 3):
+                r = CODEC.decode(m.value())
+                if isinstance(r, ExecutionRequested):
+                    out.append(
+                        {
+                            "kind": "hit",
+                            "via": "kafka",
+                            "execution_id": r.execution_id,
+                            "key": r.key,
+                            "attempt": r.attempt,
+                            "delivery": r.delivery,
+                            "due_ms": datetime_to_ms(r.due_at),
+                            "at_ms": m.timestamp()[1],
+                        }
+                    )
+        return out
 
     def finish(self, end_ms: int) -> Report:
         events = self.quiesce(end_ms)

@@ -24,7 +24,8 @@ dispatched   execution_id, key, trigger, nominal_ms, due_ms, at_ms (read_committ
 revoked   execution_id, key, at_ms
 outcome   execution_id, key, attempt, delivery, status, started_ms, finished_ms
 dead_letter   execution_id, key, reason
-hit       execution_id, key, attempt, delivery, due_ms, at_ms (the target's own log)
+hit       execution_id, key, attempt, delivery, due_ms, at_ms (the target's own log), and
+          `"via": "kafka"` for a record a read_committed consumer of a tenant's topic read
 explained execution_id, key, decision (a history record saying why it did not run)
 cursor    key, cursor_ms (the job's last committed scheduler state; None: deleted)
 window    start_ms, end_ms, grace_ms
@@ -41,6 +42,11 @@ class Report:
     skipped): accounted for, not lost."""
     same_key_duplicates: int = 0
     """Extra target calls for an attempt already called (redeliveries; allowed: at least once)."""
+    kafka_records: int = 0
+    """Records of Kafka-topic targets read back (read_committed)."""
+    kafka_duplicates: list[str] = field(default_factory=list)
+    """A Kafka-topic target's record read twice for one attempt by a read_committed consumer
+    (not allowed: those are delivered exactly once)."""
     lost: list[str] = field(default_factory=list)
     early: list[str] = field(default_factory=list)
     different_key_duplicates: list[str] = field(default_factory=list)
@@ -48,7 +54,15 @@ class Report:
     retries: list[str] = field(default_factory=list)
     state: list[str] = field(default_factory=list)
 
-    FINDINGS = ("lost", "early", "different_key_duplicates", "phantom", "retries", "state")
+    FINDINGS = (
+        "lost",
+        "early",
+        "different_key_duplicates",
+        "kafka_duplicates",
+        "phantom",
+        "retries",
+        "state",
+    )
 
     @property
     def ok(self) -> bool:
@@ -58,7 +72,8 @@ class Report:
         lines = [
             f"expected {self.expected} occurrences: {self.succeeded} succeeded, "
             f"{self.dead_lettered} dead-lettered, {self.explained} not run with a reason, "
-            f"{self.same_key_duplicates} same-key duplicates",
+            f"{self.same_key_duplicates} same-key duplicates; "
+            f"{self.kafka_records} Kafka-topic records read back",
         ]
         for name in self.FINDINGS:
             found: list[str] = getattr(self, name)
@@ -157,7 +172,10 @@ def _hits(hits: list[Event], triggers: dict[str, str], report: Report) -> None:
             # a first attempt's due time is its occurrence's (a retry's is when it was retried)
             keys_per_occurrence[(h["key"], h["due_ms"])].add(h["execution_id"])
         attempt = (h["execution_id"], h["attempt"])  # a redelivery is a duplicate, a retry not
-        if attempt in seen:
+        report.kafka_records += h.get("via") == "kafka"
+        if attempt in seen and h.get("via") == "kafka":
+            report.kafka_duplicates.append(f"{h['execution_id']} attempt {h['attempt']}")
+        elif attempt in seen:
             report.same_key_duplicates += 1
         seen.add(attempt)
     for (key, due), ids in sorted(keys_per_occurrence.items()):

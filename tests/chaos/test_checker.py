@@ -280,3 +280,18 @@ def test_state_surviving_a_delete_and_a_job_without_state_are_found() -> None:
     assert check(events).state == [f"{KEY}: deleted, but its state survives (cursor {T0 + 10_000})"]
     events = [e for e in clean() if e["kind"] != "cursor"]
     assert check(events).state == [f"{KEY}: created, but the scheduler has no state for it"]
+
+
+def test_a_kafka_record_read_twice_for_one_attempt_is_a_finding_an_http_repeat_is_not() -> None:
+    """Kafka-topic targets are delivered exactly once to read_committed consumers: a second
+    record of one attempt fails the run; a second webhook call is at least once, counted."""
+    t = T0 + 2_000
+    hit = {"kind": "hit", "execution_id": eid(t), "key": KEY, "attempt": 1, "delivery": 1}
+    kafka = [{**e, "via": "kafka"} if e["kind"] == "hit" else e for e in clean()]
+    assert check(kafka).ok
+    twice = check([*kafka, {**hit, "via": "kafka", "due_ms": t, "at_ms": t + 50}])
+    assert twice.kafka_duplicates == [f"{eid(t)} attempt 1"]
+    assert twice.kafka_records == check(kafka).kafka_records + 1 > 1
+    assert not twice.ok
+    webhook = check([*clean(), {**hit, "due_ms": t, "at_ms": t + 50}])
+    assert (webhook.kafka_duplicates, webhook.same_key_duplicates, webhook.ok) == ([], 1, True)

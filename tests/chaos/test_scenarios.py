@@ -21,5 +21,6 @@ def test_chaos_scenario_finds_nothing(name: str, kafka_bootstrap: str, tmp_path:
     print(report.render())
     assert report.ok, report.render()
     assert report.expected > 100  # the scenario really ran its jobs
+    assert report.kafka_records > 20  # Kafka-topic jobs among them, read back exactly once
     assert report.succeeded + report.dead_lettered + report.explained == report.expected
     run.cleanup()
