@@ -39,6 +39,7 @@ from apps.processes import ChildProcess
 from bench.cpu import broker_pids, cpu_per_execution_us, cpu_seconds, pid_cpu_seconds
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
+from bench.visible import Watcher
 from kadence.codec import Codec
 from kadence.models import (
     ExecutionOutcome,
@@ -179,10 +180,12 @@ def throughput(
         cpu_before = stack.cpu_s()
         if profile:
             sampler = Sampler(root / "profile", stack.pids()).start()
+        watcher = Watcher(settings, "out").start()
         got = succeeded(
             settings, n, timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + n / 200)
         )
         cpu_after = stack.cpu_s()
+        watcher.stop()
         profiled = sampler.stop(len({o.execution_id for o in got})) if sampler else None
     finally:
         stack.stop()
@@ -201,6 +204,8 @@ def throughput(
         "executions_per_s": round(len(first) / span, 1) if span > 0 else None,
         "last_outcome_after_due_s": round(span, 2),
         "start_lateness_s": percentiles(lateness),
+        "visible_lateness_s": percentiles(watcher.lateness()),
+        "duplicated_records": watcher.duplicates(),
         "early": sum(1 for x in lateness if x < 0),
         "lost": n - len(first),
         "duplicated_outcomes": len(ids) - len(first),

@@ -19,6 +19,7 @@ import argparse
 import json
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -26,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
+from bench.cpu import cpu_per_execution_us
 from bench.execution import HANDLERS, Stack, succeeded
 from bench.scheduler import RESULTS, load, percentiles
+from bench.visible import Watcher
 from kadence.models import (
     CronSchedule,
     HandlerTarget,
@@ -72,7 +75,12 @@ def one_rate(
         print(f"sustained: {rate}/s for {seconds} s from {start.isoformat()}")
         load(settings, iter(defs))
         expect = rate * seconds
+        watcher = Watcher(settings, "out").start() if isinstance(target, KafkaTarget) else None
+        warm_up = min(WARM_UP_S, seconds / 3)
+        cpu = SteadyCpu(stack, start.timestamp() + warm_up, end.timestamp() + 1).start()
         got = succeeded(settings, expect, timeout_s=seconds + 10 + max(60, expect / 100))
+        if watcher is not None:
+            watcher.stop()
     finally:
         stack.stop()
         delete_namespace(settings)
@@ -98,6 +106,21 @@ def one_rate(
     growth = thirds[2] - p99_between(warm_up, third + warm_up)
     ends = [o.finished_at.timestamp() for o in first.values()]
     span = (max(ends) - start_s) if ends else float("nan")
+    visible: dict[str, Any] = {}
+    if watcher is not None:
+        seen = {e: t - watcher.due[e] for e, t in watcher.first.items()}
+        steady_ids = [
+            e for e, o in first.items() if o.due_at.timestamp() - start_s >= warm_up and e in seen
+        ]
+        visible = {
+            "visible_lateness_s": percentiles(list(seen.values())),
+            "visible_p99_after_warm_up_s": round(
+                percentiles([seen[e] for e in steady_ids])["p99"] if steady_ids else float("nan"),
+                3,
+            ),
+            "duplicated_records": watcher.duplicates(),
+        }
+        steady = max(steady, visible["visible_p99_after_warm_up_s"])
     return {
         "rate_per_s": rate,
         "seconds": seconds,
@@ -111,8 +134,38 @@ def one_rate(
         "p99_growth_s": round(growth, 3),
         "lost": expect - len(first),
         "duplicated_outcomes": len(got) - len(first),
+        **visible,
+        "cpu_us_per_execution": cpu.per_execution_us(rate),
         "on_time": steady < ON_TIME_S and growth < GROWTH_S and len(first) == expect,
     }
+
+
+class SteadyCpu:
+    """Each process's CPU (the broker's too) between two instants: the end of the warm-up and
+    the end of the load; per execution, that is divided by the executions due in between."""
+
+    def __init__(self, stack: Stack, from_s: float, to_s: float) -> None:
+        self.stack, self.from_s, self.to_s = stack, from_s, to_s
+        self.samples: list[dict[str, float]] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> SteadyCpu:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        for at in (self.from_s, self.to_s):
+            time.sleep(max(0.0, at - time.time()))
+            self.samples.append(self.stack.cpu_s())
+
+    def per_execution_us(self, rate: int) -> dict[str, float | None]:
+        self._thread.join(1)
+        if len(self.samples) < 2:
+            return {}
+        executions = round(rate * (self.to_s - self.from_s))
+        out = cpu_per_execution_us(self.samples[0], self.samples[1], executions)
+        total = sum(v for v in out.values() if v is not None)
+        return {**out, "total": total}
 
 
 def main(argv: list[str] | None = None) -> int:

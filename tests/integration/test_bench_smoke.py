@@ -75,6 +75,10 @@ def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target:
     assert (row["rate_per_s"], row["expected"], row["lost"]) == (20, 240, 0)
     assert row["early"] == 0  # no run started before its due time
     assert row["on_time"] and result["knee_per_s"] == 20
+    assert row["cpu_us_per_execution"]["total"] > 0  # every process's CPU, the broker's too
+    if target == "kafka":  # read back by a read_committed consumer: when, and exactly once
+        assert row["visible_lateness_s"]["p99"] < 1.0
+        assert row["duplicated_records"] == 0
 
 
 @pytest.mark.slow
