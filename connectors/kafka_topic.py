@@ -36,6 +36,7 @@ from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "content-type"
+NAMES_CACHED = 100_000
 STOP_CHECK_S = 0.1
 """How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
 the stop wakes it."""
@@ -92,6 +93,8 @@ class KafkaTopicCaller:
         self.admin = AdminClient(kafka_config(kafka, {}))
         self.producer = Producer(kafka_config(kafka, {"enable.idempotence": True, "linger.ms": 2}))
         self._known: set[str] = set()
+        self._names: dict[tuple[str, str], str] = {}
+        """(tenant, topic) -> its topic's name (escaping the tenant part costs per run)."""
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._preparing: set[str] = set()
@@ -102,7 +105,13 @@ class KafkaTopicCaller:
     def topic_for(self, ex: ExecutionRequested) -> str:
         target = ex.target
         assert isinstance(target, KafkaTarget)
-        return target_topic(self.namespace, ex.tenant, target.topic)
+        pair = (ex.tenant, target.topic)
+        name = self._names.get(pair)
+        if name is None:
+            if len(self._names) >= NAMES_CACHED:
+                self._names.clear()
+            name = self._names[pair] = target_topic(self.namespace, ex.tenant, target.topic)
+        return name
 
     def prepare(self, ex: ExecutionRequested) -> None:
         """An execution was read ahead of its due time: create its topic and fetch its

@@ -34,8 +34,9 @@ from collections.abc import Callable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from kadence.clock import Clock
+from kadence.models import ExecutionRequested
 from kadence.settings import KadenceSettings
-from kadence.targets import Delivers, Delivery, Result, Target
+from kadence.targets import Delivers, Delivery, Result, Stop, Target
 from streams.worker.active import Delivered, TxnWork
 from streams.worker.holding import claim
 from streams.worker.inbox import Inbox, Item
@@ -58,6 +59,9 @@ REFUSED = frozenset(
     }
 )
 """Errors of one record that no retry of the same record fixes."""
+NO_STOP = Stop()
+"""A delivery is never stopped (it has no lease to lose and ends with its transaction): its
+run shares this one instead of building an event and a lock each."""
 
 
 class Deliveries:
@@ -88,11 +92,13 @@ class Deliveries:
         self._refused: dict[str, Result] = {}
         """execution id -> why the broker refused its record for good (reported next time)."""
 
-    def wanted(self, item: Item) -> bool:
-        """`item` goes in a transaction rather than under a lease (also while it waits for its
-        topic): it is never claimed ahead."""
-        aborts = self._aborts.get(item.execution.execution_id, 0)
-        return item.execution.target.kind in self._delivers and aborts < MAX_ABORTS
+    def takes(self, ex: ExecutionRequested) -> bool:
+        """Whether `ex`, just read, is to be delivered in a transaction when due (then it is
+        never claimed ahead: `Item.leaseless`)."""
+        return ex.target.kind in self._delivers
+
+    def _claimed_instead(self, item: Item) -> None:
+        item.leaseless = False
 
     def route(self, item: Item, txn: TxnWork, now: int) -> bool:
         """Put due `item` in `txn` with its record, or back in the inbox (its topic is not
@@ -108,9 +114,9 @@ class Deliveries:
 
     def _take(self, item: Item, now: int) -> Delivered | bool | None:
         ex = item.execution
-        if not self.wanted(item):
+        if not item.leaseless:
             return None
-        run = claim(item, now)
+        run = claim(item, now, NO_STOP)
         refused = self._refused.pop(ex.execution_id, None)
         if refused is not None:
             return Delivered(run, None, refused)
@@ -118,11 +124,13 @@ class Deliveries:
             found = self._delivers[ex.target.kind](ex, item.record)
         except Exception:  # a target bug must not kill the worker: the claimed path reports it
             log.exception("target %s: delivery failed for %s", ex.target.kind, ex.execution_id)
+            self._claimed_instead(item)
             return None
         if found is not None:
             return Delivered(run, found)
         if now - item.due_ms < TOPIC_WAIT_MS:
             return True
+        self._claimed_instead(item)
         log.warning(
             "%s: its topic is not known to exist %d ms after its due time; it runs at least "
             "once (claimed), which creates the topic or reports why not",
@@ -148,7 +156,7 @@ class Deliveries:
                 d.run.execution.execution_id,
             )
             txn.deliveries.remove(d)
-            self._aborts[d.run.execution.execution_id] = MAX_ABORTS
+            self._claimed_instead(d.run.item)
             self.inbox.hold(d.run.item)
         return bool(unsafe)
 
@@ -179,28 +187,38 @@ class Deliveries:
     def committed(self, done: list[Delivered]) -> None:
         """The transaction of `done` committed: their records are visible now."""
         visible = self.clock.now_ms()
+        ok: dict[str, tuple[list[float], list[float]]] = {}
         for d in done:
             ex, due = d.run.execution, d.run.item.due_ms
             self._aborts.pop(ex.execution_id, None)
             lateness_s = max(0, d.run.started_ms - due) / 1000
-            status = (d.refused or Result.ok()).status.value
-            self.metrics.started(ex.tenant, lateness_s)
-            self.metrics.finished(ex.tenant, status)
-            self.metrics.visible(ex.tenant, max(0, visible - due) / 1000)
             self.summary.started(lateness_s)
-            self.summary.finished(status)
+            if d.refused is None:
+                late, seen = ok.setdefault(ex.tenant, ([], []))
+                late.append(lateness_s)
+                seen.append(max(0, visible - due) / 1000)
+                self.summary.finished("succeeded")
+            else:
+                self.metrics.started(ex.tenant, lateness_s)
+                self.metrics.finished(ex.tenant, d.refused.status.value)
+                self.summary.finished(d.refused.status.value)
+        for tenant, (late, seen) in ok.items():
+            self.metrics.delivered(tenant, late, seen)
 
     def failed(self, done: list[Delivered]) -> None:
         """Their transaction did not commit: they go back to the inbox. A record the broker
         refused for good is reported failed next time; the rest are delivered again (after
         MAX_ABORTS, claimed)."""
         for d in done:
-            self.inbox.hold(d.run.item)
             eid = d.run.execution.execution_id
             if d.error is not None and d.error.code() in REFUSED and d.delivery is not None:
                 self._refused[eid] = _refusal(d.delivery.topic, d.error)
+                self.inbox.hold(d.run.item)
                 continue
             aborts = self._aborts[eid] = self._aborts.get(eid, 0) + 1
+            if aborts >= MAX_ABORTS:
+                self._claimed_instead(d.run.item)
+            self.inbox.hold(d.run.item)
             if aborts == MAX_ABORTS:
                 log.warning(
                     "%s: %d transactions with its record did not commit; it runs at least "

@@ -216,16 +216,11 @@ class Holdings:
         return run
 
     def claim_ahead(
-        self,
-        txn: TxnWork,
-        now: int,
-        runs: Mapping[str, ActiveRun],
-        claiming: set[str],
-        leaseless: Callable[[Item], bool] = lambda _item: False,
+        self, txn: TxnWork, now: int, runs: Mapping[str, ActiveRun], claiming: set[str]
     ) -> None:
         """Claim executions due within half their lease TTL (so each lease outlives its wait
-        by half a TTL at least), up to `ahead_max` waiting at once and within `room`; never
-        one `leaseless` accepts (delivered in a transaction when due)."""
+        by half a TTL at least), up to `ahead_max` waiting at once and within `room` (never a
+        leaseless one: the inbox does not offer those)."""
         room = min(self.ahead_max - len(self.claimed), self.room(len(runs)) - len(txn.claims))
         if room <= 0:
             return
@@ -233,7 +228,7 @@ class Holdings:
         def ready(item: Item) -> bool:
             ex = item.execution
             busy = ex.execution_id in runs or ex.execution_id in self.claimed
-            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy and not leaseless(item)
+            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy
 
         for item in self.inbox.upcoming(now + self.lead_ms, room, ready):
             if item.execution.execution_id not in claiming:
@@ -299,6 +294,6 @@ class Holdings:
             self.inbox.unclaim(run.item)
 
 
-def claim(item: Item, now: int) -> ActiveRun:
+def claim(item: Item, now: int, stop: Stop | None = None) -> ActiveRun:
     ttl = item.execution.lease_ttl_ms
-    return ActiveRun(item, Stop(), now, now + ttl, now + max(1, ttl // 3))
+    return ActiveRun(item, stop or Stop(), now, now + ttl, now + max(1, ttl // 3))

@@ -50,6 +50,10 @@ class Item:
     claimed: bool = False
     """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
     commit, still waiting (in due order and tenant fairness) for its start."""
+    leaseless: bool = False
+    """Never claimed ahead (delivered in a transaction when due: streams/worker/delivering.py)."""
+    offered: bool = False
+    """In the inbox's index of what may be claimed ahead (`upcoming`)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,11 @@ class Inbox:
     _turns: deque[str] = field(default_factory=deque)
     """Tenants with due executions, in round-robin order."""
     _deficit: dict[str, float] = field(default_factory=dict)
+    _ahead_heap: list[int] = field(default_factory=list)
+    _ahead: dict[int, list[Item]] = field(default_factory=dict)
+    """due time -> waiting executions that may be claimed ahead (not `leaseless`): `upcoming`
+    walks only these, and drops each once it is claimed or gone, so a turn does not look again
+    at every execution read ahead."""
 
     # -- taking over a partition -------------------------------------------------------------
 
@@ -165,8 +174,10 @@ class Inbox:
             return True
         return offset in held
 
-    def add(self, partition: int, offset: int, ex: ExecutionRequested) -> Item:
-        item = Item(partition, offset, ex, datetime_to_ms(ex.due_at))
+    def add(
+        self, partition: int, offset: int, ex: ExecutionRequested, *, leaseless: bool = False
+    ) -> Item:
+        item = Item(partition, offset, ex, datetime_to_ms(ex.due_at), leaseless=leaseless)
         self._open.setdefault(partition, {})[offset] = item
         self._held.setdefault(partition, HeldRuns()).add(offset)
         self._wait(item)
@@ -227,6 +238,18 @@ class Inbox:
             self._waiting[item.due_ms] = bucket = []
             heapq.heappush(self._heap, item.due_ms)
         bucket.append(item)
+        self._offer(item)
+
+    def _offer(self, item: Item) -> None:
+        """Index `item` for claims ahead, unless it is leaseless or indexed already."""
+        if item.leaseless or item.offered:
+            return
+        item.offered = True
+        bucket = self._ahead.get(item.due_ms)
+        if bucket is None:
+            self._ahead[item.due_ms] = bucket = []
+            heapq.heappush(self._ahead_heap, item.due_ms)
+        bucket.append(item)
 
     def _release(self, now_ms: int) -> None:
         """Move what is due to its tenant's queue."""
@@ -280,21 +303,31 @@ class Inbox:
 
     def upcoming(self, until_ms: int, limit: int, ready: Callable[[Item], bool]) -> list[Item]:
         """Up to `limit` waiting executions due by `until_ms`, not claimed yet, that `ready`
-        accepts (earliest due first; walks only the part of the heap before `until_ms`)."""
+        accepts (earliest due first; walks only the index of what may be claimed ahead before
+        `until_ms`, dropping from it what was claimed, started or went away)."""
+        while self._ahead_heap and not self._ahead.get(self._ahead_heap[0]):
+            self._ahead.pop(heapq.heappop(self._ahead_heap), None)
         times: list[int] = []
-        stack = [0] if self._heap else []
+        stack = [0] if self._ahead_heap else []
         while stack:
             i = stack.pop()
-            if i < len(self._heap) and self._heap[i] <= until_ms:
-                times.append(self._heap[i])
+            if i < len(self._ahead_heap) and self._ahead_heap[i] <= until_ms:
+                times.append(self._ahead_heap[i])
                 stack += [2 * i + 1, 2 * i + 2]
         out: list[Item] = []
         for due in sorted(times):
-            for item in self._waiting.get(due, []):
-                if len(out) >= limit:
-                    return out
-                if item.held and not item.claimed and ready(item):
+            bucket = self._ahead.get(due, [])
+            kept = []
+            for item in bucket:
+                if not item.held or item.claimed or item.leaseless:
+                    item.offered = False
+                    continue
+                kept.append(item)
+                if len(out) < limit and ready(item):
                     out.append(item)
+            bucket[:] = kept
+            if len(out) >= limit:
+                break
         return out
 
     def claim(self, item: Item) -> None:
@@ -313,6 +346,7 @@ class Inbox:
             return
         self._open.setdefault(item.partition, {})[item.offset] = item
         self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        self._offer(item)
 
     def hold(self, item: Item) -> None:
         """Back into the inbox (its claim did not commit)."""

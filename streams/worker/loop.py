@@ -179,7 +179,7 @@ class Worker:
                 txn.claims.append(claim(item, now))
         if paced and not txn.claims and not txn.deliveries:  # too soon for the next snapshot
             return
-        self.holdings.claim_ahead(txn, now, self.runs, claiming, self.deliveries.wanted)
+        self.holdings.claim_ahead(txn, now, self.runs, claiming)
         self.inflight.report(txn)
         self.holdings.snapshot(txn, now, self.runs.values())
         offsets = self.inbox.offsets()
@@ -246,7 +246,8 @@ class Worker:
             return
         # A newer delivery is the reaper handing the run on (our lease expired): it must run, or
         # nobody ever claims it and it is lost. It waits in the inbox until our run has ended.
-        self.inbox.add(partition, offset, record).record = raw
+        leaseless = self.deliveries.takes(record)
+        self.inbox.add(partition, offset, record, leaseless=leaseless).record = raw
         self._prepare(record)
 
     def _prepare(self, ex: ExecutionRequested) -> None:

@@ -57,3 +57,13 @@ class WorkerMetrics:
 
     def visible(self, tenant: str, lateness_s: float) -> None:
         self.visible_lateness.labels(self.tenant(tenant)).observe(lateness_s)
+
+    def delivered(self, tenant: str, lateness_s: list[float], visible_s: list[float]) -> None:
+        """Runs of `tenant` delivered in one transaction, all succeeded (one label lookup)."""
+        label = self.tenant(tenant)
+        self.started_total.labels(label).inc(len(lateness_s))
+        self.finished_total.labels(label, "succeeded").inc(len(lateness_s))
+        started, visible = self.start_lateness.labels(label), self.visible_lateness.labels(label)
+        for late, seen in zip(lateness_s, visible_s, strict=True):
+            started.observe(late)
+            visible.observe(seen)

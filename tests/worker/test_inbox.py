@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, KafkaTarget
-from streams.worker.inbox import Inbox
+from streams.worker.inbox import Inbox, Item
 from streams.worker.offsets import HeldRuns, decode_metadata, encode_metadata
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -208,3 +208,29 @@ def test_the_commit_names_exactly_the_held_offsets(
         assert (offset, meta) == (held[0], encode_metadata(held, 100 + reads))
     else:
         assert (offset, meta) == (100 + reads, "")
+
+
+def test_claims_ahead_look_only_at_what_may_be_claimed_and_once_each() -> None:
+    """`upcoming` walks an index of executions that may be claimed ahead: leaseless ones
+    (delivered in a transaction when due) are never in it, and one claimed leaves it, so a
+    worker holding thousands read ahead does not look at each of them every turn."""
+    inbox = Inbox()
+    for n in range(50):
+        inbox.add(0, n, ex(n, 10), leaseless=n % 2 == 0)
+    looked: list[int] = []
+
+    def ready(item: Item) -> bool:
+        looked.append(item.offset)
+        return True
+
+    first = inbox.upcoming(20_000 + T_MS, 10, ready)
+    assert [i.offset for i in first] == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]
+    for item in first:
+        inbox.claim(item)
+    looked.clear()
+    rest = inbox.upcoming(20_000 + T_MS, 100, ready)
+    assert [i.offset for i in rest] == list(range(21, 50, 2))
+    assert looked == [i.offset for i in rest]  # neither the claimed nor the leaseless
+    inbox.unclaim(first[0])  # its claim did not commit: it may be claimed again
+    again = inbox.upcoming(20_000 + T_MS, 100, ready)
+    assert [i.offset for i in again] == [*range(21, 50, 2), 1]
