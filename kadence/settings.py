@@ -109,15 +109,21 @@ class KadenceSettings(BaseSettings):
     `breaker_min_attempts` attempts in `breaker_window_ms` failed; after the cool-down one retry
     probes, and its success resumes the rest."""
     worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 64
-    """Slots: executions one worker process runs at the same time on its thread pool (HTTP,
-    in-process handlers, a Kafka topic not known to exist yet). Most runs wait on I/O (a
-    webhook's answer), so slots are cheap: a run in flight costs the worker loop nothing per
-    turn (finished runs are pushed to it, renewals come off a deadline heap; an idle turn takes
-    about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn), only a parked thread.
-    64 lets one worker keep a slow target's runs going without starving the rest; a CPU-bound
-    handler wants fewer (about the cores). A run the Kafka topic target starts without a thread
-    takes no slot (nor counts towards a tenant's cap): a worker starts a burst of them at once
-    (up to what one lease snapshot lists: `worker_claim_ahead_max`)."""
+    """Slots: executions one worker process runs at the same time on its thread pool (plain
+    `def` in-process handlers, a Kafka topic not known to exist yet). A run in flight costs the
+    worker loop nothing per turn (finished runs are pushed to it, renewals come off a deadline
+    heap; an idle turn takes about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn),
+    only a parked thread. 64 lets one worker keep slow handlers going without starving the
+    rest; a CPU-bound handler wants fewer (about the cores). Runs a target starts without a
+    thread take no slot: HTTP and SQS requests and `async def` handlers on the worker's event
+    loop, Kafka produces awaiting their ack (`worker_async_max_in_flight` bounds those)."""
+    worker_async_max_in_flight: Annotated[int, Field(ge=1, le=65_536)] = 8_192
+    """Runs one worker has in flight without a thread at once at most: HTTP and SQS requests
+    and `async def` handlers on its event loop, Kafka produces awaiting their ack. Past it due
+    runs wait, unclaimed, until some end (none is lost); a tenant runs at most
+    `worker_tenant_max_share` of it. Each HTTP run holds a socket: the worker raises its
+    open-files limit to the hard one at start. A worker holds only what one lease snapshot
+    lists (`worker_claim_ahead_max`)."""
     tenant_shards: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(default_factory=dict)
     """Wide tenants spread over several executions partitions: tenant -> shards (JSON object;
     others 1). One job always lands on one partition. Change it only while the tenant has
@@ -133,7 +139,8 @@ class KadenceSettings(BaseSettings):
     worker_tenant_max_share: Annotated[float, Field(gt=0, le=1)] = 0.5
     """By default one tenant runs at most this share of a worker's `worker_concurrency` slots
     at once (rounded down, at least 1), so a tenant whose runs hang (a target that never
-    answers, long timeouts) leaves the other slots to the other tenants. 1: no default cap."""
+    answers, long timeouts) leaves the other slots to the other tenants; and at most this share
+    of `worker_async_max_in_flight` runs without a thread. 1: no default cap."""
     worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] | None = None
     """Executions of one tenant one worker runs at once at most, for every tenant, instead of
     `worker_tenant_max_share` (0: explicitly no cap beyond `worker_concurrency`)."""

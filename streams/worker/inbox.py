@@ -62,6 +62,9 @@ class Fairness:
     """False: one queue for everyone, in due order (no fairness and no cap; for comparison)."""
     caps: Mapping[str, int] = field(default_factory=dict)
     """tenant -> its own `max_running` (0: no cap)."""
+    async_cap: int = 0
+    """Runs without a thread of one tenant in flight at once at most (0: no cap): its share of
+    `worker_async_max_in_flight`."""
 
     @classmethod
     def of(cls, settings: KadenceSettings) -> Fairness:
@@ -73,6 +76,7 @@ class Fairness:
             default_max_running(settings),
             by_tenant=settings.worker_fairness == "drr",
             caps=settings.worker_tenant_max_running_by_tenant,
+            async_cap=_share(settings.worker_async_max_in_flight, settings),
         )
 
     def weight(self, tenant: str) -> float:
@@ -94,19 +98,24 @@ class _Budget:
     slots: int
     room: int
     slotless: Callable[[Item], bool]
+    loose: int
+    """Runs without a thread that may still start; `loose_busy`: tenant -> those in flight."""
+    loose_busy: dict[str, int] = field(default_factory=dict)
 
-    def admits(self, item: Item, tenant_busy: int, cap: int | None) -> bool:
+    def admits(self, item: Item, tenant: str, tenant_busy: int, caps: tuple[int, int]) -> bool:
         if not item.claimed and self.room <= 0:
             return False
         if self.slotless(item):
-            return True
-        return self.slots > 0 and (cap is None or tenant_busy < cap)
+            return self.loose > 0 and (not caps[1] or self.loose_busy.get(tenant, 0) < caps[1])
+        return self.slots > 0 and (not caps[0] or tenant_busy < caps[0])
 
-    def take(self, item: Item) -> bool:
+    def take(self, item: Item, tenant: str) -> bool:
         """Count `item` in; whether it took a slot."""
         if not item.claimed:
             self.room -= 1
         if self.slotless(item):
+            self.loose -= 1
+            self.loose_busy[tenant] = self.loose_busy.get(tenant, 0) + 1
             return False
         self.slots -= 1
         return True
@@ -117,7 +126,10 @@ def default_max_running(settings: KadenceSettings) -> int:
     number if there is one, else the share of the slots (at least 1; 0 when the share is all)."""
     if settings.worker_tenant_max_running is not None:
         return settings.worker_tenant_max_running
-    slots = settings.worker_concurrency
+    return _share(settings.worker_concurrency, settings)
+
+
+def _share(slots: int, settings: KadenceSettings) -> int:
     share = max(1, math.floor(slots * settings.worker_tenant_max_share + 1e-9))
     return 0 if share >= slots else share
 
@@ -199,6 +211,7 @@ class Inbox:
         *,
         room: int | None = None,
         slotless: Callable[[Item], bool] | None = None,
+        loose: tuple[int, Mapping[str, int]] | None = None,
     ) -> list[Item]:
         """Held executions due by `now_ms`, tenants served by weighted deficit round robin.
         They stop being held (call `hold` to put one back if its claim fails).
@@ -206,10 +219,14 @@ class Inbox:
           (their run needs no pool thread); a tenant at its running cap (`running`: tenant ->
           slots its runs take) takes no more slots.
         - `room`: executions not claimed ahead yet taken at most (what the worker's lease
-          snapshot has room for); one claimed ahead is held already. Default: `limit`."""
+          snapshot has room for); one claimed ahead is held already. Default: `limit`.
+        - `loose`: runs `slotless` accepts taken at most, and tenant -> such runs in flight
+          (a tenant at its `async_cap` takes no more). Default: `room`, none."""
         self._release(now_ms)
         out: list[Item] = []
-        budget = _Budget(limit, limit if room is None else room, slotless or _never)
+        room = limit if room is None else room
+        free, flying = loose or (room, {})
+        budget = _Budget(limit, room, slotless or _never, free, dict(flying))
         busy = dict(running or {})
         while self._turns:
             progressed = False
@@ -251,8 +268,9 @@ class Inbox:
         if not queue:
             self._retire(tenant)
             return False
-        cap = (self.fairness.cap(tenant) if self.fairness.by_tenant else 0) or None
-        if not budget.admits(queue[0], busy.get(tenant, 0), cap):
+        fair = self.fairness
+        caps = (fair.cap(tenant), fair.async_cap) if fair.by_tenant else (0, 0)
+        if not budget.admits(queue[0], tenant, busy.get(tenant, 0), caps):
             return False
         credit = self._deficit.get(tenant, 0.0) + self.fairness.weight(tenant)
         while queue and credit >= 1:
@@ -260,10 +278,10 @@ class Inbox:
             if not item.held:
                 queue.popleft()
                 continue
-            if not budget.admits(item, busy.get(tenant, 0), cap):
+            if not budget.admits(item, tenant, busy.get(tenant, 0), caps):
                 break
             queue.popleft()
-            if budget.take(item):
+            if budget.take(item, tenant):
                 busy[tenant] = busy.get(tenant, 0) + 1
             self._close(item)
             if self._open.get(item.partition, {}).pop(item.offset, None) is not None:

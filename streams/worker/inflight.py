@@ -36,6 +36,9 @@ class InFlight:
         """tenant -> its pooled invocations still going (for the tenants' caps)."""
         self._pooled = 0
         """Pooled invocations still going: the slots taken."""
+        self.loose = 0
+        """Invocations without a thread still going (`worker_async_max_in_flight`)."""
+        self.loose_by_tenant: Counter[str] = Counter()
         self._completed: queue.SimpleQueue[ActiveRun] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._done: dict[str, ActiveRun] = {}
@@ -53,13 +56,16 @@ class InFlight:
         return self._pooled
 
     def _count(self, run: ActiveRun, delta: int) -> None:
-        if not run.pooled:
-            return
-        self._pooled += delta
+        if run.pooled:
+            self._pooled += delta
+            counts = self.by_tenant
+        else:
+            self.loose += delta
+            counts = self.loose_by_tenant
         tenant = run.execution.tenant
-        self.by_tenant[tenant] += delta
-        if self.by_tenant[tenant] <= 0:
-            del self.by_tenant[tenant]
+        counts[tenant] += delta
+        if counts[tenant] <= 0:
+            del counts[tenant]
 
     def alive(self, run: ActiveRun) -> bool:
         """`run` is still ours: started, and its outcome not yet committed."""
