@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import uvloop
 
 from kadence.models import OutcomeStatus
 from kadence.targets import Result, Stop
@@ -32,6 +35,9 @@ class EventLoop:
         self.name = name
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[[], Awaitable[Result]], Stop, Future[Result]]] = []
+        """Runs handed over and not yet started on the loop: a burst of starts costs the
+        loop one wake-up, not one each."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -40,7 +46,7 @@ class EventLoop:
             return loop
         with self._lock:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
+                loop = uvloop.new_event_loop()
                 loop.set_default_executor(
                     ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix=f"{self.name}-io")
                 )
@@ -50,7 +56,21 @@ class EventLoop:
 
     def run(self, make: Callable[[], Awaitable[Result]], stop: Stop) -> Future[Result]:
         """`make()` awaited on the loop, stopped by `stop`; the future never raises."""
-        return asyncio.run_coroutine_threadsafe(_stoppable(make, stop), self.loop)
+        future: Future[Result] = Future()
+        loop = self.loop
+        with self._lock:
+            self._pending.append((make, stop, future))
+            wake = len(self._pending) == 1
+        if wake:
+            loop.call_soon_threadsafe(self._start_pending)
+        return future
+
+    def _start_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for make, stop, future in pending:
+            task = asyncio.ensure_future(_stoppable(make, stop))
+            task.add_done_callback(functools.partial(_settle, future))
 
     def close(self) -> None:
         """Stop the loop's thread (what still runs there is dropped)."""
@@ -58,6 +78,13 @@ class EventLoop:
             loop, self._loop = self._loop, None
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
+
+
+def _settle(future: Future[Result], task: asyncio.Future[Result]) -> None:
+    if task.cancelled():
+        future.set_result(Result(OutcomeStatus.cancelled))
+    else:
+        future.set_result(task.result())
 
 
 async def _stoppable(make: Callable[[], Awaitable[Result]], stop: Stop) -> Result:

@@ -181,7 +181,7 @@ async def exchange(
         conn = pool.take(key)
         reused, reusable = conn is not None, False
         try:
-            async with asyncio.timeout_at(deadline):  # the loop's clock is time.monotonic
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 if conn is None:
                     conn = await pool.open(key)
                 conn.writer.write(request)

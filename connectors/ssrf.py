@@ -80,10 +80,13 @@ class AddressPolicy:
         """The first address of `host` if a target of `tenant` may reach every address it
         resolves to."""
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
-        addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+            addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # no lookup to make
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as exc:
+                raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
+            addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
         for address in addresses:
             why = self.why_refused(address, port, tenant)
             if why is not None:
