@@ -140,6 +140,7 @@ async def read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer
             break  # 100 Continue and other interim answers are skipped, as http.client does
     tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
     closes = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
+    closes |= status == 101  # switched to another protocol: not HTTP any more
     limit = BODY_LIMIT + DRAIN_LIMIT
     length = headers.get("content-length")
     if method == "HEAD" or status in (101, 204, 304):

@@ -6,8 +6,9 @@ What a turn needs of them costs in proportion to what happened, not to the runs 
 - renewals, lease expiries and timeouts come off a heap of deadlines (`police`);
 - the runs by tenant (for the tenants' caps) are counted as runs start and end.
 Only runs whose invocation takes a pool thread (`ActiveRun.pooled`) take a slot and count
-towards a tenant's cap: one its target started without a thread (a Kafka produce awaiting its
-ack) costs the worker nothing while it waits.
+towards a tenant's cap of slots; one its target started without a thread (an HTTP request on
+the event loop, a Kafka produce awaiting its ack) costs no thread while it waits, and counts
+towards `worker_async_max_in_flight` and the tenant's share of it instead (`loose`).
 """
 
 from __future__ import annotations
