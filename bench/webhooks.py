@@ -18,6 +18,7 @@ import argparse
 import json
 import shutil
 import tempfile
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +57,8 @@ def burst(
             print(f"webhooks: {n} due at {due.isoformat()}, the sink answers {delay_ms} ms late")
             load(settings, iter(jobs(n, due, lambda _i: HttpTarget(url=url))))
             wait_ingested(settings, timeout_s=300)
-            if profile:
+            if profile:  # the burst only: from a second before T
+                time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 1))
                 sampler = Sampler(root / "profile", {"workers": stack.pids()["workers"]}).start()
             wait_s = (due - datetime.now(UTC)).total_seconds() + 120
             got = succeeded(settings, n, timeout_s=wait_s)
