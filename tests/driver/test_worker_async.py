@@ -36,6 +36,9 @@ from testkit.driver.leases import snapshots
 from testkit.target_server import Hit, TargetServer
 
 TTL_MS = 30_000
+TURNS = 100_000
+"""Enough turns for any wait: `wait_s` bounds them (a loaded machine turns fast and slowly
+answers)."""
 
 
 @pytest.fixture
@@ -106,12 +109,12 @@ def test_500_http_runs_against_a_target_answering_after_1_s_are_all_in_flight_at
     worker = driver.worker(settings, {"http": http()})
     runs = [execution(i, HttpTarget(url=f"{server.url}/slow?s=1")) for i in range(500)]
     send(driver, topics, *runs)
-    driver.turn_until(lambda: len(worker.runs) == 500, worker, turns=500, wait_s=60)
+    driver.turn_until(lambda: len(worker.runs) == 500, worker, turns=TURNS, wait_s=60)
     assert worker.inflight.running == 0  # no slot taken
     assert all(not run.pooled for run in worker.runs.values())
     [*_, snap] = snapshots(driver.cluster, topics)
     assert sum(r.count for r in snap.held) == 500  # each one listed under the lease
-    driver.turn_until(lambda: len(outcomes(driver, topics)) == 500, worker, turns=5_000, wait_s=120)
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 500, worker, turns=TURNS, wait_s=120)
     assert {o.status for o in outcomes(driver, topics)} == {OutcomeStatus.succeeded}
     hits = server.seen("/slow")
     assert len(hits) == 500
@@ -129,12 +132,12 @@ def test_past_the_async_bound_runs_wait_and_a_tenant_holds_its_share(
     gated = HttpTarget(url=f"{server.url}/gate?gated=1")
     flood = [execution(i, gated) for i in range(30)]
     send(driver, topics, *flood, execution(0, HttpTarget(url=f"{server.url}/ok"), tenant="small"))
-    driver.turn_until(lambda: len(server.seen()) >= 6, worker, turns=500, wait_s=30)
+    driver.turn_until(lambda: len(server.seen()) >= 6, worker, turns=TURNS, wait_s=30)
     driver.turn(worker, times=20)
     assert len(server.seen("/gate")) == 5  # acme: half of the 10 (the default share)
     assert len(server.seen("/ok")) == 1  # the other tenant ran
     server.gate.set()
-    driver.turn_until(lambda: len(outcomes(driver, topics)) == 31, worker, turns=5_000, wait_s=60)
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 31, worker, turns=TURNS, wait_s=60)
     assert {o.status for o in outcomes(driver, topics)} == {OutcomeStatus.succeeded}
     assert len(server.seen("/gate")) == 30  # none lost
 
@@ -151,7 +154,7 @@ def test_a_lost_lease_aborts_the_request_at_once(
     worker = driver.worker(settings, {"http": http()})
     ex = execution(1, HttpTarget(url=f"{server.url}/hang"))
     send(driver, topics, ex)
-    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, wait_s=30)
+    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, turns=TURNS, wait_s=30)
     driver.cluster.faults.fail("commit_transaction", abort_error(), times=1_000)
     driver.advance(TTL_MS)  # no renewal commits: the lease runs out
     driver.turn(worker)
@@ -165,7 +168,7 @@ def test_a_cancel_aborts_the_request_at_once(
     worker = driver.worker(settings, {"http": http()})
     ex = execution(1, HttpTarget(url=f"{server.url}/hang"))
     send(driver, topics, ex)
-    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, wait_s=30)
+    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, turns=TURNS, wait_s=30)
     revoke = ExecutionRevoked(
         execution_id=ex.execution_id,
         tenant=ex.tenant,
@@ -176,7 +179,7 @@ def test_a_cancel_aborts_the_request_at_once(
         reason="test",
     )
     driver.send(topics.executions, revoke, key=ex.routing_key, partition=0)
-    driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker, wait_s=30)
+    driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker, turns=TURNS, wait_s=30)
     assert [o.status for o in outcomes(driver, topics)] == [OutcomeStatus.cancelled]
 
 
@@ -186,7 +189,7 @@ def test_the_run_s_timeout_aborts_the_request(
     worker = driver.worker(settings, {"http": http()})
     ex = execution(1, HttpTarget(url=f"{server.url}/hang"), timeout_ms=500)
     send(driver, topics, ex)
-    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, wait_s=30)
+    driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, turns=TURNS, wait_s=30)
     result = run_of(worker, ex)  # the request's own deadline, in real time
     assert result.status is OutcomeStatus.timed_out
     assert result.error is not None and result.error.type == "Timeout"
@@ -221,11 +224,11 @@ def test_async_handlers_run_without_a_pool_thread_while_the_only_slot_is_taken(
     try:
         parked = execution(0, HandlerTarget(name="test-sync-parked"))
         send(driver, topics, parked)
-        driver.turn_until(lambda: worker.inflight.running == 1, worker, wait_s=30)
+        driver.turn_until(lambda: worker.inflight.running == 1, worker, turns=TURNS, wait_s=30)
         sleepers = [execution(i, HandlerTarget(name="test-async-sleep")) for i in range(1, 51)]
         send(driver, topics, *sleepers)
         driver.turn_until(
-            lambda: len(outcomes(driver, topics)) == 50, worker, turns=10**5, wait_s=60
+            lambda: len(outcomes(driver, topics)) == 50, worker, turns=TURNS, wait_s=60
         )
         assert {o.status for o in outcomes(driver, topics)} == {OutcomeStatus.succeeded}
         assert set(RAN_ON) == {"test-handlers"}  # the loop's thread, never the pool's
