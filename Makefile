@@ -112,6 +112,13 @@ bench-b1: deps broker
 bench-sustained: deps broker
 	$(BIN)/python -m bench.sustained --rates 100,200,400,600 --seconds 60
 
+# B7: 10 000 webhooks due at one second against a sink that answers 200 ms late, and the HTTP
+# sustained knee against a keep-alive sink (bench/webhooks.py, bench/sustained.py)
+.PHONY: bench-webhooks
+bench-webhooks: deps broker
+	$(BIN)/python -m bench.webhooks --jobs 10000 --delay-ms 200
+	$(BIN)/python -m bench.sustained --target http --rates 1000,2000,3000 --seconds 45
+
 bench-failover: deps broker
 	$(BIN)/python -m bench.failover --fault all --jobs 50 --seconds 60
 

@@ -7,10 +7,13 @@ registered by the modules in KADENCE_HANDLER_MODULES.
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import sys
 
 from apps.processes import process_main
 from connectors import handlers
+from connectors.aio import EventLoop
 from connectors.http import HttpCaller
 from connectors.kafka_topic import KafkaTopicCaller
 from connectors.sqs import SqsCaller
@@ -36,12 +39,24 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
         lambda: cluster_replication(settings),
     )
     policy = AddressPolicy(settings.target_allow_cidrs, settings.target_allow_cidrs_by_tenant)
-    http = HttpCaller(policy, settings.webhook_secrets)
-    sqs = SqsCaller(policy, settings.sqs_credentials)
-    return {"http": http, "kafka": kafka, "handler": handlers.call, "sqs": sqs}
+    loop = EventLoop("targets")  # HTTP, SQS and async handlers: no thread per run
+    http = HttpCaller(policy, settings.webhook_secrets, loop=loop)
+    sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop)
+    handler = handlers.HandlerCaller(loop)
+    return {"http": http, "kafka": kafka, "handler": handler, "sqs": sqs}
+
+
+def more_open_files() -> None:
+    """The soft open-files limit raised to the hard one: each HTTP or SQS run in flight holds a
+    socket (`worker_async_max_in_flight` of them at most)."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def build(settings: KadenceSettings) -> Worker:
+    more_open_files()
     metrics = WorkerMetrics()
     clock = SystemClock(settings.clock_offset_ms)
     worker = Worker(settings, clock, targets(settings), metrics, KafkaClients(settings))

@@ -1,24 +1,42 @@
 """A loopback HTTP/1.1 sink for benchmarks: answers every request 200 with keep-alive.
 
     python -m bench.http_sink            # prints `http sink listening on 127.0.0.1:<port>`
+    KADENCE_BENCH_SINK_DELAY_MS=200 python -m bench.http_sink   # answers 200 ms late
 
 One asyncio process, no per-request thread: what the benchmark measures is the workers'
 HTTP path (connections, signing, SSRF checks), not this server. It counts requests and
-connections and prints them when it stops (SIGTERM or SIGINT).
+connections and prints them when it stops (SIGTERM or SIGINT), then one line
+`http sink summary: {json}`: requests, connections, the most requests it held at once, and
+each request's lateness as received (its arrival minus its `kadence-due-at`), p50/p90/p99/max.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import signal
+import time
+from datetime import datetime
+
+import uvloop
+
+from bench.scheduler import percentiles
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
+
+
+DELAY_S = int(os.environ.get("KADENCE_BENCH_SINK_DELAY_MS", "0")) / 1000
+"""ChildProcess(..., BENCH_SINK_DELAY_MS=200) sets KADENCE_BENCH_SINK_DELAY_MS."""
 
 
 class Counts:
     requests = 0
     connections = 0
+    holding = 0
+    most_held = 0
+    lateness: list[float] = []  # noqa: RUF012 - one process, one sink
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -26,6 +44,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
+            received = time.time()
             length = 0
             close = False
             for line in head.split(b"\r\n")[1:]:
@@ -35,15 +54,27 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     length = int(value.strip() or b"0")
                 elif name == b"connection" and value.strip().lower() == b"close":
                     close = True
+                elif name == b"kadence-due-at":
+                    due = datetime.fromisoformat(value.strip().decode().replace("Z", "+00:00"))
+                    Counts.lateness.append(received - due.timestamp())
             if length:
                 await reader.readexactly(length)
             Counts.requests += 1
+            if DELAY_S:
+                Counts.holding += 1
+                Counts.most_held = max(Counts.most_held, Counts.holding)
+                try:
+                    await asyncio.sleep(DELAY_S)
+                finally:
+                    Counts.holding -= 1
             writer.write(RESPONSE)
             await writer.drain()
             if close or head.startswith(b"POST / HTTP/1.0") or b" HTTP/1.0\r\n" in head[:200]:
                 break
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
         pass
+    except asyncio.CancelledError:  # the sink stops with connections still open
+        return
     finally:
         writer.close()
         with contextlib.suppress(ConnectionError):
@@ -61,7 +92,14 @@ async def main() -> None:
     async with server:
         await done.wait()
     print(f"http sink: {Counts.requests} requests on {Counts.connections} connections", flush=True)
+    summary = {
+        "requests": Counts.requests,
+        "connections": Counts.connections,
+        "most_held_at_once": Counts.most_held,
+        "lateness_as_received_s": percentiles(Counts.lateness),
+    }
+    print(f"http sink summary: {json.dumps(summary)}", flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    uvloop.run(main())  # as the workers' event loop: the sink must not be the bottleneck

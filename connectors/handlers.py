@@ -12,18 +12,26 @@ shared ("*") one of the same name.
 
 Exceptions fail the attempt: `RetryableError` ones retryably, any other for good. Long handlers
 should check `stop.is_set()` (cancelled, timed out, or the lease was lost) and return.
+
+An `async def` handler runs on the worker's event loop (connectors/aio.py), without a thread or
+a slot of the worker's pool: thousands can wait on I/O at once. It must not block (use
+`asyncio.to_thread` for blocking work); a stop cancels it at once (CancelledError at its
+current `await`). Plain functions run on the worker's bounded thread pool.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import Future
 
+from connectors.aio import EventLoop
 from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
 from kadence.models.base import IDENT_RE
 from kadence.targets import Result, Stop
 
-Handler = Callable[[ExecutionRequested, Stop], Result | None]
+Handler = Callable[[ExecutionRequested, Stop], Result | Awaitable[Result | None] | None]
 SHARED = "*"
 """The scope of handlers every tenant may call."""
 _REGISTRY: dict[str, dict[str, Handler]] = {}
@@ -81,6 +89,62 @@ def load(modules: Iterable[str]) -> None:
         importlib.import_module(module)
 
 
+class HandlerCaller:
+    """The handler target: `async def` handlers start on `loop` (`Starts`), plain ones are
+    called on the worker's pool."""
+
+    def __init__(self, loop: EventLoop | None = None) -> None:
+        self.loop = loop or EventLoop("handlers")
+
+    def _found(self, ex: ExecutionRequested) -> Handler | None:
+        target = ex.target
+        assert isinstance(target, HandlerTarget)
+        return lookup(ex.tenant, target.name)
+
+    def can_start(self, ex: ExecutionRequested) -> bool:
+        return inspect.iscoroutinefunction(self._found(ex))
+
+    def start(
+        self, ex: ExecutionRequested, stop: Stop, record: bytes | None = None
+    ) -> Future[Result] | None:
+        fn = self._found(ex)
+        if fn is None or not inspect.iscoroutinefunction(fn):
+            return None
+        return self.loop.run(lambda: _awaited(fn, ex, stop), stop)
+
+    def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+        fn = self._found(ex)
+        if fn is not None and inspect.iscoroutinefunction(fn):
+            return self.loop.run(lambda: _awaited(fn, ex, stop), stop).result()
+        return call(ex, stop, deadline)
+
+
+async def _awaited(fn: Handler, ex: ExecutionRequested, stop: Stop) -> Result:
+    try:
+        result = fn(ex, stop)
+        if inspect.isawaitable(result):
+            result = await result
+    except RetryableError as exc:
+        return Result.failed(type(exc).__name__, str(exc) or "retryable failure", retryable=True)
+    except Exception as exc:
+        return Result.failed(type(exc).__name__, str(exc) or repr(exc), retryable=False)
+    return _ended(result, stop)
+
+
+def _ended(result: object, stop: Stop) -> Result:
+    if stop.is_set():
+        return Result(stop.reason or OutcomeStatus.cancelled)
+    if result is None:
+        return Result.ok()
+    if not isinstance(result, Result):
+        kind = type(result).__name__
+        return Result.failed("HandlerResult", f"a handler returned a {kind}", retryable=False)
+    return result
+
+
+_DEFAULT: list[HandlerCaller] = []
+
+
 def call(ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
     target = ex.target
     assert isinstance(target, HandlerTarget)
@@ -88,12 +152,14 @@ def call(ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
     if fn is None:
         why = f"handler {target.name!r} is unknown for tenant {ex.tenant!r} in this worker"
         return Result.failed("UnknownHandler", why, retryable=True)
+    if inspect.iscoroutinefunction(fn):  # called directly: on a loop of this module's own
+        if not _DEFAULT:
+            _DEFAULT.append(HandlerCaller())
+        return _DEFAULT[0](ex, stop, deadline)
     try:
         result = fn(ex, stop)
     except RetryableError as exc:
         return Result.failed(type(exc).__name__, str(exc) or "retryable failure", retryable=True)
     except Exception as exc:
         return Result.failed(type(exc).__name__, str(exc) or repr(exc), retryable=False)
-    if stop.is_set():
-        return Result(stop.reason or OutcomeStatus.cancelled)
-    return result or Result.ok()
+    return _ended(result, stop)

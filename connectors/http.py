@@ -11,6 +11,9 @@ Kadence's headers win over the job's own, whatever their case (kadence.headers.w
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
 Connections are kept alive and reused for the same checked address (connectors/http_pool.py);
 a request on a reused connection the server had closed meanwhile is sent once more on a new one.
+Requests run as coroutines on the target's event loop (connectors/aio.py): `start` holds no
+thread while the target answers, and a stop aborts the request at once; the blocking call
+waits for the same coroutine.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import hmac
 import ssl
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from connectors.aio import EventLoop
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.ssrf import AddressPolicy
@@ -82,11 +87,13 @@ class HttpCaller:
         policy: AddressPolicy,
         secrets: Secrets,
         tls: ssl.SSLContext | None = None,
+        loop: EventLoop | None = None,
     ) -> None:
         self.policy = policy
         self.secrets = secrets
         self.tls = tls or ssl.create_default_context()
         self.pool = ConnectionPool(self.tls)
+        self.loop = loop or EventLoop("http")
 
     def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
         now = int(time.time())
@@ -108,7 +115,20 @@ class HttpCaller:
             own["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
         return with_own(target.headers, own)
 
+    def start(
+        self, ex: ExecutionRequested, stop: Stop, record: bytes | None = None
+    ) -> Future[Result]:
+        """The request under way on the loop, its deadline the run's timeout from now."""
+        deadline = time.monotonic() + ex.timeout_ms / 1000
+        return self.loop.run(lambda: self.send(ex, stop, deadline), stop)
+
+    def can_start(self, ex: ExecutionRequested) -> bool:
+        return True
+
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+        return self.loop.run(lambda: self.send(ex, stop, deadline), stop).result()
+
+    async def send(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, HttpTarget)
         url = urlsplit(target.url)
@@ -117,7 +137,7 @@ class HttpCaller:
             headers = self.headers(ex, target, body)
         except UnknownSecretError:
             return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
-        answer = checked_exchange(
+        answer = await checked_exchange(
             self.pool,
             self.policy,
             target.url,
@@ -126,7 +146,6 @@ class HttpCaller:
             path=(url.path or "/") + (f"?{url.query}" if url.query else ""),
             body=body,
             headers=headers,
-            stop=stop,
             deadline=deadline,
             timeout_ms=ex.timeout_ms,
         )

@@ -28,11 +28,14 @@ import hashlib
 import json
 import re
 import ssl
+import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from connectors.aio import EventLoop
 from connectors.http import UnknownSecretError, secret_for, unknown_secret
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
@@ -125,10 +128,12 @@ class SqsCaller:
         policy: AddressPolicy,
         credentials: Mapping[str, Mapping[str, AwsKey]],
         tls: ssl.SSLContext | None = None,
+        loop: EventLoop | None = None,
     ) -> None:
         self.policy = policy
         self.credentials = credentials
         self.pool = ConnectionPool(tls or ssl.create_default_context())
+        self.loop = loop or EventLoop("sqs")
 
     def _headers(self, target: SqsTarget, tenant: str, host: str, body: bytes) -> dict[str, str]:
         headers = {"host": host, "content-type": CONTENT_TYPE, "x-amz-target": SEND}
@@ -144,7 +149,20 @@ class SqsCaller:
             "POST", "/", [], headers, body, credentials=creds, region=region, service="sqs", now=now
         )
 
+    def start(
+        self, ex: ExecutionRequested, stop: Stop, record: bytes | None = None
+    ) -> Future[Result]:
+        """The request under way on the loop, its deadline the run's timeout from now."""
+        deadline = time.monotonic() + ex.timeout_ms / 1000
+        return self.loop.run(lambda: self.send(ex, stop, deadline), stop)
+
+    def can_start(self, ex: ExecutionRequested) -> bool:
+        return True
+
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
+        return self.loop.run(lambda: self.send(ex, stop, deadline), stop).result()
+
+    async def send(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, SqsTarget)
         body = json.dumps(message(ex, target), separators=(",", ":")).encode()
@@ -161,7 +179,7 @@ class SqsCaller:
                 "(KADENCE_SQS_CREDENTIALS of the workers); nothing was sent"
             )
             return Result.failed("CredentialsNotForQueue", why, retryable=False)
-        answer = checked_exchange(
+        answer = await checked_exchange(
             self.pool,
             self.policy,
             target.queue_url,
@@ -170,7 +188,6 @@ class SqsCaller:
             path="/",
             body=body,
             headers=headers,
-            stop=stop,
             deadline=deadline,
             timeout_ms=ex.timeout_ms,
         )

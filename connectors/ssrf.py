@@ -27,6 +27,10 @@ METADATA = frozenset(
 )
 
 
+VERDICTS_KEPT = 4_096
+"""Addresses whose verdict is kept (the cache is emptied when full)."""
+
+
 class AddressRefused(Exception):  # noqa: N818 - a verdict the target turns into an outcome
     pass
 
@@ -43,6 +47,10 @@ class AddressPolicy:
             tenant: tuple(parse_allowed(entry) for entry in entries)
             for tenant, entries in (by_tenant or {}).items()
         }
+        self._verdicts: dict[tuple[IPAddress, int | None, str | None], str | None] = {}
+        """`why_refused` of the addresses checked lately: the rules do not change, and a
+        burst checks the same target's address thousands of times (every run still resolves
+        its host: only the verdict on an address is kept)."""
 
     def why_refused(
         self, address: IPAddress, port: int | None = None, tenant: str | None = None
@@ -50,6 +58,18 @@ class AddressPolicy:
         """None when a target of `tenant` may reach `address` on `port`; else what kind of
         address it is. An allow-list entry with a port allows its network on that port only;
         a metadata address needs an entry naming exactly it."""
+        key = (address, port, tenant)
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            pass
+        verdict = self._why_refused(address, port, tenant)
+        if len(self._verdicts) >= VERDICTS_KEPT:
+            self._verdicts.clear()
+        self._verdicts[key] = verdict
+        return verdict
+
+    def _why_refused(self, address: IPAddress, port: int | None, tenant: str | None) -> str | None:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         entries = self.allow + (self.by_tenant.get(tenant, ()) if tenant is not None else ())
@@ -80,10 +100,13 @@ class AddressPolicy:
         """The first address of `host` if a target of `tenant` may reach every address it
         resolves to."""
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
-        addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+            addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # no lookup to make
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as exc:
+                raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
+            addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
         for address in addresses:
             why = self.why_refused(address, port, tenant)
             if why is not None:

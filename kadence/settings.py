@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
+from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
 
@@ -20,7 +21,7 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
 
 
-class KadenceSettings(BaseSettings):
+class KadenceSettings(BaseSettings, WorkerSettings):
     """Every knob of a Kadence process. Env: KADENCE_<FIELD>, e.g. KADENCE_NAMESPACE=staging."""
 
     model_config = SettingsConfigDict(
@@ -108,59 +109,10 @@ class KadenceSettings(BaseSettings):
     """A tenant's retries pause when at least `breaker_failure_ratio` of at least
     `breaker_min_attempts` attempts in `breaker_window_ms` failed; after the cool-down one retry
     probes, and its success resumes the rest."""
-    worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 64
-    """Slots: executions one worker process runs at the same time on its thread pool (HTTP,
-    in-process handlers, a Kafka topic not known to exist yet). Most runs wait on I/O (a
-    webhook's answer), so slots are cheap: a run in flight costs the worker loop nothing per
-    turn (finished runs are pushed to it, renewals come off a deadline heap; an idle turn takes
-    about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn), only a parked thread.
-    64 lets one worker keep a slow target's runs going without starving the rest; a CPU-bound
-    handler wants fewer (about the cores). A run the Kafka topic target starts without a thread
-    takes no slot (nor counts towards a tenant's cap): a worker starts a burst of them at once
-    (up to what one lease snapshot lists: `worker_claim_ahead_max`)."""
     tenant_shards: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(default_factory=dict)
     """Wide tenants spread over several executions partitions: tenant -> shards (JSON object;
     others 1). One job always lands on one partition. Change it only while the tenant has
     nothing dispatched ahead, or a revocation may miss an execution sent under the old count."""
-    worker_tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000)]] = Field(
-        default_factory=dict
-    )
-    """Fairness between tenants in a worker: tenant -> executions started per round of the
-    weighted deficit round robin over due executions (JSON object; others weigh 1)."""
-    worker_fairness: Literal["drr", "fifo"] = "drr"
-    """`drr`: due executions are started tenant by tenant (weighted deficit round robin).
-    `fifo`: in due order regardless of tenant (for comparison; a flood delays everyone)."""
-    worker_tenant_max_share: Annotated[float, Field(gt=0, le=1)] = 0.5
-    """By default one tenant runs at most this share of a worker's `worker_concurrency` slots
-    at once (rounded down, at least 1), so a tenant whose runs hang (a target that never
-    answers, long timeouts) leaves the other slots to the other tenants. 1: no default cap."""
-    worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] | None = None
-    """Executions of one tenant one worker runs at once at most, for every tenant, instead of
-    `worker_tenant_max_share` (0: explicitly no cap beyond `worker_concurrency`)."""
-    worker_tenant_max_running_by_tenant: dict[str, Annotated[int, Field(ge=0, le=1_000)]] = Field(
-        default_factory=dict
-    )
-    """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
-    two settings above."""
-    worker_claim_ahead_max: Annotated[int, Field(ge=0, le=8_192)] | None = None
-    """Executions one worker claims ahead of their due time (listed in a committed lease
-    snapshot up to half their lease TTL early, so each starts from memory at its due instant)
-    at once at most; by default 8 192 - `worker_concurrency`. Whatever this says, a worker
-    holds (running or claimed ahead) only what one lease snapshot of 4 096 ranges is sure to
-    list however the runs end: up to 8 191 runs of consecutive offsets, 4 096 scattered ones.
-    0: claim only when due."""
-    lease_format: Literal["snapshot", "events"] = "snapshot"
-    """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
-    every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
-    previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
-    worker_kafka_exactly_once: bool = True
-    """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
-    carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the
-    tenant's topic sees each execution exactly once whatever crashes (docs/execution.md). False:
-    the previous path, a claim under a lease, then an idempotent producer of the target's own
-    (at least once, with the idempotency key)."""
-    worker_deliveries_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
-    """Kafka-topic runs one worker transaction delivers at most (with exactly once)."""
     redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""
@@ -318,12 +270,6 @@ class KadenceSettings(BaseSettings):
                     "the tenant whose jobs use it)"
                 )
         return value
-
-    @field_validator("worker_tenant_max_running", mode="before")
-    @classmethod
-    def _unset(cls, value: object) -> object:
-        """Empty (or "None", as a parent passes an unset value to a child) means unset."""
-        return None if isinstance(value, str) and value.strip() in ("", "None") else value
 
     @field_validator(
         "worker_tenant_max_running_by_tenant",

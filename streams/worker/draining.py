@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from kadence.clock import Clock
 from kadence.models import OutcomeStatus
-from streams.worker.active import TxnWork
-
-if TYPE_CHECKING:
-    from streams.worker.loop import Worker
+from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.holding import Holdings
+from streams.worker.inbox import Inbox, Item
+from streams.worker.inflight import InFlight
 
 log = logging.getLogger(__name__)
+
+
+class Worker(Protocol):
+    """What draining needs of the worker loop (streams/worker/loop.py)."""
+
+    clock: Clock
+    inbox: Inbox
+    inflight: InFlight
+    holdings: Holdings
+
+    @property
+    def runs(self) -> Mapping[str, ActiveRun]: ...
+
+    def police(self, now: int) -> None: ...
+
+    def due(self, now: int, paced: bool = False) -> list[Item]: ...
+
+    def start(self, run: ActiveRun) -> None: ...
+
+    def commit(self, txn: TxnWork, now: int, offsets: dict[int, tuple[int, str]]) -> None: ...
 
 
 def drain(worker: Worker, grace: timedelta) -> None:

@@ -13,117 +13,25 @@ the partition reads again only those (and everything after the read position), n
 already claimed. Past METADATA_LIMIT characters the list is left out, and the next owner
 re-reads everything after the committed offset (duplicates, with the same execution id).
 
-Fairness: executions that are due wait in one queue per tenant, and `due` serves the queues by
-weighted deficit round robin (each round a tenant may start `weight` more, a fraction carried
-to the next round), skipping a tenant at its running cap. A tenant that floods its partition
-with a hundred thousand executions due at midnight therefore delays another tenant's execution
-due at midnight by one round, not by its hundred thousand. The running cap (by default half the
-worker's slots) keeps slots free for the others when one tenant's runs hang for hours.
+Fairness between tenants (which due execution is served first): streams/worker/fairness.py.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
-from kadence.settings import KadenceSettings
+from streams.worker.fairness import Budget, Fairness, default_max_running, never
+from streams.worker.item import Item
 from streams.worker.offsets import HeldRuns, decode_metadata, encode_runs, runs_of
 
+__all__ = ["Fairness", "Inbox", "Item", "default_max_running"]
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class Item:
-    partition: int
-    offset: int
-    execution: ExecutionRequested
-    due_ms: int
-    held: bool = True
-    record: bytes | None = None
-    """The execution's bytes as read (a target that forwards them sends them unchanged)."""
-    claimed: bool = False
-    """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
-    commit, still waiting (in due order and tenant fairness) for its start."""
-    leaseless: bool = False
-    """Never claimed ahead (delivered in a transaction when due: streams/worker/delivering.py)."""
-    offered: bool = False
-    """In the inbox's index of what may be claimed ahead (`upcoming`)."""
-
-
-@dataclass(frozen=True)
-class Fairness:
-    weights: Mapping[str, float] = field(default_factory=dict)
-    """tenant -> executions started per round (default 1; 0.5 starts one every other round)."""
-    max_running: int = 0
-    """Executions of one tenant running at once in this worker at most (0: no cap)."""
-    by_tenant: bool = True
-    """False: one queue for everyone, in due order (no fairness and no cap; for comparison)."""
-    caps: Mapping[str, int] = field(default_factory=dict)
-    """tenant -> its own `max_running` (0: no cap)."""
-
-    @classmethod
-    def of(cls, settings: KadenceSettings) -> Fairness:
-        """A worker's fairness by its settings: unless told otherwise, a tenant holds at most
-        `worker_tenant_max_share` of the slots, so runs that hang for hours cannot take them
-        all."""
-        return cls(
-            settings.worker_tenant_weights,
-            default_max_running(settings),
-            by_tenant=settings.worker_fairness == "drr",
-            caps=settings.worker_tenant_max_running_by_tenant,
-        )
-
-    def weight(self, tenant: str) -> float:
-        return max(0.01, self.weights.get(tenant, 1.0))
-
-    def cap(self, tenant: str) -> int:
-        """Runs of `tenant` at once at most (0: no cap)."""
-        return self.caps.get(tenant, self.max_running)
-
-
-def _never(_item: Item) -> bool:
-    return False
-
-
-@dataclass
-class _Budget:
-    """What one `Inbox.due` call may still hand out."""
-
-    slots: int
-    room: int
-    slotless: Callable[[Item], bool]
-
-    def admits(self, item: Item, tenant_busy: int, cap: int | None) -> bool:
-        if not item.claimed and self.room <= 0:
-            return False
-        if self.slotless(item):
-            return True
-        return self.slots > 0 and (cap is None or tenant_busy < cap)
-
-    def take(self, item: Item) -> bool:
-        """Count `item` in; whether it took a slot."""
-        if not item.claimed:
-            self.room -= 1
-        if self.slotless(item):
-            return False
-        self.slots -= 1
-        return True
-
-
-def default_max_running(settings: KadenceSettings) -> int:
-    """The cap of a tenant not named in `worker_tenant_max_running_by_tenant`: the explicit
-    number if there is one, else the share of the slots (at least 1; 0 when the share is all)."""
-    if settings.worker_tenant_max_running is not None:
-        return settings.worker_tenant_max_running
-    slots = settings.worker_concurrency
-    share = max(1, math.floor(slots * settings.worker_tenant_max_share + 1e-9))
-    return 0 if share >= slots else share
 
 
 @dataclass
@@ -210,6 +118,7 @@ class Inbox:
         *,
         room: int | None = None,
         slotless: Callable[[Item], bool] | None = None,
+        loose: tuple[int, Mapping[str, int]] | None = None,
     ) -> list[Item]:
         """Held executions due by `now_ms`, tenants served by weighted deficit round robin.
         They stop being held (call `hold` to put one back if its claim fails).
@@ -217,10 +126,14 @@ class Inbox:
           (their run needs no pool thread); a tenant at its running cap (`running`: tenant ->
           slots its runs take) takes no more slots.
         - `room`: executions not claimed ahead yet taken at most (what the worker's lease
-          snapshot has room for); one claimed ahead is held already. Default: `limit`."""
+          snapshot has room for); one claimed ahead is held already. Default: `limit`.
+        - `loose`: runs `slotless` accepts taken at most, and tenant -> such runs in flight
+          (a tenant at its `async_cap` takes no more). Default: `room`, none."""
         self._release(now_ms)
         out: list[Item] = []
-        budget = _Budget(limit, limit if room is None else room, slotless or _never)
+        room = limit if room is None else room
+        free, flying = loose or (room, {})
+        budget = Budget(limit, room, slotless or never, free, dict(flying))
         busy = dict(running or {})
         while self._turns:
             progressed = False
@@ -264,7 +177,7 @@ class Inbox:
                         self._turns.append(tenant)
                     queue.append(item)
 
-    def _serve(self, tenant: str, out: list[Item], budget: _Budget, busy: dict[str, int]) -> bool:
+    def _serve(self, tenant: str, out: list[Item], budget: Budget, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
         worth of executions into `out` (their slots counted in `busy`). False if it cannot take
         at all."""
@@ -274,8 +187,9 @@ class Inbox:
         if not queue:
             self._retire(tenant)
             return False
-        cap = (self.fairness.cap(tenant) if self.fairness.by_tenant else 0) or None
-        if not budget.admits(queue[0], busy.get(tenant, 0), cap):
+        fair = self.fairness
+        caps = (fair.cap(tenant), fair.async_cap) if fair.by_tenant else (0, 0)
+        if not budget.admits(queue[0], tenant, busy.get(tenant, 0), caps):
             return False
         credit = self._deficit.get(tenant, 0.0) + self.fairness.weight(tenant)
         while queue and credit >= 1:
@@ -283,10 +197,10 @@ class Inbox:
             if not item.held:
                 queue.popleft()
                 continue
-            if not budget.admits(item, busy.get(tenant, 0), cap):
+            if not budget.admits(item, tenant, busy.get(tenant, 0), caps):
                 break
             queue.popleft()
-            if budget.take(item):
+            if budget.take(item, tenant):
                 busy[tenant] = busy.get(tenant, 0) + 1
             self._close(item)
             if self._open.get(item.partition, {}).pop(item.offset, None) is not None:

@@ -6,8 +6,9 @@ What a turn needs of them costs in proportion to what happened, not to the runs 
 - renewals, lease expiries and timeouts come off a heap of deadlines (`police`);
 - the runs by tenant (for the tenants' caps) are counted as runs start and end.
 Only runs whose invocation takes a pool thread (`ActiveRun.pooled`) take a slot and count
-towards a tenant's cap: one its target started without a thread (a Kafka produce awaiting its
-ack) costs the worker nothing while it waits.
+towards a tenant's cap of slots; one its target started without a thread (an HTTP request on
+the event loop, a Kafka produce awaiting its ack) costs no thread while it waits, and counts
+towards `worker_async_max_in_flight` and the tenant's share of it instead (`loose`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class InFlight:
         """tenant -> its pooled invocations still going (for the tenants' caps)."""
         self._pooled = 0
         """Pooled invocations still going: the slots taken."""
+        self.loose = 0
+        """Invocations without a thread still going (`worker_async_max_in_flight`)."""
+        self.loose_by_tenant: Counter[str] = Counter()
         self._completed: queue.SimpleQueue[ActiveRun] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._done: dict[str, ActiveRun] = {}
@@ -55,13 +59,16 @@ class InFlight:
         return self._pooled
 
     def _count(self, run: ActiveRun, delta: int) -> None:
-        if not run.pooled:
-            return
-        self._pooled += delta
+        if run.pooled:
+            self._pooled += delta
+            counts = self.by_tenant
+        else:
+            self.loose += delta
+            counts = self.loose_by_tenant
         tenant = run.execution.tenant
-        self.by_tenant[tenant] += delta
-        if self.by_tenant[tenant] <= 0:
-            del self.by_tenant[tenant]
+        counts[tenant] += delta
+        if counts[tenant] <= 0:
+            del counts[tenant]
 
     def alive(self, run: ActiveRun) -> bool:
         """`run` is still ours: started, and its outcome not yet committed."""

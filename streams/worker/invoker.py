@@ -1,10 +1,12 @@
 """Starting a claimed run's invocation: without a thread when its target can, else on the pool.
 
-A target that `Starts` (the Kafka topic target, its topic known) produces and returns a future
-its delivery callback settles: no thread waits for the ack, and the run takes no slot (`pooled`
-False). Others run on the bounded pool, with the bytes the worker read when they `Forward`
-them. Timeouts, cancels and self-fencing reach a run through its `Stop` either way (the
-worker's deadline heap sets it).
+A target that `Starts` returns a future without a thread waiting on it, and the run takes no
+slot (`pooled` False): the Kafka topic target (its topic known) produces and its delivery
+callback settles the future; the HTTP and SQS targets and `async def` handlers run a coroutine
+on the targets' event loop (connectors/aio.py). `worker_async_max_in_flight` bounds such runs
+(the worker's inbox holds the rest). Others run on the bounded pool, with the bytes the worker
+read when they `Forward` them. Timeouts, cancels and self-fencing reach a run through its
+`Stop` either way (the worker's deadline heap sets it).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ worker holds by (executions partition, offset) (`holding`):
 With `lease_format=events` it writes the previous release's LeaseEvents (acquired, renewed,
 released) instead, and claims only when due.
 Invocations run on a bounded thread pool (`worker_concurrency` slots); a run its target starts
-without a thread (a Kafka produce awaiting its ack) takes no slot, so a midnight burst of them
-starts at once, up to what one snapshot is sure to list (`holding.fits`). A run whose lease
-expires before a renewal commits is stopped (self-fencing) and reports `lease_lost`, which the
-scheduler records but does not apply.
+without a thread (HTTP, SQS, async handlers on an event loop; a Kafka produce) takes no slot, so
+a burst starts at once, up to `worker_async_max_in_flight` and what one snapshot is sure to
+list (`holding.fits`). A run whose lease expires before a renewal commits is stopped
+(self-fencing) and reports `lease_lost`, which the scheduler records but does not apply.
 A turn's cost does not grow with the runs in flight (streams/worker/inflight.py): finished runs
 are pushed to the loop, renewals and expiries come off a heap of deadlines.
 """
@@ -197,10 +197,12 @@ class Worker:
         """What may start or be claimed now: runs needing a pool thread within the free slots,
         and every run within what one lease snapshot is sure to list (`Holdings.room`; none
         while `paced`: only claims ahead start)."""
-        free = self.settings.worker_concurrency - self.inflight.running
+        fl, cap = self.inflight, self.settings.worker_async_max_in_flight
+        free = self.settings.worker_concurrency - fl.running
         room = 0 if paced else self.holdings.room(len(self.runs))
+        loose = (max(0, cap - fl.loose), fl.loose_by_tenant)
         return self.inbox.due(
-            now, max(0, free), self.inflight.by_tenant, room=room, slotless=self.invoker.slotless
+            now, max(0, free), fl.by_tenant, room=room, slotless=self.invoker.slotless, loose=loose
         )
 
     def _read(self, msg: MessageLike) -> None:

@@ -4,6 +4,7 @@ checked address only, never past the address policy, never once a stop has touch
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 import time
@@ -92,7 +93,8 @@ def test_a_kept_connection_the_server_closed_is_replaced_and_the_request_sent_on
     c = caller()
     assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
     [sock] = idle(c)
-    sock.shutdown(socket.SHUT_RDWR)  # as if the server had dropped it while idle
+    with socket.socket(fileno=os.dup(sock.fileno())) as same:  # the loop's is a stand-in
+        same.shutdown(socket.SHUT_RDWR)  # as if the server had dropped it while idle
     assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
     assert len(server.seen("/ok")) == 2
     assert c.pool.opened == 2

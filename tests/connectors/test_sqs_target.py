@@ -189,6 +189,15 @@ def test_success_is_the_queue_accepting_the_message(queue: FakeQueue) -> None:
     assert json.loads(body)["QueueUrl"] == queue.url()
 
 
+def test_a_send_starts_without_a_thread_on_the_loop(queue: FakeQueue) -> None:
+    c = caller()
+    ex = execution(SqsTarget(queue_url=queue.url()))
+    assert c.can_start(ex)
+    future = c.start(ex, Stop(), None)
+    assert future.result(timeout=30).status is OutcomeStatus.succeeded
+    assert len(queue.got) == 1
+
+
 @pytest.mark.parametrize(
     ("status", "body", "retryable", "code"),
     [

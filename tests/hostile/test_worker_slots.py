@@ -1,7 +1,9 @@
 """One tenant cannot hold every worker slot (issue 14, item 7): tenant acme floods a worker
 with runs against a target that never answers (long timeouts), and another tenant's job still
-runs on time, with nothing configured (the default per-tenant cap is half the slots). Real
-scheduler, reaper and worker processes on the real broker."""
+runs on time, with nothing configured (the default per-tenant cap is half the slots, and half
+the runs in flight without a thread: HTTP runs are on the worker's event loop and take no slot,
+so the test makes that bound as small as the slots). Real scheduler, reaper and worker processes
+on the real broker."""
 
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ def once(tenant: str, job_id: str, url: str, in_s: float, **kw: object) -> Sched
 def test_hanging_runs_of_one_tenant_leave_slots_for_the_others(
     settings: KadenceSettings, tmp_path: Path
 ) -> None:
-    xsettings = execution_settings(settings, worker_concurrency=4)  # no cap configured
+    xsettings = execution_settings(  # no tenant cap configured
+        settings, worker_concurrency=4, worker_async_max_in_flight=4
+    )
     server = TargetServer().start()
     try:
         stack = Stack.start(xsettings, tmp_path)
@@ -54,4 +58,4 @@ def test_hanging_runs_of_one_tenant_leave_slots_for_the_others(
             stack.stop()
     finally:
         server.stop()
-    assert hanging == 2  # half of the 4 slots, the rest left to the other tenants
+    assert hanging == 2  # half of the 4 runs in flight, the rest left to the other tenants

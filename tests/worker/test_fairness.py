@@ -198,3 +198,28 @@ def test_a_claim_ahead_starting_takes_a_slot_but_no_room() -> None:
     assert [i.offset for i in inbox.due(T_MS, 2, room=0)] == [0, 1]  # the two claimed
     assert inbox.due(T_MS, 2, room=0) == []  # the unclaimed one needs room
     assert [i.offset for i in inbox.due(T_MS, 0, room=1, slotless=lambda _i: True)] == [2]
+
+
+def test_runs_without_a_thread_stop_at_the_async_bound_and_a_tenant_at_its_share() -> None:
+    """HTTP runs on the event loop take no slot, but `worker_async_max_in_flight` bounds them
+    (`loose`: how many may still start, and each tenant's in flight), a tenant at most its
+    share of it (`async_cap`); past either they wait in the inbox, not lost."""
+    inbox = Inbox(Fairness(async_cap=10))
+    flooded(inbox, flood=50, small=2)
+    every = lambda _item: True  # noqa: E731
+    got = inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(12, {}))
+    assert Counter(i.execution.tenant for i in got) == {"flood": 10, "small0": 1, "small1": 1}
+    assert inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(100, {"flood": 10})) == []
+    more = inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(100, {"flood": 5}))
+    assert len(more) == 5
+    assert inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(0, {})) == []
+    assert len(inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(3, {}))) == 3
+    assert len(inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(1_000, {}))) == 10
+    rest = [inbox.due(T_MS, 0, room=1_000, slotless=every, loose=(1_000, {})) for _ in range(3)]
+    assert [len(r) for r in rest] == [10, 10, 2]  # every one of the 50 came out once
+
+
+def test_the_async_cap_is_the_tenant_share_of_the_bound() -> None:
+    settings = KadenceSettings(worker_async_max_in_flight=1_000)
+    assert Fairness.of(settings).async_cap == 500
+    assert Fairness.of(settings.model_copy(update={"worker_tenant_max_share": 1.0})).async_cap == 0

@@ -1,0 +1,76 @@
+"""A worker's settings (kadence/settings.py's KadenceSettings has them as its own fields:
+KADENCE_WORKER_CONCURRENCY and the rest). Here so that each file stays one sitting long."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class WorkerSettings(BaseModel):
+    """The worker's knobs: slots, runs without a thread, fairness, claims ahead, lease format,
+    exactly-once delivery to Kafka-topic targets."""
+
+    worker_concurrency: Annotated[int, Field(ge=1, le=1_000)] = 64
+    """Slots: executions one worker process runs at the same time on its thread pool (plain
+    `def` in-process handlers, a Kafka topic not known to exist yet). A run in flight costs the
+    worker loop nothing per turn (finished runs are pushed to it, renewals come off a deadline
+    heap; an idle turn takes about 30 us of CPU with 64 or 1 000 runs held, bench.worker_turn),
+    only a parked thread. 64 lets one worker keep slow handlers going without starving the
+    rest; a CPU-bound handler wants fewer (about the cores). Runs a target starts without a
+    thread take no slot: HTTP and SQS requests and `async def` handlers on the worker's event
+    loop, Kafka produces awaiting their ack (`worker_async_max_in_flight` bounds those)."""
+    worker_async_max_in_flight: Annotated[int, Field(ge=1, le=65_536)] = 8_192
+    """Runs one worker has in flight without a thread at once at most: HTTP and SQS requests
+    and `async def` handlers on its event loop, Kafka produces awaiting their ack. Past it due
+    runs wait, unclaimed, until some end (none is lost); a tenant runs at most
+    `worker_tenant_max_share` of it. Each HTTP run holds a socket: the worker raises its
+    open-files limit to the hard one at start. A worker holds only what one lease snapshot
+    lists (`worker_claim_ahead_max`)."""
+    worker_tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000)]] = Field(
+        default_factory=dict
+    )
+    """Fairness between tenants in a worker: tenant -> executions started per round of the
+    weighted deficit round robin over due executions (JSON object; others weigh 1)."""
+    worker_fairness: Literal["drr", "fifo"] = "drr"
+    """`drr`: due executions are started tenant by tenant (weighted deficit round robin).
+    `fifo`: in due order regardless of tenant (for comparison; a flood delays everyone)."""
+    worker_tenant_max_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """By default one tenant runs at most this share of a worker's `worker_concurrency` slots
+    at once (rounded down, at least 1), so a tenant whose runs hang (a target that never
+    answers, long timeouts) leaves the other slots to the other tenants; and at most this share
+    of `worker_async_max_in_flight` runs without a thread. 1: no default cap."""
+    worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    """Executions of one tenant one worker runs at once at most, for every tenant, instead of
+    `worker_tenant_max_share` (0: explicitly no cap beyond `worker_concurrency`)."""
+    worker_tenant_max_running_by_tenant: dict[str, Annotated[int, Field(ge=0, le=1_000)]] = Field(
+        default_factory=dict
+    )
+    """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
+    two settings above."""
+    worker_claim_ahead_max: Annotated[int, Field(ge=0, le=8_192)] | None = None
+    """Executions one worker claims ahead of their due time (listed in a committed lease
+    snapshot up to half their lease TTL early, so each starts from memory at its due instant)
+    at once at most; by default 8 192 - `worker_concurrency`. Whatever this says, a worker
+    holds (running or claimed ahead) only what one lease snapshot of 4 096 ranges is sure to
+    list however the runs end: up to 8 191 runs of consecutive offsets, 4 096 scattered ones.
+    0: claim only when due."""
+    lease_format: Literal["snapshot", "events"] = "snapshot"
+    """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
+    every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
+    previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
+    worker_kafka_exactly_once: bool = True
+    """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
+    carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the
+    tenant's topic sees each execution exactly once whatever crashes (docs/execution.md). False:
+    the previous path, a claim under a lease, then an idempotent producer of the target's own
+    (at least once, with the idempotency key)."""
+    worker_deliveries_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
+    """Kafka-topic runs one worker transaction delivers at most (with exactly once)."""
+
+    @field_validator("worker_tenant_max_running", mode="before")
+    @classmethod
+    def _unset(cls, value: object) -> object:
+        """Empty (or "None", as a parent passes an unset value to a child) means unset."""
+        return None if isinstance(value, str) and value.strip() in ("", "None") else value

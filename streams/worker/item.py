@@ -1,0 +1,25 @@
+"""An execution a worker has read, as its inbox holds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kadence.models import ExecutionRequested
+
+
+@dataclass(eq=False)
+class Item:
+    partition: int
+    offset: int
+    execution: ExecutionRequested
+    due_ms: int
+    held: bool = True
+    record: bytes | None = None
+    """The execution's bytes as read (a target that forwards them sends them unchanged)."""
+    claimed: bool = False
+    """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
+    commit, still waiting (in due order and tenant fairness) for its start."""
+    leaseless: bool = False
+    """Never claimed ahead (delivered in a transaction when due: streams/worker/delivering.py)."""
+    offered: bool = False
+    """In the inbox's index of what may be claimed ahead (`upcoming`)."""
