@@ -5,7 +5,6 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -149,6 +148,12 @@ class KadenceSettings(BaseSettings):
     holds (running or claimed ahead) only what one lease snapshot of 4 096 ranges is sure to
     list however the runs end: up to 8 191 runs of consecutive offsets, 4 096 scattered ones.
     0: claim only when due."""
+    worker_inbox_max_executions: Annotated[int, Field(ge=100, le=10_000_000)] = 20_000
+    worker_inbox_max_bytes: Annotated[int, Field(ge=1 << 20, le=1 << 40)] = 64 << 20
+    """Executions one worker holds read but not claimed (waiting for their due time or their
+    turn), and their bytes, at most: past either it stops reading (pauses its partitions; the
+    backlog waits in Kafka, in the consumer lag) and a tenant at its running cap holds no more
+    than twice its cap (the rest is read again later): streams/worker/backlog.py."""
     lease_format: Literal["snapshot", "events"] = "snapshot"
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
@@ -381,13 +386,3 @@ class KadenceSettings(BaseSettings):
             common["ssl.key.password"] = self.kafka_ssl_key_password.get_secret_value()
         common.update(self.kafka_options)
         return common
-
-
-KafkaOptions = Mapping[str, str | int | float | bool]
-
-
-def kafka_config(common: str | KafkaOptions, role: KafkaOptions) -> dict[str, Any]:
-    """A client's librdkafka config: the shared options (`KadenceSettings.kafka_common()`, or
-    just a bootstrap address), then the role's own. For clients outside the streams layer."""
-    base = {"bootstrap.servers": common} if isinstance(common, str) else dict(common)
-    return {**base, **role}

@@ -19,6 +19,9 @@ to the next round), skipping a tenant at its running cap. A tenant that floods i
 with a hundred thousand executions due at midnight therefore delays another tenant's execution
 due at midnight by one round, not by its hundred thousand. The running cap (by default half the
 worker's slots) keeps slots free for the others when one tenant's runs hang for hours.
+
+Bound: executions read past a tenant's quota while it is at its cap are let go, owed (never
+passed by the commit, named in its metadata) and read again later; streams/worker/backlog.py.
 """
 
 from __future__ import annotations
@@ -32,53 +35,12 @@ from dataclasses import dataclass, field
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
 from streams.worker.fairness import Fairness
-from streams.worker.offsets import HeldRuns, decode_metadata, encode_runs, runs_of
+from streams.worker.item import Budget, Item, never
+from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
+from streams.worker.owed import Owed
 
 __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class Item:
-    partition: int
-    offset: int
-    execution: ExecutionRequested
-    due_ms: int
-    held: bool = True
-    record: bytes | None = None
-    """The execution's bytes as read (a target that forwards them sends them unchanged)."""
-    claimed: bool = False
-    """Claimed ahead of its due time: covered by the worker's lease, no longer by the offset
-    commit, still waiting (in due order and tenant fairness) for its start."""
-
-
-def _never(_item: Item) -> bool:
-    return False
-
-
-@dataclass
-class _Budget:
-    """What one `Inbox.due` call may still hand out."""
-
-    slots: int
-    room: int
-    slotless: Callable[[Item], bool]
-
-    def admits(self, item: Item, tenant_busy: int, cap: int | None) -> bool:
-        if not item.claimed and self.room <= 0:
-            return False
-        if self.slotless(item):
-            return True
-        return self.slots > 0 and (cap is None or tenant_busy < cap)
-
-    def take(self, item: Item) -> bool:
-        """Count `item` in; whether it took a slot."""
-        if not item.claimed:
-            self.room -= 1
-        if self.slotless(item):
-            return False
-        self.slots -= 1
-        return True
 
 
 @dataclass
@@ -102,11 +64,24 @@ class Inbox:
     _turns: deque[str] = field(default_factory=deque)
     """Tenants with due executions, in round-robin order."""
     _deficit: dict[str, float] = field(default_factory=dict)
+    owed: Owed = field(default_factory=Owed)
+    """Executions read and let go (`shed`, `refuses`), to read again (`backlog`)."""
+    count: int = 0
+    """Executions held (`_open`), and their bytes as read:"""
+    size: int = 0
+    _by_tenant: dict[str, int] = field(default_factory=dict)
+    """tenant -> executions held."""
+    _busy: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> slots its runs take, as `due` was last told."""
+    _slotless: Callable[[Item], bool] = never
+    assignments: int = 0
+    """Partitions assigned so far (`resume` calls)."""
 
     # -- taking over a partition -------------------------------------------------------------
 
     def resume(self, partition: int, committed: int, metadata: str | None) -> None:
         """A partition was assigned; `metadata` is what its last commit carried."""
+        self.assignments += 1
         parsed = decode_metadata(committed, metadata)
         if parsed is None:
             self._replay.pop(partition, None)
@@ -124,29 +99,118 @@ class Inbox:
             return True
         return offset in held
 
-    def add(self, partition: int, offset: int, ex: ExecutionRequested) -> Item:
-        item = Item(partition, offset, ex, datetime_to_ms(ex.due_at))
-        self._open.setdefault(partition, {})[offset] = item
-        self._held.setdefault(partition, HeldRuns()).add(offset)
-        self._wait(item)
+    def add(
+        self, partition: int, offset: int, ex: ExecutionRequested, record: bytes | None = None
+    ) -> Item | None:
+        """Hold `ex` (`record`: its bytes as read); None if it is let go instead (`refuses`)."""
+        item = Item(partition, offset, ex, datetime_to_ms(ex.due_at), record=record)
         self.read(partition, offset)
+        if self.refuses(item):
+            self.owed.add(partition, offset, ex.tenant)
+            return None
+        self._keep(item)
+        self._wait(item)
         return item
+
+    def stuck(self, item: Item) -> bool:
+        """Its run cannot start now: it needs a slot, and its tenant is at its running cap."""
+        return not self._slotless(item) and self._capped(item.execution.tenant)
+
+    def _capped(self, tenant: str) -> bool:
+        cap = self.fairness.cap(tenant) if self.fairness.by_tenant else 0
+        return 0 < cap <= self._busy.get(tenant, 0)
+
+    def quota(self, tenant: str) -> int:
+        """Executions a tenant at its running cap holds at most: twice its cap."""
+        return 2 * self.fairness.cap(tenant)
+
+    def refuses(self, item: Item) -> bool:
+        return self.stuck(item) and self._by_tenant.get(item.execution.tenant, 0) >= self.quota(
+            item.execution.tenant
+        )
+
+    def shed(self) -> int:
+        """Let go of the executions held of tenants `stuck` past their `quota` (the earliest
+        due kept): owed, to read again. How many."""
+        stuck: dict[str, list[Item]] = {}
+        for items in self._open.values():
+            for item in items.values():
+                if item.held and self.stuck(item):
+                    stuck.setdefault(item.execution.tenant, []).append(item)
+        shed = 0
+        for tenant, found in stuck.items():
+            found.sort(key=lambda i: (i.due_ms, i.partition, i.offset))
+            for item in found[self.quota(tenant) :]:
+                self._unkeep(item)
+                self._close(item)
+                self.owed.add(item.partition, item.offset, tenant)
+                shed += 1
+        if shed:  # not held: out of the due order too, or their memory stays taken
+            for bucket in self._waiting.values():
+                bucket[:] = [i for i in bucket if i.held]
+            for tenant, queue in self._ready.items():
+                self._ready[tenant] = deque(i for i in queue if i.held)
+        return shed
+
+    def hungry(self, partition: int) -> bool:
+        """A tenant with executions owed on `partition` would take them now (no longer at its
+        cap, or holding half its quota or less)."""
+        return any(
+            not self._capped(t) or self._by_tenant.get(t, 0) <= self.quota(t) // 2
+            for t in self.owed.tenants.get(partition, ())
+        )
+
+    def reread(self, partition: int) -> int | None:
+        """Read again what `partition` owes (as after a take-over: `wanted` takes only those):
+        the offset to seek to; None if it owes nothing or is still reading a replay."""
+        if partition in self._replay or partition not in self._next:
+            return None
+        offsets = self.owed.take(partition)
+        if not offsets:
+            return None
+        self._replay[partition] = (self._next[partition], frozenset(offsets))
+        self._next[partition] = offsets[0]
+        return offsets[0]
+
+    def _keep(self, item: Item) -> None:
+        opened = self._open.setdefault(item.partition, {})
+        if item.offset in opened:
+            return
+        opened[item.offset] = item
+        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        tenant = item.execution.tenant
+        self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + 1
+        self.count += 1
+        self.size += len(item.record or b"")
+
+    def _unkeep(self, item: Item) -> None:
+        if self._open.get(item.partition, {}).pop(item.offset, None) is None:
+            return
+        self._held[item.partition].remove(item.offset)
+        tenant = item.execution.tenant
+        self._by_tenant[tenant] -= 1
+        if not self._by_tenant[tenant]:
+            del self._by_tenant[tenant]
+        self.count -= 1
+        self.size -= len(item.record or b"")
 
     def read(self, partition: int, offset: int) -> None:
         """A record was read (also one with nothing to hold: a revocation, a bad record)."""
         self._next[partition] = max(self._next.get(partition, 0), offset + 1)
 
-    def revoke(self, rev: ExecutionRevoked) -> bool:
-        """Drop held executions that `rev` revokes; True if one was dropped."""
+    def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> bool:
+        """Drop held executions that `rev` (read at `partition`, `offset`) revokes; True if one
+        was dropped. Owed when its partition owes an earlier offset (`owed`)."""
+        if self.owed.before(partition, offset):
+            self.owed.add(partition, offset, rev.tenant)
         dropped = False
-        for partition, items in self._open.items():
-            for offset, item in list(items.items()):
+        for items in self._open.values():
+            for item in list(items.values()):
                 ex = item.execution
                 same = ex.execution_id == rev.execution_id
                 if same and ex.definition_version <= rev.definition_version:
+                    self._unkeep(item)
                     self._close(item)
-                    del items[offset]
-                    self._held[partition].remove(offset)
                     dropped = True
         return dropped
 
@@ -166,9 +230,10 @@ class Inbox:
           slots its runs take) takes no more slots.
         - `room`: executions not claimed ahead yet taken at most (what the worker's lease
           snapshot has room for); one claimed ahead is held already. Default: `limit`."""
+        self._busy, self._slotless = running or {}, slotless or never
         self._release(now_ms)
         out: list[Item] = []
-        budget = _Budget(limit, limit if room is None else room, slotless or _never)
+        budget = Budget(limit, limit if room is None else room, slotless or never)
         busy = dict(running or {})
         while self._turns:
             progressed = False
@@ -200,7 +265,7 @@ class Inbox:
                         self._turns.append(tenant)
                     queue.append(item)
 
-    def _serve(self, tenant: str, out: list[Item], budget: _Budget, busy: dict[str, int]) -> bool:
+    def _serve(self, tenant: str, out: list[Item], budget: Budget, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
         worth of executions into `out` (their slots counted in `busy`). False if it cannot take
         at all."""
@@ -224,9 +289,8 @@ class Inbox:
             queue.popleft()
             if budget.take(item):
                 busy[tenant] = busy.get(tenant, 0) + 1
+            self._unkeep(item)
             self._close(item)
-            if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
-                self._held[item.partition].remove(item.offset)
             out.append(item)
             credit -= 1
         self._deficit[tenant] = credit if queue else 0.0
@@ -252,7 +316,7 @@ class Inbox:
             for item in self._waiting.get(due, []):
                 if len(out) >= limit:
                     return out
-                if item.held and not item.claimed and ready(item):
+                if item.held and not item.claimed and not self.stuck(item) and ready(item):
                     out.append(item)
         return out
 
@@ -260,8 +324,7 @@ class Inbox:
         """`item` is being claimed ahead: the offset commit may pass it (the lease covers it);
         it keeps its place in due order."""
         item.claimed = True
-        if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
-            self._held[item.partition].remove(item.offset)
+        self._unkeep(item)
 
     def unclaim(self, item: Item) -> None:
         """The claim ahead did not commit: the offset commit covers it again (or, if its
@@ -270,16 +333,14 @@ class Inbox:
         if item.partition not in self._next:
             item.held = False
             return
-        self._open.setdefault(item.partition, {})[item.offset] = item
-        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        self._keep(item)
 
     def hold(self, item: Item) -> None:
         """Back into the inbox (its claim did not commit)."""
         if item.partition not in self._next:
             return  # the partition is gone
         item.held = True
-        self._open.setdefault(item.partition, {})[item.offset] = item
-        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        self._keep(item)
         self._wait(item)
 
     def serve_claimed_only(self) -> None:
@@ -295,26 +356,21 @@ class Inbox:
         out = {}
         for p, nxt in self._next.items():
             runs = self._held.get(p, HeldRuns()).runs()
-            upto = nxt
-            replay = self._replay.get(p)
-            if replay is not None:  # still re-reading what the previous owner held
-                old_upto, old_held = replay
-                held = {o for start, n in runs for o in range(start, start + n)}
-                held.update(o for o in old_held if o >= nxt)
-                runs = runs_of(sorted(held))
-                upto = max(nxt, old_upto)
-            if not runs:
-                out[p] = (upto, "")
-            else:
-                out[p] = (runs[0][0], encode_runs(runs, upto))
+            owed = self.owed.runs.get(p)
+            if owed is not None and owed.starts:  # never passed either
+                runs = merge_runs(runs, owed.runs())
+            out[p] = commit_point(runs, nxt, self._replay.get(p))
         return out
 
     def forget(self, partitions: set[int]) -> None:
         """Partitions revoked: their held executions are the next owner's to read again (ones
         claimed ahead stay: the commit passed them, this worker's lease covers them)."""
         for p in partitions:
-            for item in self._open.pop(p, {}).values():
+            for item in list(self._open.get(p, {}).values()):
+                self._unkeep(item)
                 self._close(item)
+            self._open.pop(p, None)
+            self.owed.forget(p)
             self._held.pop(p, None)
             self._next.pop(p, None)
             self._replay.pop(p, None)
@@ -334,7 +390,7 @@ class Inbox:
         return min(candidates) if candidates else None
 
     def __len__(self) -> int:
-        return sum(len(items) for items in self._open.values())
+        return self.count
 
     @staticmethod
     def _close(item: Item) -> None:
