@@ -42,6 +42,7 @@ from confluent_kafka import TopicPartition
 from kadence.metrics import LagTracker, Positions
 from kadence.settings import KadenceSettings
 from streams.worker.inbox import Inbox
+from streams.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 REREAD_INTERVAL_S = 1.0
@@ -68,6 +69,8 @@ class Backlog:
         settings: KadenceSettings,
         consumer: Reader,
         topic: str,
+        *,
+        metrics: WorkerMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inbox = inbox
@@ -76,10 +79,12 @@ class Backlog:
         self.max_executions = settings.worker_inbox_max_executions
         self.max_bytes = settings.worker_inbox_max_bytes
         self.monotonic = monotonic
+        self.metrics = metrics
         self.paused = False
         self._paused_at = -1
         """`inbox.assignments` when the partitions were paused (a rebalance resumes them)."""
         self._reread_at: dict[int, float] = {}
+        self._gauged = -1e9
         self.shed = 0
         """Executions let go when the inbox was full, so far."""
 
@@ -109,6 +114,13 @@ class Backlog:
             self._reread()
         if lag is not None:
             lag.update(_Unread(self.consumer, self.inbox))
+        now = self.monotonic()
+        if self.metrics is not None and now - self._gauged >= 1:
+            self._gauged = now
+            gauge = self.metrics.inbox
+            gauge.labels("executions").set(self.inbox.count)
+            gauge.labels("bytes").set(self.inbox.size)
+            gauge.labels("owed").set(len(self.inbox.owed))
 
     def _pause(self) -> None:
         assigned = self.consumer.assignment()

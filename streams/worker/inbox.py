@@ -114,20 +114,23 @@ class Inbox:
 
     def stuck(self, item: Item) -> bool:
         """Its run cannot start now: it needs a slot, and its tenant is at its running cap."""
-        return not self._slotless(item) and self._capped(item.execution.tenant)
+        return not self.starts(item, 0)
 
-    def _capped(self, tenant: str) -> bool:
+    def starts(self, item: Item, waiting: int) -> bool:
+        """Whether `item` could start at once beside `waiting` runs of its tenant claimed."""
+        return self._slotless(item) or not self._capped(item.execution.tenant, waiting)
+
+    def _capped(self, tenant: str, waiting: int = 0) -> bool:
         cap = self.fairness.cap(tenant) if self.fairness.by_tenant else 0
-        return 0 < cap <= self._busy.get(tenant, 0)
+        return 0 < cap <= self._busy.get(tenant, 0) + waiting
 
     def quota(self, tenant: str) -> int:
         """Executions a tenant at its running cap holds at most: twice its cap."""
         return 2 * self.fairness.cap(tenant)
 
     def refuses(self, item: Item) -> bool:
-        return self.stuck(item) and self._by_tenant.get(item.execution.tenant, 0) >= self.quota(
-            item.execution.tenant
-        )
+        tenant = item.execution.tenant
+        return self.stuck(item) and self._by_tenant.get(tenant, 0) >= self.quota(tenant)
 
     def shed(self) -> int:
         """Let go of the executions held of tenants `stuck` past their `quota` (the earliest
@@ -316,7 +319,7 @@ class Inbox:
             for item in self._waiting.get(due, []):
                 if len(out) >= limit:
                     return out
-                if item.held and not item.claimed and not self.stuck(item) and ready(item):
+                if item.held and not item.claimed and ready(item):
                     out.append(item)
         return out
 

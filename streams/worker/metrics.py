@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
 
@@ -36,6 +36,14 @@ class WorkerMetrics:
         self.lease_lost = Counter(
             "kadence_worker_leases_lost",
             "Runs stopped because their lease expired before a renewal committed",
+            registry=self.registry,
+        )
+
+        self.inbox = Gauge(
+            "kadence_worker_inbox",
+            "The inbox: executions held read but not claimed (`executions`, their `bytes` as "
+            "read), and executions read and let go to be read again (`owed`)",
+            ["what"],
             registry=self.registry,
         )
 

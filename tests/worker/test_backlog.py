@@ -15,8 +15,10 @@ from kadence.codec import Codec
 from kadence.metrics import LagTracker
 from kadence.models import ExecutionRequested, ExecutionRevoked, HttpTarget
 from kadence.settings import KadenceSettings
+from streams.worker.active import TxnWork
 from streams.worker.backlog import Backlog
 from streams.worker.fairness import Fairness
+from streams.worker.holding import Holdings
 from streams.worker.inbox import Inbox
 from streams.worker.offsets import decode_metadata
 
@@ -229,3 +231,23 @@ def test_a_revocation_read_while_its_execution_is_owed_still_revokes_it() -> Non
     stack.turn()
     handed = stack.drain()
     assert len(handed) == 7 and target.execution_id not in handed
+
+
+def test_a_tenant_is_claimed_ahead_only_as_far_as_its_free_slots() -> None:
+    """Claims ahead of a tenant whose runs hang would wait, renewed, taking the room of the
+    others' claims: only what its free slots can start is claimed ahead."""
+    settings = KadenceSettings(worker_concurrency=8)
+    inbox = Inbox(Fairness(max_running=0, caps={"flood": 2}))
+    holdings = Holdings(settings, "w", inbox)
+    for n in range(10):
+        holdings.saw(inbox.add(0, n, ex("flood", n, due_s=1)).execution)  # type: ignore[union-attr]
+        inbox.add(1, n, ex("small", n, due_s=1))
+    inbox.due(T_MS, 8, {"flood": 1})
+    txn = TxnWork()
+    holdings.claim_ahead(txn, T_MS, {}, set())
+    tenants = [run.execution.tenant for run in txn.ahead]
+    assert tenants.count("flood") == 1 and tenants.count("small") == 10
+    holdings.committed(txn)
+    txn = TxnWork()
+    holdings.claim_ahead(txn, T_MS, {}, set())
+    assert txn.ahead == []  # its one free slot has its claim already
