@@ -41,6 +41,7 @@ from confluent_kafka import TopicPartition
 
 from kadence.metrics import LagTracker, Positions
 from kadence.settings import KadenceSettings
+from kadence.topics import Topics
 from streams.worker.inbox import Inbox
 from streams.worker.metrics import WorkerMetrics
 
@@ -68,14 +69,13 @@ class Backlog:
         inbox: Inbox,
         settings: KadenceSettings,
         consumer: Reader,
-        topic: str,
         *,
         metrics: WorkerMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inbox = inbox
         self.consumer = consumer
-        self.topic = topic
+        self.topic = Topics(settings).executions
         self.max_executions = settings.worker_inbox_max_executions
         self.max_bytes = settings.worker_inbox_max_bytes
         self.monotonic = monotonic

@@ -99,8 +99,7 @@ class Worker:
         self.lag = LagTracker(f"{settings.namespace}.workers")
         self.clients = clients or KafkaClients(settings)
         self.consumer = self.clients.consumer(f"{settings.namespace}.workers", self.worker_id)
-        topic = self.topics.executions
-        self.backlog = Backlog(self.inbox, settings, self.consumer, topic, metrics=self.metrics)
+        self.backlog = Backlog(self.inbox, settings, self.consumer, metrics=self.metrics)
         self.session = TransactionalSession(  # linger: the commit sends at once (flush)
             self.clients, self.worker_id, producer_options={"linger.ms": 100}
         )

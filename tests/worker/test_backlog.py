@@ -24,7 +24,7 @@ from streams.worker.offsets import decode_metadata
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)
-TOPIC = "ns.executions"
+TOPIC = "kadence.executions"
 CODEC = Codec()
 Record = ExecutionRequested | ExecutionRevoked
 
@@ -119,7 +119,7 @@ class Stack:
         consumer = FakeConsumer(log)
         inbox = Inbox(Fairness(max_running=0, caps={"flood": cap}))  # the others: no cap
         clock = iter(range(0, 1_000_000, 10))  # each settle 10 s after the last
-        backlog = Backlog(inbox, settings, consumer, TOPIC, monotonic=lambda: next(clock))
+        backlog = Backlog(inbox, settings, consumer, monotonic=lambda: next(clock))
         return cls(consumer, inbox, backlog)
 
     def turn(self, lag: LagTracker | None = None) -> None:
