@@ -26,9 +26,7 @@ passed by the commit, named in its metadata) and read again later; streams/worke
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -38,19 +36,14 @@ from streams.worker.fairness import Fairness
 from streams.worker.item import Budget, Item, never
 from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
 from streams.worker.owed import Owed
+from streams.worker.waiting import Waiting
 
 __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class Inbox:
-    fairness: Fairness = field(default_factory=Fairness)
-    _heap: list[int] = field(default_factory=list)
-    """The distinct due times of `_waiting`, earliest first."""
-    _waiting: dict[int, list[Item]] = field(default_factory=dict)
-    """due time -> executions not yet due, in the order read (a midnight flood is one entry:
-    released in one step, not a hundred thousand heap pops)."""
+class Inbox(Waiting):
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
     _held: dict[int, HeldRuns] = field(default_factory=dict)
@@ -59,11 +52,6 @@ class Inbox:
     """partition -> the offset after the last record read."""
     _replay: dict[int, tuple[int, frozenset[int]]] = field(default_factory=dict)
     """partition -> (read position, held offsets) from the previous owner's last commit."""
-    _ready: dict[str, deque[Item]] = field(default_factory=dict)
-    """tenant -> its due executions, oldest first (still held until `due` hands them out)."""
-    _turns: deque[str] = field(default_factory=deque)
-    """Tenants with due executions, in round-robin order."""
-    _deficit: dict[str, float] = field(default_factory=dict)
     owed: Owed = field(default_factory=Owed)
     """Executions read and let go (`shed`, `refuses`), to read again (`backlog`)."""
     count: int = 0
@@ -148,11 +136,8 @@ class Inbox:
                 self._close(item)
                 self.owed.add(item.partition, item.offset, tenant)
                 shed += 1
-        if shed:  # not held: out of the due order too, or their memory stays taken
-            for bucket in self._waiting.values():
-                bucket[:] = [i for i in bucket if i.held]
-            for tenant, queue in self._ready.items():
-                self._ready[tenant] = deque(i for i in queue if i.held)
+        if shed:
+            self._purge()
         return shed
 
     def hungry(self, partition: int) -> bool:
@@ -248,26 +233,6 @@ class Inbox:
                 break
         return out
 
-    def _wait(self, item: Item) -> None:
-        bucket = self._waiting.get(item.due_ms)
-        if bucket is None:
-            self._waiting[item.due_ms] = bucket = []
-            heapq.heappush(self._heap, item.due_ms)
-        bucket.append(item)
-
-    def _release(self, now_ms: int) -> None:
-        """Move what is due to its tenant's queue."""
-        by_tenant = self.fairness.by_tenant
-        while self._heap and self._heap[0] <= now_ms:
-            for item in self._waiting.pop(heapq.heappop(self._heap)):
-                if item.held:
-                    tenant = item.execution.tenant if by_tenant else ""
-                    queue = self._ready.get(tenant)
-                    if queue is None:
-                        self._ready[tenant] = queue = deque()
-                        self._turns.append(tenant)
-                    queue.append(item)
-
     def _serve(self, tenant: str, out: list[Item], budget: Budget, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
         worth of executions into `out` (their slots counted in `busy`). False if it cannot take
@@ -298,30 +263,6 @@ class Inbox:
             credit -= 1
         self._deficit[tenant] = credit if queue else 0.0
         return True  # it took, or gained credit towards taking in a later round
-
-    def _retire(self, tenant: str) -> None:
-        self._ready.pop(tenant, None)
-        self._deficit.pop(tenant, None)
-        self._turns.remove(tenant)
-
-    def upcoming(self, until_ms: int, limit: int, ready: Callable[[Item], bool]) -> list[Item]:
-        """Up to `limit` waiting executions due by `until_ms`, not claimed yet, that `ready`
-        accepts (earliest due first; walks only the part of the heap before `until_ms`)."""
-        times: list[int] = []
-        stack = [0] if self._heap else []
-        while stack:
-            i = stack.pop()
-            if i < len(self._heap) and self._heap[i] <= until_ms:
-                times.append(self._heap[i])
-                stack += [2 * i + 1, 2 * i + 2]
-        out: list[Item] = []
-        for due in sorted(times):
-            for item in self._waiting.get(due, []):
-                if len(out) >= limit:
-                    return out
-                if item.held and not item.claimed and ready(item):
-                    out.append(item)
-        return out
 
     def claim(self, item: Item) -> None:
         """`item` is being claimed ahead: the offset commit may pass it (the lease covers it);
@@ -377,20 +318,6 @@ class Inbox:
             self._held.pop(p, None)
             self._next.pop(p, None)
             self._replay.pop(p, None)
-
-    def next_due_ms(self) -> int | None:
-        """The due time of the earliest held execution (one already waiting its tenant's turn
-        counts as due at its own due time)."""
-        while self._heap:
-            bucket = self._waiting[self._heap[0]]
-            if bucket and not bucket[0].held:  # revoked or handed on: drop them once
-                bucket[:] = [i for i in bucket if i.held]
-            if bucket:
-                break
-            del self._waiting[heapq.heappop(self._heap)]
-        waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
-        candidates = waiting + ([self._heap[0]] if self._heap else [])
-        return min(candidates) if candidates else None
 
     def __len__(self) -> int:
         return self.count
