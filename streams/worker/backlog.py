@@ -23,7 +23,10 @@ longer at its cap, or down to half its quota) and the inbox has room, at most ev
 REREAD_INTERVAL_S per partition: the worker seeks the partition back to the first offset it
 owes and reads forward; `Inbox.wanted` takes only the offsets owed (the same path as a
 take-over's replay), so nothing claimed or held is read twice, and an execution read again is
-the same record, with its execution id. A revocation read on a partition owing an earlier
+the same record, with its execution id. Once an execution read again is let go again and no
+tenant it was read for wants more, the reading stops (`Inbox.abandon`): the worker seeks back
+to where it had read to, and the rest stays owed; so a second reading costs about a quota, not
+the whole backlog. A revocation read on a partition owing an earlier
 offset is owed too, so the second reading meets it after the execution it revokes.
 
 The lag reported (`kadence_consumer_lag_records`) counts the owed executions with the records
@@ -100,6 +103,10 @@ class Backlog:
     def settle(self, lag: LagTracker | None = None) -> None:
         """After a turn's reads: let go, pause, resume or read again as the bound says; then
         measure the lag."""
+        for p in list(self.inbox.owed.abandoned):  # reading again would let the rest go again
+            upto = self.inbox.abandon(p)
+            if upto is not None:
+                self.consumer.seek(TopicPartition(self.topic, p, upto))
         if self.full():
             shed = self.inbox.shed()
             if shed:

@@ -77,13 +77,15 @@ class Inbox(Waiting):
             self._replay[partition] = parsed
 
     def wanted(self, partition: int, offset: int) -> bool:
-        """False for a record the previous owner already claimed or finished with."""
+        """False for a record the previous owner already claimed or finished with (or, read
+        again, one not owed)."""
         replay = self._replay.get(partition)
         if replay is None:
             return True
         upto, held = replay
         if offset >= upto:
             del self._replay[partition]
+            self.owed.rereading.pop(partition, None)
             return True
         return offset in held
 
@@ -95,6 +97,9 @@ class Inbox(Waiting):
         self.read(partition, offset)
         if self.refuses(item):
             self.owed.add(partition, offset, ex.tenant)
+            again = self.owed.rereading.get(partition)
+            if again is not None and not any(map(self._hungry, again)):
+                self.owed.abandoned.add(partition)  # the rest would be let go again
             return None
         self._keep(item)
         self._wait(item)
@@ -143,10 +148,21 @@ class Inbox(Waiting):
     def hungry(self, partition: int) -> bool:
         """A tenant with executions owed on `partition` would take them now (no longer at its
         cap, or holding half its quota or less)."""
-        return any(
-            not self._capped(t) or self._by_tenant.get(t, 0) <= self.quota(t) // 2
-            for t in self.owed.tenants.get(partition, ())
-        )
+        return any(map(self._hungry, self.owed.tenants.get(partition, ())))
+
+    def _hungry(self, tenant: str) -> bool:
+        return not self._capped(tenant) or self._by_tenant.get(tenant, 0) <= self.quota(tenant) // 2
+
+    def abandon(self, partition: int) -> int | None:
+        """Stop reading `partition` again (what it still owes stays owed): the offset to seek
+        to, where the reading had got before; None if it is not being read again."""
+        if partition not in self.owed.rereading or partition not in self._replay:
+            self.owed.abandoned.discard(partition)
+            return None
+        upto, offsets = self._replay.pop(partition)
+        self.owed.restore(partition, offsets, self._next[partition])
+        self._next[partition] = upto
+        return upto
 
     def reread(self, partition: int) -> int | None:
         """Read again what `partition` owes (as after a take-over: `wanted` takes only those):

@@ -19,6 +19,10 @@ class Owed:
     """partition -> offsets read and let go."""
     tenants: dict[int, set[str]] = field(default_factory=dict)
     """partition -> tenants with executions among them."""
+    rereading: dict[int, set[str]] = field(default_factory=dict)
+    """partition -> the tenants it owed when the worker began reading it again."""
+    abandoned: set[int] = field(default_factory=set)
+    """Partitions whose reading again stops (`Inbox.abandon`): nobody owed wants more now."""
 
     def add(self, partition: int, offset: int, tenant: str) -> None:
         self.runs.setdefault(partition, HeldRuns()).add(offset)
@@ -34,16 +38,29 @@ class Owed:
         return sum(n for _start, n in runs.runs()) if runs is not None else 0
 
     def take(self, partition: int) -> list[int]:
-        """Every offset `partition` owes, sorted; it owes none after this."""
-        self.tenants.pop(partition, None)
+        """Every offset `partition` owes, sorted, to read again; it owes none after this."""
+        tenants = self.tenants.pop(partition, set())
         runs = self.runs.pop(partition, None)
         if runs is None:
             return []
+        self.rereading[partition] = tenants
         return [o for start, n in runs.runs() for o in range(start, start + n)]
+
+    def restore(self, partition: int, offsets: frozenset[int], after: int) -> None:
+        """Reading `partition` again stopped at `after`: it owes the offsets past it still."""
+        tenants = self.rereading.pop(partition, set())
+        self.abandoned.discard(partition)
+        left = sorted(o for o in offsets if o >= after)
+        for o in left:
+            self.runs.setdefault(partition, HeldRuns()).add(o)
+        if left:
+            self.tenants.setdefault(partition, set()).update(tenants)
 
     def forget(self, partition: int) -> None:
         self.runs.pop(partition, None)
         self.tenants.pop(partition, None)
+        self.rereading.pop(partition, None)
+        self.abandoned.discard(partition)
 
     def __len__(self) -> int:
         return sum(self.count(p) for p in self.runs)

@@ -122,8 +122,8 @@ class Stack:
         backlog = Backlog(inbox, settings, consumer, monotonic=lambda: next(clock))
         return cls(consumer, inbox, backlog)
 
-    def turn(self, lag: LagTracker | None = None) -> None:
-        for p, o, record in self.consumer.consume():
+    def turn(self, lag: LagTracker | None = None, limit: int = 500) -> None:
+        for p, o, record in self.consumer.consume(limit):
             if not self.inbox.wanted(p, o):
                 self.inbox.read(p, o)
             elif isinstance(record, ExecutionRevoked):
@@ -251,3 +251,19 @@ def test_a_tenant_is_claimed_ahead_only_as_far_as_its_free_slots() -> None:
     txn = TxnWork()
     holdings.claim_ahead(txn, T_MS, {}, set())
     assert txn.ahead == []  # its one free slot has its claim already
+
+
+def test_reading_again_stops_once_the_tenant_has_its_quota_again() -> None:
+    stack = Stack.of({0: [ex("flood", n) for n in range(200)]}, cap=2)
+    stack.running({"flood": 2})
+    stack.turn()  # 4 held, 196 owed
+    assert len(stack.running({}, T_MS)) == 2  # two start: down to half its quota, still at its cap
+    stack.running({"flood": 2})
+    stack.turn()
+    assert stack.consumer.seeks == [(0, 4)]
+    stack.turn(limit=10)  # two taken, then let go again: it wants no more, the reading stops
+    assert stack.consumer.seeks == [(0, 4), (0, 200)]
+    assert len(stack.taken) == 6 and len(stack.inbox.owed) == 194
+    assert owed_in_commit(stack.inbox, 0) == (2, frozenset(range(2, 200)))  # 4 held, 194 owed
+    stack.turn()
+    assert len(stack.taken) == 6 and stack.consumer.positions[0] == 200
