@@ -7,16 +7,17 @@ each one (its bytes and its decoded copy) until it is claimed. Two rules bound t
 - A tenant at its running cap (`Fairness.cap`: its runs hang, say) holds at most twice its cap
   (`Inbox.quota`; enough to refill its slots at once). Its executions read past that are let
   go: not held, not claimed, but owed (streams/worker/owed.py). The offset commit never passes
-  an owed one and its metadata names them with the held ones, as it does for the held ones
-  (so a worker that dies leaves them to the next owner of the partition). The partition goes
-  on being read, so the other tenants on it are read and start on time. When the inbox holds
-  more than its bound (`worker_inbox_max_executions` / `worker_inbox_max_bytes`, counted over
-  the executions held, not claimed; claims ahead have their own bound,
-  `worker_claim_ahead_max`), the executions held of the tenants at their cap are let go the
-  same way, down to their quota (`Inbox.shed`).
-- If the inbox is still past its bound (executions that will start, just not yet), the
-  worker pauses every partition it owns (`consumer.pause`): the rest waits in Kafka, where the
-  consumer lag shows it, until the inbox is back under three quarters of its bound.
+  an owed one and its metadata names them with the held ones (so a worker that dies leaves
+  them to the next owner of the partition). The partition goes on being read, so the other
+  tenants on it are read and start on time.
+- The inbox holds at most `worker_inbox_max_executions` executions and
+  `worker_inbox_max_bytes` bytes (counted over the executions held, not claimed; claims ahead
+  have their own bound, `worker_claim_ahead_max`). One read past that is owed too, whoever's
+  it is, and the worker pauses every partition it owns (`consumer.pause`): the rest waits in
+  Kafka, where the consumer lag shows it. Over three quarters of its bound, the inbox lets go
+  of the executions of tenants at their cap down to their quota (`Inbox.shed`, at most every
+  SHED_INTERVAL_S), so that it is not full of what cannot start; under three quarters, the
+  partitions resume.
 
 Owed executions are read again once a tenant owing them on a partition would take them (no
 longer at its cap, or down to half its quota) and the inbox has room, at most every
@@ -51,6 +52,8 @@ from streams.worker.metrics import WorkerMetrics
 log = logging.getLogger(__name__)
 REREAD_INTERVAL_S = 1.0
 """A partition is sought back to what it owes at most this often."""
+SHED_INTERVAL_S = 1.0
+"""Over three quarters of its bound, the inbox looks for executions to let go this often."""
 RESUME_AT = 0.75
 """Paused partitions resume (and owed executions are read again) under this share of the
 bound."""
@@ -79,26 +82,21 @@ class Backlog:
         self.inbox = inbox
         self.consumer = consumer
         self.topic = Topics(settings).executions
-        self.max_executions = settings.worker_inbox_max_executions
-        self.max_bytes = settings.worker_inbox_max_bytes
+        inbox.max_count = settings.worker_inbox_max_executions
+        inbox.max_size = settings.worker_inbox_max_bytes
         self.monotonic = monotonic
         self.metrics = metrics
         self.paused = False
         self._paused_at = -1
         """`inbox.assignments` when the partitions were paused (a rebalance resumes them)."""
         self._reread_at: dict[int, float] = {}
-        self._gauged = -1e9
+        self._gauged = self._shed_at = -1e9
         self.shed = 0
         """Executions let go when the inbox was full, so far."""
 
-    def full(self) -> bool:
-        return self.inbox.count >= self.max_executions or self.inbox.size >= self.max_bytes
-
     def roomy(self) -> bool:
-        return (
-            self.inbox.count < self.max_executions * RESUME_AT
-            and self.inbox.size < self.max_bytes * RESUME_AT
-        )
+        inbox = self.inbox
+        return inbox.count < inbox.max_count * RESUME_AT and inbox.size < inbox.max_size * RESUME_AT
 
     def settle(self, lag: LagTracker | None = None) -> None:
         """After a turn's reads: let go, pause, resume or read again as the bound says; then
@@ -107,12 +105,14 @@ class Backlog:
             upto = self.inbox.abandon(p)
             if upto is not None:
                 self.consumer.seek(TopicPartition(self.topic, p, upto))
-        if self.full():
+        now = self.monotonic()
+        if not self.roomy() and now - self._shed_at >= SHED_INTERVAL_S:
+            self._shed_at = now
             shed = self.inbox.shed()
             if shed:
                 self.shed += shed
                 log.info("inbox full: %d executions of tenants at their cap let go", shed)
-        if self.full():
+        if self.inbox.full():
             if not self.paused or self._paused_at != self.inbox.assignments:
                 self._pause()
         elif self.paused and self.roomy():
@@ -121,7 +121,6 @@ class Backlog:
             self._reread()
         if lag is not None:
             lag.update(_Unread(self.consumer, self.inbox))
-        now = self.monotonic()
         if self.metrics is not None and now - self._gauged >= 1:
             self._gauged = now
             gauge = self.metrics.inbox

@@ -57,6 +57,9 @@ class Inbox(Waiting):
     count: int = 0
     """Executions held (`_open`), and their bytes as read:"""
     size: int = 0
+    max_count: int = 0
+    """At most (0: no bound; `backlog` sets them), and bytes at most:"""
+    max_size: int = 0
     _by_tenant: dict[str, int] = field(default_factory=dict)
     """tenant -> executions held."""
     _busy: Mapping[str, int] = field(default_factory=dict)
@@ -95,7 +98,7 @@ class Inbox(Waiting):
         """Hold `ex` (`record`: its bytes as read); None if it is let go instead (`refuses`)."""
         item = Item(partition, offset, ex, datetime_to_ms(ex.due_at), record=record)
         self.read(partition, offset)
-        if self.refuses(item):
+        if self.full() or self.refuses(item):
             self.owed.add(partition, offset, ex.tenant)
             again = self.owed.rereading.get(partition)
             if again is not None and not any(map(self._hungry, again)):
@@ -104,6 +107,9 @@ class Inbox(Waiting):
         self._keep(item)
         self._wait(item)
         return item
+
+    def full(self) -> bool:
+        return 0 < self.max_count <= self.count or 0 < self.max_size <= self.size
 
     def stuck(self, item: Item) -> bool:
         """Its run cannot start now: it needs a slot, and its tenant is at its running cap."""
@@ -200,7 +206,11 @@ class Inbox(Waiting):
 
     def read(self, partition: int, offset: int) -> None:
         """A record was read (also one with nothing to hold: a revocation, a bad record)."""
-        self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+        self._next[partition] = nxt = max(self._next.get(partition, 0), offset + 1)
+        replay = self._replay.get(partition)
+        if replay is not None and nxt >= replay[0]:  # read up to where the replay ends
+            del self._replay[partition]
+            self.owed.rereading.pop(partition, None)
 
     def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> bool:
         """Drop held executions that `rev` (read at `partition`, `offset`) revokes; True if one
