@@ -50,6 +50,10 @@ class KadenceSettings(BaseSettings):
     """Partitions of the job-keyed, co-partitioned topics (schedules, commands, outcomes, ...)."""
     execution_partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
     """Partitions of the tenant-keyed executions topic."""
+    target_topic_partitions: Annotated[int, Field(ge=1, le=10_000)] = 1
+    """Partitions of a tenant's Kafka-target topic (`<ns>.to.<tenant>.<topic>`, made at its
+    first run). Few: each partition written costs a batch and a produce request per linger
+    (50 tenants x 12 partitions were 600 requests where 50 do). Existing topics keep theirs."""
     replication_factor: Annotated[int, Field(ge=1, le=7)] | None = None
     """Copies of each topic Kadence creates (None: the cluster's size, up to 3;
     kadence/replication.py). Below that on a multi-broker cluster it is refused unless
