@@ -34,7 +34,7 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
     kafka = KafkaTopicCaller(
         settings.kafka_common(),
         settings.namespace,
-        settings.execution_partitions,
+        settings.target_topic_partitions,
         Codec(),
         lambda: cluster_replication(settings),
     )

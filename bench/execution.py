@@ -52,7 +52,7 @@ from kadence.models import (
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
-from streams.worker.inbox import default_max_running
+from streams.worker.fairness import default_max_running
 
 HANDLERS = "bench.handlers"
 

@@ -18,7 +18,11 @@ for the tenant), and the CPU seconds of each process.
 Configurations: `alone` (no flood: the small tenants by themselves), `off`
 (KADENCE_TENANT_FIRES_PER_S=0: no cap, as before), `default` (the defaults: 2 000 a second,
 50 000 in progress), `flood=N` (the defaults, and N a second for the tenant `flood`,
-KADENCE_TENANT_FIRES_PER_S_BY_TENANT). Figures: docs/benchmarks.md, B6.
+KADENCE_TENANT_FIRES_PER_S_BY_TENANT), `hang` (the defaults, and the flood's jobs call an HTTP
+target that never answers, with a 10-minute timeout: its runs pile up behind its running cap in
+the workers, issue 29 item 4). Each also reports the workers' peak RSS (VmHWM) and, at the
+window's end, their consumer lag and inbox (`kadence_worker_inbox`). Figures:
+docs/benchmarks.md, B6.
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ from kadence.models import (
     Decision,
     ExecutionOutcome,
     HistoryRecord,
+    HttpTarget,
     KafkaTarget,
     ScheduleDefinition,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
+from testkit.target_server import TargetServer
 
 CODEC = Codec()
 NOT_RUN = re.compile(
@@ -58,13 +64,21 @@ NOT_RUN = re.compile(
 )
 
 
-def definitions(flood: int, small: int, each: int) -> Iterator[ScheduleDefinition]:
+def definitions(
+    flood: int, small: int, each: int, hang_url: str | None = None
+) -> Iterator[ScheduleDefinition]:
+    """`hang_url`: the flood's target, one that never answers (else the Kafka topic target)."""
     every_second = {"kind": "cron", "expression": "* * * * * *", "spread_s": 0}
     target = KafkaTarget(topic="runs")
+    flood_target: KafkaTarget | HttpTarget = target
+    hang: dict[str, Any] = {}
+    if hang_url is not None:
+        flood_target = HttpTarget(url=hang_url)
+        hang = {"timeout_ms": 600_000, "retry": {"max_attempts": 1}}
     for i in range(flood):
         yield ScheduleDefinition(
-            tenant="flood", job_id=f"f{i}", version=1, schedule=every_second, target=target,
-            overlap="allow",
+            tenant="flood", job_id=f"f{i}", version=1, schedule=every_second,
+            target=flood_target, overlap="allow", **hang,
         )  # fmt: skip
     for t in range(small):
         for i in range(each):
@@ -101,9 +115,11 @@ def run_one(
         caps = {"tenant_fires_per_s": 0, "tenant_max_in_flight": 0}
     elif config.startswith("flood="):
         caps = {"tenant_fires_per_s_by_tenant": {"flood": int(config.split("=", 1)[1])}}
+    server = TargetServer().start() if config == "hang" else None
     settings = KadenceSettings(
-        bootstrap_servers=bootstrap, namespace=f"bench-{uuid.uuid4().hex[:8]}", **caps
-    )
+        bootstrap_servers=bootstrap, namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        target_allow_cidrs=["127.0.0.0/8"], **caps,
+    )  # fmt: skip
     provision(settings)
     here = root / config.replace("=", "-")
 
@@ -114,7 +130,8 @@ def run_one(
         return ChildProcess(module, mine, log=here / f"{name}.log")
 
     scheduler = child("apps.scheduler", "s", metrics_port=-1)  # a port it picks and says
-    others = [child("apps.reaper", "r"), child("apps.worker", "w0"), child("apps.worker", "w1")]
+    workers = [child("apps.worker", f"w{i}", metrics_port=-1) for i in range(2)]
+    others = [child("apps.reaper", "r"), *workers]
     procs = [scheduler, *others]
     try:
         for proc in procs:
@@ -122,7 +139,7 @@ def run_one(
         scheduler.wait_for(" restored: ", timeout=120)
         metrics_port = scheduler.listening("metrics", timeout=60)
         print(f"{config}: {flood} flood jobs + {small} x {each} small, every second")
-        load(settings, definitions(flood, small, each))
+        load(settings, definitions(flood, small, each, server.url + "/hang" if server else None))
         wait_ingested(settings, timeout_s=300)
         time.sleep(warm)
         cpu0 = {p.log.stem if p.log else "?": cpu_seconds(p) for p in procs}
@@ -130,12 +147,15 @@ def run_one(
         time.sleep(seconds)
         t1 = time.time()
         cpu1 = {p.log.stem if p.log else "?": cpu_seconds(p) for p in procs}
-        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
-            scraped = {m[0]: float(m[1]) for m in NOT_RUN.findall(r.read().decode())}
+        scraped = {m[0]: float(m[1]) for m in NOT_RUN.findall(scrape(metrics_port))}
+        seen = {w.log.stem if w.log else "?": worker_state(w) for w in workers}
         time.sleep(15)  # what was due in the window and is still on its way
+        peaks = {w.log.stem if w.log else "?": peak_rss_mb(w) for w in workers}  # the whole run
     finally:
         for proc in procs:
             proc.stop()
+        if server is not None:
+            server.stop()
     topics = Topics(settings)
     outcomes = [o for o in read_all(settings, topics.outcomes) if isinstance(o, ExecutionOutcome)]
     history = [h for h in read_all(settings, topics.history) if isinstance(h, HistoryRecord)]
@@ -168,7 +188,34 @@ def run_one(
         "flood_history_in_window": told,
         "flood_metrics_not_run": scraped,
         "cpu_s": {k: round(cpu1[k] - cpu0[k], 1) for k in cpu0},
+        "workers_at_window_end": seen,
+        "worker_peak_rss_mb": peaks,
     }
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
+def worker_state(worker: ChildProcess) -> dict[str, float]:
+    """A worker's consumer lag on executions and its inbox, from its metrics."""
+    text = scrape(worker.listening("metrics"))
+    lag = re.findall(r'^kadence_consumer_lag_records\{[^}]*executions"\} (\S+)$', text, re.M)
+    inbox = dict(re.findall(r'^kadence_worker_inbox\{what="(\w+)"\} (\S+)$', text, re.M))
+    return {"lag": sum(map(float, lag)), **{k: float(v) for k, v in inbox.items()}}
+
+
+def peak_rss_mb(child: ChildProcess) -> float | None:
+    """VmHWM (the peak resident set) of a running child, from /proc (Linux)."""
+    if child.proc is None:
+        return None
+    try:
+        status = Path(f"/proc/{child.proc.pid}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^VmHWM:\s+(\d+) kB$", status, re.M)
+    return round(int(found.group(1)) / 1024, 1) if found else None
 
 
 def main(argv: list[str] | None = None) -> int:

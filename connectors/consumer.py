@@ -34,8 +34,8 @@ from prometheus_client import CollectorRegistry, Counter
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import TENANT
+from kadence.kafka_options import KafkaOptions, kafka_config
 from kadence.models import ExecutionRequested
-from kadence.settings import KafkaOptions, kafka_config
 from kadence.topics import target_topic
 
 RecordHeaders = Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]]

@@ -27,9 +27,9 @@ from confluent_kafka.cimpl import NewTopic
 
 from kadence.codec import MAGIC, Codec
 from kadence.headers import SCHEMA, TYPE, Headers, headers_for
+from kadence.kafka_options import KafkaOptions, kafka_config
 from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.replication import Replication
-from kadence.settings import KafkaOptions, kafka_config
 from kadence.target_topics import MAX_TOPIC_NAME
 from kadence.targets import Delivery, Result, Stop
 from kadence.topics import target_topic

@@ -5,7 +5,6 @@ Nothing below an entry point reads the environment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -52,6 +51,10 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     """Partitions of the job-keyed, co-partitioned topics (schedules, commands, outcomes, ...)."""
     execution_partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
     """Partitions of the tenant-keyed executions topic."""
+    target_topic_partitions: Annotated[int, Field(ge=1, le=10_000)] = 1
+    """Partitions of a tenant's Kafka-target topic (`<ns>.to.<tenant>.<topic>`, made at its
+    first run). Few: each partition written costs a batch and a produce request per linger
+    (50 tenants x 12 partitions were 600 requests where 50 do). Existing topics keep theirs."""
     replication_factor: Annotated[int, Field(ge=1, le=7)] | None = None
     """Copies of each topic Kadence creates (None: the cluster's size, up to 3;
     kadence/replication.py). Below that on a multi-broker cluster it is refused unless
@@ -335,13 +338,3 @@ class KadenceSettings(BaseSettings, WorkerSettings):
             common["ssl.key.password"] = self.kafka_ssl_key_password.get_secret_value()
         common.update(self.kafka_options)
         return common
-
-
-KafkaOptions = Mapping[str, str | int | float | bool]
-
-
-def kafka_config(common: str | KafkaOptions, role: KafkaOptions) -> dict[str, Any]:
-    """A client's librdkafka config: the shared options (`KadenceSettings.kafka_common()`, or
-    just a bootstrap address), then the role's own. For clients outside the streams layer."""
-    base = {"bootstrap.servers": common} if isinstance(common, str) else dict(common)
-    return {**base, **role}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from kadence.settings import DEFAULT_BOOTSTRAP, KadenceSettings, kafka_config
+from kadence.kafka_options import kafka_config
+from kadence.settings import DEFAULT_BOOTSTRAP, KadenceSettings
 
 
 def test_defaults_point_at_the_local_broker(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 from kadence.clock import ms_to_datetime
@@ -175,6 +176,8 @@ class Holdings:
         self.inbox = inbox
         self.claimed: dict[str, ActiveRun] = {}
         """execution id -> claimed ahead (listed in a committed snapshot), not started."""
+        self.ahead_by: Counter[str] = Counter()
+        """tenant -> its runs in `claimed`."""
         self.slots = settings.worker_concurrency
         ahead = settings.worker_claim_ahead_max
         default = max(0, 2 * MAX_HELD_RANGES - settings.worker_concurrency)
@@ -213,22 +216,31 @@ class Holdings:
         if run is None or run.item is not item:
             return None
         del self.claimed[item.execution.execution_id]
+        self.ahead_by[item.execution.tenant] -= 1
         return run
 
     def claim_ahead(
         self, txn: TxnWork, now: int, runs: Mapping[str, ActiveRun], claiming: set[str]
     ) -> None:
         """Claim executions due within half their lease TTL (so each lease outlives its wait
-        by half a TTL at least), up to `ahead_max` waiting at once and within `room` (never a
-        leaseless one: the inbox does not offer those)."""
+        by half a TTL at least), up to `ahead_max` waiting at once and within `room`; of a
+        tenant with a running cap, only what its free slots can start (`Inbox.starts`): claims
+        of a tenant whose runs hang would wait, renewed, and take the others' room. Never a
+        leaseless one: the inbox does not offer those."""
         room = min(self.ahead_max - len(self.claimed), self.room(len(runs)) - len(txn.claims))
         if room <= 0:
             return
+        picked: Counter[str] = Counter()
 
         def ready(item: Item) -> bool:
             ex = item.execution
             busy = ex.execution_id in runs or ex.execution_id in self.claimed
-            return item.due_ms - ex.lease_ttl_ms // 2 <= now and not busy
+            if item.due_ms - ex.lease_ttl_ms // 2 > now or busy:
+                return False
+            if not self.inbox.starts(item, self.ahead_by[ex.tenant] + picked[ex.tenant]):
+                return False
+            picked[ex.tenant] += 1
+            return True
 
         for item in self.inbox.upcoming(now + self.lead_ms, room, ready):
             if item.execution.execution_id not in claiming:
@@ -244,7 +256,8 @@ class Holdings:
 
     def drop(self, run: ActiveRun) -> None:
         """A claim ahead given up before its start: the next snapshot leaves it out."""
-        self.claimed.pop(run.execution.execution_id, None)
+        if self.claimed.pop(run.execution.execution_id, None) is not None:
+            self.ahead_by[run.execution.tenant] -= 1
         run.item.held = False
         self.release = True
 
@@ -288,6 +301,7 @@ class Holdings:
         for run in txn.ahead:
             if run.item.held:  # not dropped while the commit was retried
                 self.claimed[run.execution.execution_id] = run
+                self.ahead_by[run.execution.tenant] += 1
 
     def failed(self, txn: TxnWork) -> None:
         for run in txn.ahead:

@@ -14,34 +14,31 @@ already claimed. Past METADATA_LIMIT characters the list is left out, and the ne
 re-reads everything after the committed offset (duplicates, with the same execution id).
 
 Fairness between tenants (which due execution is served first): streams/worker/fairness.py.
+
+Bound: executions read past a tenant's quota while it is at its cap are let go, owed (never
+passed by the commit, named in its metadata) and read again later; streams/worker/backlog.py.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
-from streams.worker.fairness import Budget, Fairness, default_max_running, never
+from streams.worker.fairness import Budget, Fairness, never
 from streams.worker.item import Item
-from streams.worker.offsets import HeldRuns, decode_metadata, encode_runs, runs_of
+from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
+from streams.worker.owed import Owed
+from streams.worker.waiting import Waiting
 
-__all__ = ["Fairness", "Inbox", "Item", "default_max_running"]
+__all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class Inbox:
-    fairness: Fairness = field(default_factory=Fairness)
-    _heap: list[int] = field(default_factory=list)
-    """The distinct due times of `_waiting`, earliest first."""
-    _waiting: dict[int, list[Item]] = field(default_factory=dict)
-    """due time -> executions not yet due, in the order read (a midnight flood is one entry:
-    released in one step, not a hundred thousand heap pops)."""
+class Inbox(Waiting):
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
     _held: dict[int, HeldRuns] = field(default_factory=dict)
@@ -50,21 +47,29 @@ class Inbox:
     """partition -> the offset after the last record read."""
     _replay: dict[int, tuple[int, frozenset[int]]] = field(default_factory=dict)
     """partition -> (read position, held offsets) from the previous owner's last commit."""
-    _ready: dict[str, deque[Item]] = field(default_factory=dict)
-    """tenant -> its due executions, oldest first (still held until `due` hands them out)."""
-    _turns: deque[str] = field(default_factory=deque)
-    """Tenants with due executions, in round-robin order."""
-    _deficit: dict[str, float] = field(default_factory=dict)
-    _ahead_heap: list[int] = field(default_factory=list)
-    _ahead: dict[int, list[Item]] = field(default_factory=dict)
-    """due time -> waiting executions that may be claimed ahead (not `leaseless`): `upcoming`
-    walks only these, and drops each once it is claimed or gone, so a turn does not look again
-    at every execution read ahead."""
+    owed: Owed = field(default_factory=Owed)
+    """Executions read and let go (`shed`, `refuses`), to read again (`backlog`)."""
+    count: int = 0
+    """Executions held (`_open`), and their bytes as read:"""
+    size: int = 0
+    max_count: int = 0
+    """At most (0: no bound; `backlog` sets them), and bytes at most:"""
+    max_size: int = 0
+    _by_tenant: dict[str, int] = field(default_factory=dict)
+    """tenant -> executions held."""
+    _busy: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> slots its runs take, as `due` was last told."""
+    _slotless: Callable[[Item], bool] = never
+    _flying: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> its runs without a thread in flight, as `due` was last told."""
+    assignments: int = 0
+    """Partitions assigned so far (`resume` calls)."""
 
     # -- taking over a partition -------------------------------------------------------------
 
     def resume(self, partition: int, committed: int, metadata: str | None) -> None:
         """A partition was assigned; `metadata` is what its last commit carried."""
+        self.assignments += 1
         parsed = decode_metadata(committed, metadata)
         if parsed is None:
             self._replay.pop(partition, None)
@@ -72,41 +77,175 @@ class Inbox:
             self._replay[partition] = parsed
 
     def wanted(self, partition: int, offset: int) -> bool:
-        """False for a record the previous owner already claimed or finished with."""
+        """False for a record the previous owner already claimed or finished with (or, read
+        again, one not owed)."""
         replay = self._replay.get(partition)
         if replay is None:
             return True
         upto, held = replay
         if offset >= upto:
             del self._replay[partition]
+            self.owed.rereading.pop(partition, None)
             return True
         return offset in held
 
     def add(
-        self, partition: int, offset: int, ex: ExecutionRequested, *, leaseless: bool = False
-    ) -> Item:
-        item = Item(partition, offset, ex, datetime_to_ms(ex.due_at), leaseless=leaseless)
-        self._open.setdefault(partition, {})[offset] = item
-        self._held.setdefault(partition, HeldRuns()).add(offset)
-        self._wait(item)
+        self,
+        partition: int,
+        offset: int,
+        ex: ExecutionRequested,
+        record: bytes | None = None,
+        *,
+        leaseless: bool = False,
+    ) -> Item | None:
+        """Hold `ex` (`record`: its bytes as read; `leaseless`: never claimed ahead); None if
+        it is let go instead (`refuses`)."""
+        due = datetime_to_ms(ex.due_at)
+        item = Item(partition, offset, ex, due, record=record, leaseless=leaseless)
         self.read(partition, offset)
+        if self.full() or self.refuses(item):
+            self.owed.add(partition, offset, ex.tenant)
+            again = self.owed.rereading.get(partition)
+            if again is not None and not any(map(self._hungry, again)):
+                self.owed.abandoned.add(partition)  # the rest would be let go again
+            return None
+        self._keep(item)
+        self._wait(item)
         return item
+
+    def full(self) -> bool:
+        return 0 < self.max_count <= self.count or 0 < self.max_size <= self.size
+
+    def stuck(self, item: Item) -> bool:
+        """Its run cannot start now: its tenant is at its cap for runs of its kind."""
+        return not self.starts(item, 0)
+
+    def starts(self, item: Item, waiting: int) -> bool:
+        """Whether `item` could start at once beside `waiting` runs of its tenant claimed: a
+        leaseless one always (it is delivered in the turn's transaction), one without a thread
+        below its tenant's share of those, one on the pool below its tenant's running cap."""
+        if item.leaseless:
+            return True
+        tenant = item.execution.tenant
+        if self._slotless(item):
+            return not self._loose_capped(tenant, waiting)
+        return not self._slot_capped(tenant, waiting)
+
+    def _slot_capped(self, tenant: str, waiting: int = 0) -> bool:
+        cap = self.fairness.cap(tenant) if self.fairness.by_tenant else 0
+        return 0 < cap <= self._busy.get(tenant, 0) + waiting
+
+    def _loose_capped(self, tenant: str, waiting: int = 0) -> bool:
+        cap = self.fairness.async_cap if self.fairness.by_tenant else 0
+        return 0 < cap <= self._flying.get(tenant, 0) + waiting
+
+    def _capped(self, tenant: str) -> bool:
+        return self._slot_capped(tenant) or self._loose_capped(tenant)
+
+    def quota(self, tenant: str) -> int:
+        """Executions a tenant at its running cap holds at most: twice that cap (its slots', or
+        else its share of the runs without a thread)."""
+        slots = self._slot_capped(tenant)
+        return 2 * (self.fairness.cap(tenant) if slots else self.fairness.async_cap)
+
+    def refuses(self, item: Item) -> bool:
+        tenant = item.execution.tenant
+        return self.stuck(item) and self._by_tenant.get(tenant, 0) >= self.quota(tenant)
+
+    def shed(self) -> int:
+        """Let go of the executions held of tenants `stuck` past their `quota` (the earliest
+        due kept): owed, to read again. How many."""
+        stuck: dict[str, list[Item]] = {}
+        for items in self._open.values():
+            for item in items.values():
+                if item.held and self.stuck(item):
+                    stuck.setdefault(item.execution.tenant, []).append(item)
+        shed = 0
+        for tenant, found in stuck.items():
+            found.sort(key=lambda i: (i.due_ms, i.partition, i.offset))
+            for item in found[self.quota(tenant) :]:
+                self._unkeep(item)
+                self._close(item)
+                self.owed.add(item.partition, item.offset, tenant)
+                shed += 1
+        if shed:
+            self._purge()
+        return shed
+
+    def hungry(self, partition: int) -> bool:
+        """A tenant with executions owed on `partition` would take them now (no longer at its
+        cap, or holding half its quota or less)."""
+        return any(map(self._hungry, self.owed.tenants.get(partition, ())))
+
+    def _hungry(self, tenant: str) -> bool:
+        return not self._capped(tenant) or self._by_tenant.get(tenant, 0) <= self.quota(tenant) // 2
+
+    def abandon(self, partition: int) -> int | None:
+        """Stop reading `partition` again (what it still owes stays owed): the offset to seek
+        to, where the reading had got before; None if it is not being read again."""
+        if partition not in self.owed.rereading or partition not in self._replay:
+            self.owed.abandoned.discard(partition)
+            return None
+        upto, offsets = self._replay.pop(partition)
+        self.owed.restore(partition, offsets, self._next[partition])
+        self._next[partition] = upto
+        return upto
+
+    def reread(self, partition: int) -> int | None:
+        """Read again what `partition` owes (as after a take-over: `wanted` takes only those):
+        the offset to seek to; None if it owes nothing or is still reading a replay."""
+        if partition in self._replay or partition not in self._next:
+            return None
+        offsets = self.owed.take(partition)
+        if not offsets:
+            return None
+        self._replay[partition] = (self._next[partition], frozenset(offsets))
+        self._next[partition] = offsets[0]
+        return offsets[0]
+
+    def _keep(self, item: Item) -> None:
+        opened = self._open.setdefault(item.partition, {})
+        if item.offset in opened:
+            return
+        opened[item.offset] = item
+        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        tenant = item.execution.tenant
+        self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + 1
+        self.count += 1
+        self.size += len(item.record or b"")
+
+    def _unkeep(self, item: Item) -> None:
+        if self._open.get(item.partition, {}).pop(item.offset, None) is None:
+            return
+        self._held[item.partition].remove(item.offset)
+        tenant = item.execution.tenant
+        self._by_tenant[tenant] -= 1
+        if not self._by_tenant[tenant]:
+            del self._by_tenant[tenant]
+        self.count -= 1
+        self.size -= len(item.record or b"")
 
     def read(self, partition: int, offset: int) -> None:
         """A record was read (also one with nothing to hold: a revocation, a bad record)."""
-        self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+        self._next[partition] = nxt = max(self._next.get(partition, 0), offset + 1)
+        replay = self._replay.get(partition)
+        if replay is not None and nxt >= replay[0]:  # read up to where the replay ends
+            del self._replay[partition]
+            self.owed.rereading.pop(partition, None)
 
-    def revoke(self, rev: ExecutionRevoked) -> bool:
-        """Drop held executions that `rev` revokes; True if one was dropped."""
+    def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> bool:
+        """Drop held executions that `rev` (read at `partition`, `offset`) revokes; True if one
+        was dropped. Owed when its partition owes an earlier offset (`owed`)."""
+        if self.owed.before(partition, offset):
+            self.owed.add(partition, offset, rev.tenant)
         dropped = False
-        for partition, items in self._open.items():
-            for offset, item in list(items.items()):
+        for items in self._open.values():
+            for item in list(items.values()):
                 ex = item.execution
                 same = ex.execution_id == rev.execution_id
                 if same and ex.definition_version <= rev.definition_version:
+                    self._unkeep(item)
                     self._close(item)
-                    del items[offset]
-                    self._held[partition].remove(offset)
                     dropped = True
         return dropped
 
@@ -128,11 +267,14 @@ class Inbox:
         - `room`: executions not claimed ahead yet taken at most (what the worker's lease
           snapshot has room for); one claimed ahead is held already. Default: `limit`.
         - `loose`: runs `slotless` accepts taken at most, and tenant -> such runs in flight
-          (a tenant at its `async_cap` takes no more). Default: `room`, none."""
+          (a tenant at its `async_cap` takes no more). Default: `room`, none.
+        A leaseless execution (delivered in this turn's transaction) takes none of these."""
+        self._busy, self._slotless = running or {}, slotless or never
         self._release(now_ms)
         out: list[Item] = []
         room = limit if room is None else room
         free, flying = loose or (room, {})
+        self._flying = flying
         budget = Budget(limit, room, slotless or never, free, dict(flying))
         busy = dict(running or {})
         while self._turns:
@@ -144,38 +286,6 @@ class Inbox:
             if not progressed:
                 break
         return out
-
-    def _wait(self, item: Item) -> None:
-        bucket = self._waiting.get(item.due_ms)
-        if bucket is None:
-            self._waiting[item.due_ms] = bucket = []
-            heapq.heappush(self._heap, item.due_ms)
-        bucket.append(item)
-        self._offer(item)
-
-    def _offer(self, item: Item) -> None:
-        """Index `item` for claims ahead, unless it is leaseless or indexed already."""
-        if item.leaseless or item.offered:
-            return
-        item.offered = True
-        bucket = self._ahead.get(item.due_ms)
-        if bucket is None:
-            self._ahead[item.due_ms] = bucket = []
-            heapq.heappush(self._ahead_heap, item.due_ms)
-        bucket.append(item)
-
-    def _release(self, now_ms: int) -> None:
-        """Move what is due to its tenant's queue."""
-        by_tenant = self.fairness.by_tenant
-        while self._heap and self._heap[0] <= now_ms:
-            for item in self._waiting.pop(heapq.heappop(self._heap)):
-                if item.held:
-                    tenant = item.execution.tenant if by_tenant else ""
-                    queue = self._ready.get(tenant)
-                    if queue is None:
-                        self._ready[tenant] = queue = deque()
-                        self._turns.append(tenant)
-                    queue.append(item)
 
     def _serve(self, tenant: str, out: list[Item], budget: Budget, busy: dict[str, int]) -> bool:
         """One round-robin turn of `tenant`: add its weight to its credit, take whole credits'
@@ -202,54 +312,18 @@ class Inbox:
             queue.popleft()
             if budget.take(item, tenant):
                 busy[tenant] = busy.get(tenant, 0) + 1
+            self._unkeep(item)
             self._close(item)
-            if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
-                self._held[item.partition].remove(item.offset)
             out.append(item)
             credit -= 1
         self._deficit[tenant] = credit if queue else 0.0
         return True  # it took, or gained credit towards taking in a later round
 
-    def _retire(self, tenant: str) -> None:
-        self._ready.pop(tenant, None)
-        self._deficit.pop(tenant, None)
-        self._turns.remove(tenant)
-
-    def upcoming(self, until_ms: int, limit: int, ready: Callable[[Item], bool]) -> list[Item]:
-        """Up to `limit` waiting executions due by `until_ms`, not claimed yet, that `ready`
-        accepts (earliest due first; walks only the index of what may be claimed ahead before
-        `until_ms`, dropping from it what was claimed, started or went away)."""
-        while self._ahead_heap and not self._ahead.get(self._ahead_heap[0]):
-            self._ahead.pop(heapq.heappop(self._ahead_heap), None)
-        times: list[int] = []
-        stack = [0] if self._ahead_heap else []
-        while stack:
-            i = stack.pop()
-            if i < len(self._ahead_heap) and self._ahead_heap[i] <= until_ms:
-                times.append(self._ahead_heap[i])
-                stack += [2 * i + 1, 2 * i + 2]
-        out: list[Item] = []
-        for due in sorted(times):
-            bucket = self._ahead.get(due, [])
-            kept = []
-            for item in bucket:
-                if not item.held or item.claimed or item.leaseless:
-                    item.offered = False
-                    continue
-                kept.append(item)
-                if len(out) < limit and ready(item):
-                    out.append(item)
-            bucket[:] = kept
-            if len(out) >= limit:
-                break
-        return out
-
     def claim(self, item: Item) -> None:
         """`item` is being claimed ahead: the offset commit may pass it (the lease covers it);
         it keeps its place in due order."""
         item.claimed = True
-        if self._open.get(item.partition, {}).pop(item.offset, None) is not None:
-            self._held[item.partition].remove(item.offset)
+        self._unkeep(item)
 
     def unclaim(self, item: Item) -> None:
         """The claim ahead did not commit: the offset commit covers it again (or, if its
@@ -258,8 +332,7 @@ class Inbox:
         if item.partition not in self._next:
             item.held = False
             return
-        self._open.setdefault(item.partition, {})[item.offset] = item
-        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        self._keep(item)
         self._offer(item)
 
     def hold(self, item: Item) -> None:
@@ -267,8 +340,7 @@ class Inbox:
         if item.partition not in self._next:
             return  # the partition is gone
         item.held = True
-        self._open.setdefault(item.partition, {})[item.offset] = item
-        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        self._keep(item)
         self._wait(item)
 
     def serve_claimed_only(self) -> None:
@@ -284,46 +356,27 @@ class Inbox:
         out = {}
         for p, nxt in self._next.items():
             runs = self._held.get(p, HeldRuns()).runs()
-            upto = nxt
-            replay = self._replay.get(p)
-            if replay is not None:  # still re-reading what the previous owner held
-                old_upto, old_held = replay
-                held = {o for start, n in runs for o in range(start, start + n)}
-                held.update(o for o in old_held if o >= nxt)
-                runs = runs_of(sorted(held))
-                upto = max(nxt, old_upto)
-            if not runs:
-                out[p] = (upto, "")
-            else:
-                out[p] = (runs[0][0], encode_runs(runs, upto))
+            owed = self.owed.runs.get(p)
+            if owed is not None and owed.starts:  # never passed either
+                runs = merge_runs(runs, owed.runs())
+            out[p] = commit_point(runs, nxt, self._replay.get(p))
         return out
 
     def forget(self, partitions: set[int]) -> None:
         """Partitions revoked: their held executions are the next owner's to read again (ones
         claimed ahead stay: the commit passed them, this worker's lease covers them)."""
         for p in partitions:
-            for item in self._open.pop(p, {}).values():
+            for item in list(self._open.get(p, {}).values()):
+                self._unkeep(item)
                 self._close(item)
+            self._open.pop(p, None)
+            self.owed.forget(p)
             self._held.pop(p, None)
             self._next.pop(p, None)
             self._replay.pop(p, None)
 
-    def next_due_ms(self) -> int | None:
-        """The due time of the earliest held execution (one already waiting its tenant's turn
-        counts as due at its own due time)."""
-        while self._heap:
-            bucket = self._waiting[self._heap[0]]
-            if bucket and not bucket[0].held:  # revoked or handed on: drop them once
-                bucket[:] = [i for i in bucket if i.held]
-            if bucket:
-                break
-            del self._waiting[heapq.heappop(self._heap)]
-        waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
-        candidates = waiting + ([self._heap[0]] if self._heap else [])
-        return min(candidates) if candidates else None
-
     def __len__(self) -> int:
-        return sum(len(items) for items in self._open.values())
+        return self.count
 
     @staticmethod
     def _close(item: Item) -> None:

@@ -52,6 +52,7 @@ from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
+from streams.worker.backlog import Backlog
 from streams.worker.delivering import Deliveries
 from streams.worker.draining import drain
 from streams.worker.holding import Holdings, claim
@@ -107,6 +108,7 @@ class Worker:
         self.lag = LagTracker(f"{settings.namespace}.workers")
         self.clients = clients or KafkaClients(settings)
         self.consumer = self.clients.consumer(f"{settings.namespace}.workers", self.worker_id)
+        self.backlog = Backlog(self.inbox, settings, self.consumer, metrics=self.metrics)
         self.session = TransactionalSession(  # linger: the commit sends at once (flush)
             self.clients, self.worker_id, producer_options={"linger.ms": 100}
         )
@@ -156,9 +158,9 @@ class Worker:
                 self.inflight.wait(wait)
         else:
             msgs = self.consumer.consume(num_messages=500, timeout=wait)
-        self.lag.update(self.consumer)
         for msg in msgs:
             self._read(msg)
+        self.backlog.settle(self.lag)  # the inbox's bound: streams/worker/backlog.py
         now = self.clock.now_ms()
         self.police(now)
         self.inflight.collect()
@@ -231,7 +233,7 @@ class Worker:
     def _take(self, record: object, partition: int, offset: int, raw: bytes | None) -> None:
         if isinstance(record, ExecutionRevoked):
             self.inbox.read(partition, offset)
-            if self.inbox.revoke(record):
+            if self.inbox.revoke(record, partition, offset):
                 log.info("revoked before its due time: %s", record.execution_id)
             run = self.runs.get(record.execution_id)
             if run is not None:
@@ -248,8 +250,7 @@ class Worker:
             return
         # A newer delivery is the reaper handing the run on (our lease expired): it must run, or
         # nobody ever claims it and it is lost. It waits in the inbox until our run has ended.
-        leaseless = self.deliveries.takes(record)
-        self.inbox.add(partition, offset, record, leaseless=leaseless).record = raw
+        self.inbox.add(partition, offset, record, raw, leaseless=self.deliveries.takes(record))
         self._prepare(record)
 
     def _prepare(self, ex: ExecutionRequested) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
 
@@ -50,6 +50,14 @@ class WorkerMetrics:
         self._finished: dict[tuple[str, str], Counter] = {}
         """Each label set's child, looked up once (`labels()` costs more than the increment,
         and a burst starts thousands of runs in one turn)."""
+
+        self.inbox = Gauge(
+            "kadence_worker_inbox",
+            "The inbox: executions held read but not claimed (`executions`, their `bytes` as "
+            "read), and executions read and let go to be read again (`owed`)",
+            ["what"],
+            registry=self.registry,
+        )
 
     def started(self, tenant: str, lateness_s: float) -> None:
         label = self.tenant(tenant)

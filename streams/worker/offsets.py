@@ -89,6 +89,36 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     return text
 
 
+def commit_point(
+    runs: list[tuple[int, int]], nxt: int, replay: tuple[int, frozenset[int]] | None
+) -> tuple[int, str]:
+    """A partition's offset to commit (the first held) and its metadata: `runs` held, `nxt` the
+    offset after the last read, `replay` what is still to be read again below its read position
+    (`Inbox.resume`, `Inbox.reread`)."""
+    upto = nxt
+    if replay is not None:
+        old_upto, old_held = replay
+        held = {o for start, n in runs for o in range(start, start + n)}
+        held.update(o for o in old_held if o >= nxt)
+        runs = runs_of(sorted(held))
+        upto = max(nxt, old_upto)
+    if not runs:
+        return upto, ""
+    return runs[0][0], encode_runs(runs, upto)
+
+
+def merge_runs(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two lists of sorted (start, length) runs as one (runs that touch or overlap joined)."""
+    out: list[tuple[int, int]] = []
+    for start, n in sorted(a + b):
+        if out and start <= out[-1][0] + out[-1][1]:
+            first, length = out[-1]
+            out[-1] = (first, max(length, start + n - first))
+        else:
+            out.append((start, n))
+    return out
+
+
 def runs_of(held: list[int]) -> list[tuple[int, int]]:
     """Sorted offsets as (start, length) runs."""
     runs: list[tuple[int, int]] = []

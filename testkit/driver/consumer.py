@@ -44,6 +44,8 @@ class MemoryConsumer:
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
         self._eof_at: dict[TP, int] = {}
+        self.paused: set[TP] = set()
+        """Partitions `pause`d: `consume` reads nothing of them (a new assignment clears it)."""
         self.closed = False
 
     def _call(self, method: str) -> KafkaError | None:
@@ -130,6 +132,7 @@ class MemoryConsumer:
                 else:
                     self.positions[key] = log.low if self.reset == "earliest" else log.high
             self._eof_at = {}
+            self.paused = set()
 
     def unassign(self) -> None:
         self.positions = {}
@@ -145,6 +148,14 @@ class MemoryConsumer:
             raise kafka_error(KafkaError._STATE, f"{key} is not assigned")
         self.positions[key] = partition.offset
         self._eof_at.pop(key, None)
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._raise_if(self._call("pause"))
+        self.paused |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self._raise_if(self._call("resume"))
+        self.paused -= {(tp.topic, tp.partition) for tp in partitions}
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         self._raise_if(self._call("position"))
@@ -195,6 +206,8 @@ class MemoryConsumer:
             for key, position in list(self.positions.items()):
                 if len(found) >= num_messages:
                     break
+                if key in self.paused:
+                    continue
                 log = self.cluster.log(*key)
                 entries, after = log.read(position, num_messages - len(found), self.read_committed)
                 self.positions[key] = after

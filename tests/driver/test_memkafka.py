@@ -314,6 +314,25 @@ def test_close_revokes_and_leaves(cluster: Cluster, clients: MemoryClients) -> N
         a.consume(1, 0)
 
 
+def test_a_paused_partition_is_not_read_until_resumed_or_assigned_again(
+    cluster: Cluster, clients: MemoryClients
+) -> None:
+    plain = clients.producer("p")
+    for p in (0, 1):
+        plain.produce("in", value=f"{p}a".encode(), partition=p)
+    c = clients.consumer("r", "r")
+    c.assign([TopicPartition("in", 0, 0), TopicPartition("in", 1, 0)])
+    c.pause([TopicPartition("in", 0)])
+    assert [m.value() for m in c.consume(10, 0)] == [b"1a"]
+    plain.produce("in", value=b"0b", partition=0)
+    assert c.consume(10, 0) == []
+    c.resume([TopicPartition("in", 0)])
+    assert [m.value() for m in c.consume(10, 0)] == [b"0a", b"0b"]
+    c.pause([TopicPartition("in", 1)])
+    c.assign([TopicPartition("in", 1, 0)])  # a new assignment starts unpaused (Backlog re-pauses)
+    assert [m.value() for m in c.consume(10, 0)] == [b"1a"]
+
+
 def test_partition_eof_once_per_end(cluster: Cluster, clients: MemoryClients) -> None:
     c = clients.consumer("r", "r", **{"enable.partition.eof": True})
     c.assign([TopicPartition("in", 0, 0)])

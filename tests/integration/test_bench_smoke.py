@@ -107,3 +107,17 @@ def test_tenant_flood_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> N
     assert result["small_runs_started"] == result["small_runs_due"] == 2 * 2 * 6
     assert result["flood_metrics_not_run"]["throttled"] > 0
     assert set(result["cpu_s"]) == {"s", "r", "w0", "w1"}
+
+
+@pytest.mark.slow
+def test_tenant_flood_hang_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """B6 `hang` on a small load: the flood's target never answers, the other tenant starts
+    all its runs, and the workers' peak RSS, lag and inbox are reported."""
+    args = ["--bootstrap", kafka_bootstrap, "--results", str(tmp_path)]
+    load = ["--flood", "60", "--small", "2", "--each", "2", "--warm", "3", "--seconds", "6"]
+    assert bench_flood.main([*load, "--configs", "hang", *args]) == 0
+    [result] = json.loads((tmp_path / "tenant-flood.json").read_text())
+    assert result["small_runs_started"] == result["small_runs_due"] == 2 * 2 * 6
+    assert result["flood_runs_started_per_s"] == 0  # they hang: none ends, none in the window
+    assert all(mb and mb > 0 for mb in result["worker_peak_rss_mb"].values())
+    assert {"lag", "executions", "bytes", "owed"} <= set(result["workers_at_window_end"]["w0"])

@@ -31,7 +31,9 @@ def test_a_cancel_reason_cannot_forge_a_log_line(caplog: pytest.LogCaptureFixtur
     )
     stop = Stop()
     worker = SimpleNamespace(
-        inbox=SimpleNamespace(read=lambda partition, offset: None, revoke=lambda record: False),
+        inbox=SimpleNamespace(
+            read=lambda partition, offset: None, revoke=lambda record, partition, offset: False
+        ),
         runs={"acme/j1@x": SimpleNamespace(stop=stop)},
         holdings=SimpleNamespace(revoke=lambda record: None),
     )

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from apps.processes import settings_env
 from kadence.settings import KadenceSettings
-from streams.worker.inbox import Fairness, Inbox, default_max_running
+from streams.worker.fairness import Fairness, default_max_running
+from streams.worker.inbox import Inbox
 from tests.worker.test_inbox import T_MS, ex
 
 
