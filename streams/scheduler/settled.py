@@ -15,7 +15,7 @@ remember its last 1 000 `<execution id>#<attempt>`; it now remembers:
   overlap=cancel_other, revoked): their outcome may still come, and is applied.
 
 The watermark moves up to the newest applied execution older than every live run, and the
-entries it covers are dropped (`fold`), so a job that runs every second keeps a few entries.
+entries it covers are dropped (`_folded`), so a job that runs every second keeps a few entries.
 """
 
 from __future__ import annotations
@@ -49,21 +49,21 @@ def _live(state: JobState) -> set[str]:
     return ids
 
 
-def _covered(state: JobState, execution_id: str, nominal: int | None) -> bool:
-    """Whether the watermark (a scheduled run) or the remembered request ids (a manual run:
-    its trigger was accepted, so it ran) say this execution ran; live or unsettled aside."""
+def _covered(state: JobState, execution_id: str, nominal: int | None, mark: int | None) -> bool:
+    """Whether the watermark `mark` (a scheduled run) or the remembered request ids (a manual
+    run: its trigger was accepted, so it ran) say this execution ran; live or unsettled aside."""
     if nominal is None:
-        request = execution_id.rpartition("@manual:")[2]
-        return request in state.request_ids
-    return state.settled_ms is not None and nominal <= state.settled_ms
+        return execution_id.rpartition("@manual:")[2] in state.request_ids
+    return mark is not None and nominal <= mark
 
 
 def already_applied(state: JobState, execution_id: str, attempt: int) -> bool:
     """Whether an outcome of this attempt was applied before (a duplicate changes nothing)."""
     if f"{execution_id}#{attempt}" in state.finished:
         return True
+    nominal = nominal_of(execution_id)
     if execution_id in state.unsettled or not _covered(
-        state, execution_id, nominal_of(execution_id)
+        state, execution_id, nominal, state.settled_ms
     ):
         return False
     return execution_id not in _live(state)
@@ -71,19 +71,18 @@ def already_applied(state: JobState, execution_id: str, attempt: int) -> bool:
 
 def applied(state: JobState, execution_id: str, attempt: int) -> JobState:
     """Remember that this attempt's outcome was applied (call it once the state says what
-    follows: the run left `running`, a retry or dead letter was added); covered entries fold."""
+    follows: the run left `running`, a retry or dead letter was added), and fold."""
     unsettled = state.unsettled
     if execution_id in unsettled:
         unsettled = tuple(e for e in unsettled if e != execution_id)
-    state = state.evolve(
-        finished=remember(state.finished, f"{execution_id}#{attempt}"), unsettled=unsettled
-    )
-    return fold(state)
+    finished = remember(state.finished, f"{execution_id}#{attempt}")
+    mark, kept = _folded(state, finished, unsettled)
+    return state.evolve(finished=kept, unsettled=unsettled, settled_ms=mark)
 
 
-def fold(state: JobState) -> JobState:
-    """Move the watermark up to the newest applied scheduled execution older than every live
-    run, and drop the entries of `finished` it covers."""
+def _folded(
+    state: JobState, finished: tuple[str, ...], unsettled: tuple[str, ...]
+) -> tuple[int | None, tuple[str, ...]]:
     live = _live(state)
     instants = [r.nominal_ms for r in state.running]
     instants += [p.nominal_ms for p in (*state.buffered, *state.retries)]
@@ -91,21 +90,18 @@ def fold(state: JobState) -> JobState:
     floor = min(instants, default=None)
     mark = state.settled_ms
     parsed: list[tuple[str, int | None, str]] = []
-    for entry in state.finished:
+    for entry in finished:
         exec_id = entry.rpartition("#")[0]
         nominal = nominal_of(exec_id)
         parsed.append((entry, nominal, exec_id))
         if nominal is not None and (floor is None or nominal < floor) and exec_id not in live:
             mark = nominal if mark is None else max(mark, nominal)
-    folded = state.evolve(settled_ms=mark)
     kept = tuple(
         entry
         for entry, nominal, exec_id in parsed
-        if exec_id in live or exec_id in state.unsettled or not _covered(folded, exec_id, nominal)
+        if exec_id in live or exec_id in unsettled or not _covered(state, exec_id, nominal, mark)
     )
-    if mark == state.settled_ms and len(kept) == len(state.finished):
-        return state
-    return state.evolve(finished=kept, settled_ms=mark)
+    return mark, kept
 
 
 def reopened(state: JobState, ids: Iterable[str]) -> JobState:
