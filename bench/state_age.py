@@ -46,7 +46,7 @@ from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 
 RESULTS = Path(__file__).parent / "results"
 CODEC = Codec()
-T0 = 1_796_112_000_000  # 2026-12-01T09:20:00Z, a whole minute
+T0 = 1_796_112_000_000  # 2026-12-01T08:00:00Z, a whole minute
 SECOND = 1_000
 
 
