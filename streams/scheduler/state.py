@@ -29,7 +29,7 @@ from kadence.timeengine.engine import CompiledSchedule
 
 STATE_VERSION = 3  # the stored forms: see the module docstring
 _V2_MAGIC = b"KS\x02"
-_V3_MAGIC = b"KS\x03"
+V3_MAGIC = b"KS\x03"
 DEFINITION_PREFIX = b"~def/"
 RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
@@ -353,7 +353,7 @@ def dump_state(state: JobState) -> bytes:
         body["held_ms"] = state.held_ms
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
-    return _V3_MAGIC + json.dumps(body, separators=(",", ":")).encode()
+    return V3_MAGIC + json.dumps(body, separators=(",", ":")).encode()
 
 
 def load_state(data: bytes, definition: bytes | None = None) -> JobState:
@@ -361,7 +361,7 @@ def load_state(data: bytes, definition: bytes | None = None) -> JobState:
     `definition_key`); without them the state loads with empty definition bytes (enough to
     read its run state, as tools reading the changelog do)."""
     stored = definition is not None
-    if data.startswith(_V3_MAGIC):
+    if data.startswith(V3_MAGIC):
         body = json.loads(data[3:])
         body["undispatched"] = _unsteps(body["undispatched"])
         body["backfilled"] = _unsteps(body["backfilled"])

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from streams.scheduler.state import DEFINITION_PREFIX, JobState, load_state
-
-_V3 = b"KS\x03"
+from streams.scheduler.state import DEFINITION_PREFIX, V3_MAGIC, JobState, load_state
 
 
 def definition_key(key: bytes) -> bytes:
@@ -21,7 +19,7 @@ def stored_state(get: Callable[[bytes], bytes | None], key: bytes) -> JobState |
     raw = get(key)
     if raw is None:
         return None
-    return load_state(raw, get(definition_key(key)) if raw.startswith(_V3) else None)
+    return load_state(raw, get(definition_key(key)) if raw.startswith(V3_MAGIC) else None)
 
 
 def definition_to_write(state: JobState) -> bytes | None:
