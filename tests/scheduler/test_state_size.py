@@ -128,7 +128,7 @@ def test_a_job_after_a_thousand_runs_stays_small_and_ignores_every_duplicate(
     for _, done in life.in_flight:  # the last outcomes come in
         life.deliver(done, end)
     assert life.state.fired > 1_000
-    for done in life.delivered:  # then every applied one once more
+    for done in list(life.delivered):  # then every applied one once more
         life.deliver(done, end)
     assert life.duplicates >= len(life.delivered)
     data = dump_state(life.state)
