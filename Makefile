@@ -89,6 +89,13 @@ clean: broker-stop
 bench-time: deps
 	$(BIN)/python -m bench.time_engine
 
+# a job's cost by age: fresh per-second jobs against jobs with 1 100 settled runs, CPU per fire
+# and outcome, stored bytes, changelog bytes per execution; this build and a963da1 (state v2)
+# side by side, in process, no broker (bench/state_age.py)
+.PHONY: bench-state-age
+bench-state-age: deps
+	$(BIN)/python -m bench.state_age --jobs 10 --age 1100 --seconds 60 --compare-with a963da1
+
 .PHONY: bench-burst bench-restore bench-execution
 bench-burst: deps broker
 	$(BIN)/python -m bench.scheduler burst --jobs 100000

@@ -16,6 +16,7 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
+from streams.scheduler.settled import dropped
 from streams.scheduler.state import (
     RUNNING_LIMIT,
     JobState,
@@ -100,8 +101,11 @@ def fire(
         effects.scheduled[second] = effects.scheduled.get(second, 0) + 1
     expires = max(facts.now_ms, shot.due_ms) + d.timeout_ms + d.lease_ttl_ms
     running = tuple(r for r in state.running if r.expires_ms > facts.now_ms)
+    unsettled = state.unsettled
+    if len(running) < len(state.running):
+        unsettled = dropped(state, (r for r in state.running if r.expires_ms <= facts.now_ms))
     run = Running(shot.execution_id, shot.nominal_ms, shot.attempt, expires)
-    return state.evolve(running=(*running, run), fired=state.fired + 1)
+    return state.evolve(running=(*running, run), fired=state.fired + 1, unsettled=unsettled)
 
 
 def start(
@@ -161,7 +165,7 @@ def fire_or_overlap(
         for run in state.running:
             why = f"overlap=cancel_other: {exec_id} is due"
             stop_running(state, effects, facts, run, why)
-        state = state.evolve(running=())
+        state = state.evolve(running=(), unsettled=dropped(state, state.running))
         return fire(state, effects, facts, shot)
     why = f"overlap={policy.value}: previous run still running"
     return _buffer_or_skip(state, effects, facts, occ, shot, why=why)
@@ -348,6 +352,7 @@ def revoke(
     state = state.evolve(
         ahead=tuple(a for a in state.ahead if a.execution_id not in gone),
         running=tuple(r for r in state.running if r.execution_id not in gone),
+        unsettled=dropped(state, (r for r in state.running if r.execution_id in gone)),
         fired=state.fired - len(revoked),
     )
     if rewind:
@@ -362,9 +367,9 @@ def keep_override(state: JobState, facts: Facts, exec_id: str, payload: bytes) -
         held = sum(len(p) for _, p in state.payloads)
         raise Refused(
             "payload_override_too_large",
-            f"a payload override of {len(payload)} bytes does not fit beside this job's "
-            f"definition ({len(state.definition_bytes)} bytes) and the {held} bytes of overrides "
-            "its runs in progress keep for their retries and dead letters; set the payload in "
+            f"a payload override of {len(payload)} bytes does not fit in this job's state "
+            f"beside the {held} bytes of overrides its runs in progress keep for their retries "
+            f"and dead letters and room for {RUNNING_LIMIT} runs at once; set the payload in "
             "the job's definition, or wait for those runs to finish",
         )
     return state.evolve(payloads=(*state.payloads, (exec_id, payload)))

@@ -22,7 +22,8 @@ from kadence.models import (
 )
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
-from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads, remember
+from streams.scheduler.settled import already_applied, applied, reopened
+from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, settle
 
 
@@ -108,10 +109,8 @@ def replay(state: JobState, effects: Effects, cmd: ReplayDeadLetter, facts: Fact
         return state
     room_for(state, facts, len(chosen), f"a replay of {len(chosen)} dead letters")
     ids = {p.execution_id for p in chosen}
-    state = state.evolve(
-        dead=tuple(p for p in state.dead if p.execution_id not in ids),
-        finished=tuple(f for f in state.finished if f.rpartition("#")[0] not in ids),
-    )
+    state = state.evolve(dead=tuple(p for p in state.dead if p.execution_id not in ids))
+    state = reopened(state, ids)
     effects.dead_delta -= len(chosen)
     for p in chosen:
         payload = state.payload_of(p.execution_id)
@@ -137,9 +136,7 @@ def _replay_letter(
     letter's payload (kept for the run's retries when it is not the job's own)."""
     room_for(state, facts, 1, "a replay")
     exec_id = letter.execution_id
-    state = state.evolve(
-        finished=tuple(f for f in state.finished if f.rpartition("#")[0] != exec_id)
-    )
+    state = reopened(state, [exec_id])
     own = letter.payload != state.definition(facts.codec).payload
     if own and state.payload_of(exec_id) is None:
         state = keep_override(state, facts, exec_id, letter.payload)
@@ -189,7 +186,6 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
     lost lease, or a second outcome of one attempt is recorded in history, not applied."""
     effects = Effects(state)
     run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)
-    done = f"{outcome.execution_id}#{outcome.attempt}"
     common = {
         "execution_id": outcome.execution_id,
         "attempt": outcome.attempt,
@@ -213,7 +209,7 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
             state, facts, Decision.failed, reason=why, details={"stale": "true"}, **common
         )
         return effects
-    if done in state.finished:
+    if already_applied(state, outcome.execution_id, outcome.attempt):
         effects.history(
             state,
             facts,
@@ -225,7 +221,6 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         return effects
     state = state.evolve(
         running=tuple(r for r in state.running if r.execution_id != outcome.execution_id),
-        finished=remember(state.finished, done),
     )
     if outcome.status is OutcomeStatus.succeeded:
         effects.history(state, facts, Decision.succeeded, **common)
@@ -233,7 +228,8 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         effects.history(state, facts, Decision.cancelled, **common)
     else:
         state = _failed(state, effects, outcome, facts)
-    effects.state = kept_payloads(drain_buffer(state, effects, facts))
+    state = drain_buffer(state, effects, facts)
+    effects.state = kept_payloads(applied(state, outcome.execution_id, outcome.attempt))
     return effects
 
 

@@ -3,14 +3,13 @@
 Inputs (co-partitioned, keyed by job): definitions, commands, Kadence's own control records,
 outcomes. Timers: each job's wake time in the partition's due index. Outputs: executions
 (tenant-keyed), history, dead letters, and `rejected` for anything unusable — bad bytes never
-stop the processor. The decisions live
-in the domain modules beside this one (definitions, firing, commands, outcomes, breaker,
-groups); this module only moves bytes and keeps the partition's state under these keys:
-a job's key (`tenant/job`), `~group/<routing key>` and `~waiting/<routing key>` (a concurrency
-group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted while its runs
-were in progress), `~replaying/<execution id>` (orphans.py), `~inflight/<tenant>`
-(tenant_limits.py), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`.
-"""
+stop the processor. The decisions live in the domain modules beside this one (definitions,
+firing, commands, outcomes, breaker, groups); this module only moves bytes and keeps the
+partition's state under these keys: a job's key (`tenant/job`, its run state) and
+`~def/<job key>` (its definition, stored.py), `~group/<routing key>` and `~waiting/<routing
+key>` (a concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job
+deleted while its runs were in progress), `~replaying/<execution id>` (orphans.py),
+`~inflight/<tenant>` (tenant_limits.py), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`."""
 
 from __future__ import annotations
 
@@ -43,8 +42,9 @@ from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moving
 from streams.scheduler.output import Output
-from streams.scheduler.state import JobState, fit_state, load_state
+from streams.scheduler.state import JobState, fit_state
 from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
+from streams.scheduler.stored import definition_key, definition_to_write, stored_state
 from streams.scheduler.tenant_keeping import TenantKeeping
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
@@ -58,12 +58,12 @@ MAINTAIN_STEP = 2_000
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
 AWAITING_CACHE_LIMIT = 20_000
-"""Jobs kept decoded while they await an outcome, per process at most: the outcome then
-finds them decoded (about 100 µs less each), but a burst whose outcomes are slow to come
-(workers down) must not hold every job's state in memory (B1 at 100 000 with no workers:
-781 MiB RSS unbounded). Each partition's task has a cache of its own, so a partition keeps
-them only while its cache holds fewer than its share, this over the job partitions (1 666 of
-12 by default): the whole of it per partition never bound B1 (8 300 jobs a partition)."""
+"""Jobs kept decoded while they await an outcome, per process at most: the outcome then finds
+them decoded (about 100 µs less each), but a burst whose outcomes are slow to come (workers
+down) must not hold every job's state in memory (B1 at 100 000 with no workers: 781 MiB RSS).
+Each partition's task has a cache of its own, so a partition keeps them only while its cache
+holds fewer than its share, this over the job partitions (1 666 of 12 by default): the whole
+of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
 class SchedulerProcessor(Moving, TenantKeeping):
@@ -320,8 +320,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             assert isinstance(cached, JobState)
             self.tenants.loaded(key, cached)
             return cached
-        raw = ctx.get(key)
-        state = load_state(raw) if raw is not None else None
+        state = stored_state(ctx.get, key)
         self.tenants.loaded(key, state)
         return state
 
@@ -343,11 +342,14 @@ class SchedulerProcessor(Moving, TenantKeeping):
         self.tenants.written(ctx, key, effects.scheduled, state, now_ms)
         if state is None:
             ctx.put(key, None, None)
+            ctx.put(definition_key(key), None, None)
             ctx.cache.pop(key, None)
         else:
             state, data = fit_state(state, ctx.record_limit - len(key) - 8)
             effects.state = state
             wake = state.wake_ms
+            if (definition := definition_to_write(state)) is not None:
+                ctx.put(definition_key(key), definition, None)
             ctx.put(key, data, wake)
             fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
             share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)

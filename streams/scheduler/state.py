@@ -3,6 +3,16 @@
 The definition is kept as its Avro single-object bytes, exactly as read, so writing the state
 back never re-encodes it; the decoded definition and compiled schedule are cached beside it
 for the lifetime of the object. Everything else is small JSON with a version number.
+
+Stored forms (`STATE_VERSION`), all still read:
+
+- v1: JSON, the definition in it as base64;
+- v2: `KS\x02`, the definition's length (4 bytes) and its Avro bytes, then the JSON; every fire
+  and outcome rewrote the definition, and `finished` held the last 1 000 applied outcomes;
+- v3: `KS\x03` then the JSON only: the definition is stored once per version under its own
+  key, `~def/<job key>` (stored.py: its own changelog record, deleted with the job); applied
+  outcomes are a watermark plus a few exceptions (settled.py), and the nominal instants of
+  `undispatched` and `backfilled` are stored as runs of equal steps.
 """
 
 from __future__ import annotations
@@ -17,10 +27,10 @@ from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 
-STATE_VERSION = 2
-"""v2: the definition's Avro bytes raw after a length prefix, then the JSON (v1 kept them in the
-JSON as base64, a third larger); v1 is still read."""
+STATE_VERSION = 3  # the stored forms: see the module docstring
 _V2_MAGIC = b"KS\x02"
+V3_MAGIC = b"KS\x03"
+DEFINITION_PREFIX = b"~def/"
 RECENT_LIMIT = 1000
 """Bounds on remembered request ids and undispatched occurrences per job."""
 DEAD_LIMIT = 100
@@ -117,8 +127,14 @@ class JobState:
     backfilled: tuple[int, ...] = ()
     """Recent nominal instants fired by a backfill: a second backfill leaves them out."""
     finished: tuple[str, ...] = ()
-    """Recent `<execution id>#<attempt>` whose outcome was applied: a duplicate outcome (a
-    redelivered run that also finished, the reaper giving up on one that did) changes nothing."""
+    """`<execution id>#<attempt>` whose outcome was applied and that `settled_ms` does not cover:
+    a duplicate outcome (a redelivered run that also finished, the reaper giving up on one that
+    did) changes nothing (settled.py)."""
+    settled_ms: int | None = None
+    """Scheduled executions at or before this nominal instant, not live nor `unsettled`, have
+    had their outcomes applied (settled.py)."""
+    unsettled: tuple[str, ...] = ()
+    """Scheduled executions that left `running` without an outcome (settled.py)."""
     dead: tuple[Pending, ...] = ()
     """Recent dead letters (the last DEAD_LIMIT), for ReplayDeadLetter."""
     ahead: tuple[Ahead, ...] = ()
@@ -148,6 +164,8 @@ class JobState:
     missed: int = 0
     _definition: ScheduleDefinition | None = field(default=None, compare=False, repr=False)
     _compiled: CompiledSchedule | None = field(default=None, compare=False, repr=False)
+    _definition_stored: bool = field(default=False, compare=False, repr=False)
+    """Its `definition_bytes` are what its definition key holds (no need to write them)."""
 
     def definition(self, codec: Codec) -> ScheduleDefinition:
         if self._definition is None:
@@ -169,10 +187,19 @@ class JobState:
         caller that has the new definition decoded may pass it as `_definition`).
         (`dataclasses.replace` costs twice as much: it inspects the fields on every call.)"""
         if "definition_bytes" in changes:
-            changes = {"_definition": None, "_compiled": None, **changes}
+            changes = {
+                "_definition": None,
+                "_compiled": None,
+                "_definition_stored": False,
+                **changes,
+            }
         values = {name: getattr(self, name) for name in _STATE_FIELDS}
         values.update(changes)
         return JobState(**values)
+
+    @property
+    def definition_stored(self) -> bool:
+        return self._definition_stored
 
     def payload_of(self, execution_id: str) -> bytes | None:
         """The run's own payload when it was triggered with an override, else None."""
@@ -235,9 +262,7 @@ _PLAIN = (
     "tzdb",
     "paused",
     "paused_at_ms",
-    "undispatched",
     "request_ids",
-    "backfilled",
     "fired",
     "skipped",
     "missed",
@@ -255,7 +280,7 @@ def active_runs(state: JobState, now_ms: int) -> int:
     return sum(1 for r in state.running if r.expires_ms > now_ms)
 
 
-_TRIMMABLE = ("finished", "request_ids", "backfilled", "undispatched", "dead", "gaps")
+_TRIMMABLE = ("finished", "unsettled", "request_ids", "backfilled", "undispatched", "dead", "gaps")
 """Memories that only guard against repeats: the oldest may go when the state must shrink."""
 
 
@@ -279,8 +304,36 @@ def fit_state(state: JobState, limit: int) -> tuple[JobState, bytes]:
     return state, data
 
 
+def _steps(values: tuple[int, ...]) -> list[list[int]]:
+    """`values` in order as runs `[first, step, count]` of equal steps (a paused per-second job's
+    skipped instants are one run)."""
+    out: list[list[int]] = []
+    for v in values:
+        if out:
+            last = out[-1]
+            if last[2] == 1:
+                last[1], last[2] = v - last[0], 2
+                continue
+            if last[0] + last[1] * last[2] == v:
+                last[2] += 1
+                continue
+        out.append([v, 0, 1])
+    return out
+
+
+def _unsteps(runs: list[list[int]]) -> tuple[int, ...]:
+    return tuple(first + step * i for first, step, count in runs for i in range(count))
+
+
 def dump_state(state: JobState) -> bytes:
+    """The run state as stored under the job's key (v3): the definition is not in it."""
     body: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
+    body["undispatched"] = _steps(state.undispatched)
+    body["backfilled"] = _steps(state.backfilled)
+    if state.settled_ms is not None:
+        body["settled_ms"] = state.settled_ms
+    if state.unsettled:
+        body["unsettled"] = state.unsettled
     body["running"] = [
         [r.execution_id, r.nominal_ms, r.attempt, r.expires_ms] for r in state.running
     ]
@@ -300,15 +353,22 @@ def dump_state(state: JobState) -> bytes:
         body["held_ms"] = state.held_ms
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
-    body["v"] = STATE_VERSION
-    head = _V2_MAGIC + len(state.definition_bytes).to_bytes(4, "big")
-    return head + state.definition_bytes + json.dumps(body, separators=(",", ":")).encode()
+    return V3_MAGIC + json.dumps(body, separators=(",", ":")).encode()
 
 
-def load_state(data: bytes) -> JobState:
-    if data.startswith(_V2_MAGIC):
+def load_state(data: bytes, definition: bytes | None = None) -> JobState:
+    """Decode a stored run state. A v3 one needs its `definition` (the bytes under
+    `definition_key`); without them the state loads with empty definition bytes (enough to
+    read its run state, as tools reading the changelog do)."""
+    stored = definition is not None
+    if data.startswith(V3_MAGIC):
+        body = json.loads(data[3:])
+        body["undispatched"] = _unsteps(body["undispatched"])
+        body["backfilled"] = _unsteps(body["backfilled"])
+        body["unsettled"] = tuple(body.get("unsettled", ()))
+    elif data.startswith(_V2_MAGIC):
         size = int.from_bytes(data[3:7], "big")
-        definition = data[7 : 7 + size]
+        definition, stored = data[7 : 7 + size], False
         body = json.loads(data[7 + size :])
         body.pop("v")
     else:
@@ -316,8 +376,9 @@ def load_state(data: bytes) -> JobState:
         version = body.pop("v")
         if version != 1:
             raise ValueError(f"scheduler state version {version} is not readable by this build")
-        definition = base64.b64decode(body.pop("definition"))
-    body["definition_bytes"] = definition
+        definition, stored = base64.b64decode(body.pop("definition")), False
+    body["definition_bytes"] = definition or b""
+    body["_definition_stored"] = stored
     body["running"] = tuple(Running(*r) for r in body["running"])
     body["buffered"] = tuple(Pending(*p) for p in body["buffered"])
     body["retries"] = tuple(Pending(*p) for p in body["retries"])
@@ -327,7 +388,6 @@ def load_state(data: bytes) -> JobState:
     body["gaps"] = tuple((a, b) for a, b in body.get("gaps", ()))  # absent before backfill v2
     body["backfills"] = tuple(BackfillRun(*b) for b in body.get("backfills", ()))
     body["payloads"] = tuple((e, base64.b64decode(p)) for e, p in body.get("payloads", ()))
-    body["undispatched"] = tuple(body["undispatched"])
-    body["request_ids"] = tuple(body["request_ids"])
-    body["backfilled"] = tuple(body["backfilled"])
+    for name in ("undispatched", "request_ids", "backfilled"):
+        body[name] = tuple(body[name])
     return JobState(**body)

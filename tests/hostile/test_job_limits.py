@@ -181,10 +181,13 @@ def test_a_state_at_every_limit_with_the_longest_ids_is_trimmed_to_fit() -> None
         finished=tuple(f"{long_id}{i}#1" for i in range(1000)),
         request_ids=tuple("r" * 124 + f"{i:04}" for i in range(1000)),
     )
-    assert len(dump_state(state)) > RECORD_LIMIT  # what a flood of long ids used to reach
-    fitted, data = fit_state(state, RECORD_LIMIT - len(d.key) - 8)
+    # the definition is stored under its own key now: as if the broker's limit were 200 kB
+    # lower, this state no longer fits (what a flood of long ids beside it used to reach)
+    limit = RECORD_LIMIT - len(d.key) - 8 - 200_000
+    assert len(dump_state(state)) > limit
+    fitted, data = fit_state(state, limit)
     assert data == dump_state(fitted)
-    assert len(data) <= RECORD_LIMIT - len(d.key) - 8
+    assert len(data) <= limit
     assert fitted.running == state.running  # what is in flight is never forgotten
     assert fitted.finished == state.finished[-len(fitted.finished) :]  # the newest are kept
 
@@ -245,14 +248,15 @@ def test_a_definition_whose_state_would_not_fit_is_refused_and_nothing_else_is_w
 def test_overrides_are_kept_only_while_the_largest_state_still_fits() -> None:
     """Overrides are never trimmed, so a trigger's override is refused unless the state fits
     with it even once the job has its most runs at once with the longest ids: here the largest
-    definition payload leaves room for a small override only, and that state still fits."""
+    override does not fit (the definition, with the largest payload, is stored under its own
+    key), a smaller one does, and that state still fits."""
     tenant, job = "t" * 128, "j" * 128
     d = per_second_job(tenant, job).model_copy(update={"payload": b"p" * MAX_PAYLOAD_BYTES})
     h = Harness()
     key = d.key.encode()
     h.send(h.topics.schedules, key, d)
     big = TriggerNow(
-        **{**_cmd("r" * 128), "tenant": tenant, "job_id": job, "payload": b"x" * 100_000}
+        **{**_cmd("r" * 128), "tenant": tenant, "job_id": job, "payload": b"x" * MAX_PAYLOAD_BYTES}
     )
     assert h.send(h.topics.commands, key, big)  # refused, not crashed: a rejected record says why
     [refused] = h.records(".rejected")

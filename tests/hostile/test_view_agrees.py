@@ -20,7 +20,7 @@ from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
 from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
-from streams.scheduler.state import load_state
+from streams.scheduler.stored import stored_state
 from streams.views import apply
 from streams.views.query import ViewQueries
 from streams.views.store import ViewStore, job_key
@@ -81,9 +81,9 @@ class Both:
 
     def scheduler_has(self, key: str) -> str | None:
         for task in self.tasks.values():
-            raw = task.get(key.encode())
-            if raw is not None:
-                d = load_state(raw).definition(CODEC)
+            state = stored_state(task.get, key.encode())
+            if state is not None:
+                d = state.definition(CODEC)
                 return f"{d.version}:{d.description}"
         return None
 

@@ -169,7 +169,7 @@ def test_a_backfill_in_progress_survives_a_restore() -> None:
         state, command("big", T0 - 500 * MIN, T0, max_occurrences=500), ctx(T0)
     )
     assert first.state is not None
-    restored = load_state(dump_state(first.state))
+    restored = load_state(dump_state(first.state), first.state.definition_bytes)
     assert restored.backfills == first.state.backfills
     assert restored.wake_ms == first.state.wake_ms
     _, rest = run_to_end(restored, Effects(restored), T0)

@@ -150,7 +150,7 @@ class SchedulerModel(RuleBasedStateMachine):
     @rule()
     def crash_and_restore(self) -> None:
         """The state as the changelog has it: what survives a crash after a commit."""
-        self.state = load_state(dump_state(self.state))
+        self.state = load_state(dump_state(self.state), self.state.definition_bytes)
 
     @rule(dt=st.integers(min_value=0, max_value=60_000))
     def crash_before_commit(self, dt: int) -> None:

@@ -34,6 +34,7 @@ from streams.runtime.store import Batch, MemoryStore
 from streams.runtime.task import Task
 from streams.scheduler.breaker import DEFAULTS, BreakerConfig
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+from streams.scheduler.stored import definition_key
 from tests.scheduler.test_domain import MIN, T0
 from tests.scheduler.test_domain import outcome as make_outcome
 
@@ -119,8 +120,11 @@ class Partitions:
         return [r for r in got if isinstance(r, kind)]
 
     def copies(self) -> list[int]:
-        """The partitions holding a copy of the job."""
-        return [p for p, task in enumerate(self.tasks) if task.get(b"acme/j") is not None]
+        """The partitions holding a copy of the job (a copy removed leaves no definition)."""
+        held = [p for p, task in enumerate(self.tasks) if task.get(b"acme/j") is not None]
+        defined = [p for p, t in enumerate(self.tasks) if t.get(definition_key(b"acme/j"))]
+        assert defined == held
+        return held
 
 
 def test_a_new_concurrency_key_moves_the_job_and_only_the_new_copy_fires() -> None:

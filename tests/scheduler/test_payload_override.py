@@ -77,7 +77,7 @@ def test_a_first_attempt_dead_letter_says_it_was_triggered_by_hand() -> None:
 def test_overrides_are_forgotten_when_their_run_is_done_and_kept_across_a_restore() -> None:
     first = triggered(b"x" * 100)
     assert first.state is not None
-    restored = load_state(dump_state(first.state))
+    restored = load_state(dump_state(first.state), first.state.definition_bytes)
     assert (
         restored.payloads
         == first.state.payloads
@@ -98,7 +98,7 @@ def test_an_override_the_state_has_no_room_for_is_refused_with_the_reason() -> N
         job, cmd(TriggerNow, request_id="t1", payload=big), ctx(T0, state_limit=limit)
     )
     assert first.state is not None
-    with pytest.raises(Refused, match="does not fit beside this job's definition") as refused:
+    with pytest.raises(Refused, match="does not fit in this job's state") as refused:
         commands.apply_command(
             first.state, cmd(TriggerNow, request_id="t2", payload=big), ctx(T0, state_limit=limit)
         )

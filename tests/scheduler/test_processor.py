@@ -230,7 +230,7 @@ def test_a_job_awaiting_its_outcome_and_its_tenants_breaker_stay_decoded(
     def no_decoding(*_a: Any) -> Any:
         raise AssertionError("decoded again")
 
-    monkeypatch.setattr("streams.scheduler.processor.load_state", no_decoding)
+    monkeypatch.setattr("streams.scheduler.stored.load_state", no_decoding)
     monkeypatch.setattr("streams.scheduler.breaker.Breaker.load", no_decoding)
     done = make_outcome(ex, OutcomeStatus.failed)
     record = InputRecord(topics.outcomes, 0, 1, b"acme/j", CODEC.encode(done), [], NOW + 2_000)
@@ -407,7 +407,8 @@ def test_what_went_out_ahead_under_the_old_rules_and_moved_is_revoked(tmp_path: 
         assert fired.state is not None
         assert [a.nominal_ms for a in fired.state.ahead] == [NOW + 30_000, NOW + 90_000]
         use_tzdb(new)
-        state = load_state(dump_state(fired.state))  # decoded again, under the new rules
+        # decoded again, under the new rules
+        state = load_state(dump_state(fired.state), fired.state.definition_bytes)
         now = Facts(NOW, CODEC, "2099b", ahead_ms=120_000)
         result = definitions.apply_tzdb(state, now)
         assert result.state is not None

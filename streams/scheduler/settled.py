@@ -1,0 +1,122 @@
+"""Which outcomes a job has applied already, in a size that does not grow with its age.
+
+An outcome of attempt `a` of execution `e` is applied once; a second one (a redelivered run
+that also finished, the reaper giving up on a run that did) changes nothing. The job used to
+remember its last 1 000 `<execution id>#<attempt>`; it now remembers:
+
+- `settled_ms`, a watermark: every scheduled execution (`<job key>@<nominal>`) whose nominal
+  instant is at or before it has had every outcome it will have applied, unless it is *live*
+  (running, waiting, awaiting a retry, dispatched ahead: a replay or a backfill may run an old
+  instant again) or listed in `unsettled`; a manual run (`…@manual:<request id>`) likewise
+  while its request id is among the job's remembered ones (`request_ids`, the last 1 000);
+- `finished`, the `<execution id>#<attempt>` not covered so: the attempts of an execution still
+  live (a retry pending), and outcomes that came before an earlier run's (out of order);
+- `unsettled`, the executions that left `running` without an outcome (expired, stopped by
+  overlap=cancel_other, revoked): their outcome may still come, and is applied.
+
+The watermark moves up to the newest applied execution older than every live run, and the
+entries it covers are dropped (`_folded`), so a job that runs every second keeps a few entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from functools import lru_cache
+
+from streams.scheduler.state import JobState, Running, remember
+
+
+@lru_cache(maxsize=4096)
+def _instant(suffix: str) -> int | None:
+    if suffix.startswith("manual:") or not suffix.endswith("Z"):
+        return None
+    try:
+        return int(datetime.fromisoformat(suffix).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def nominal_of(execution_id: str) -> int | None:
+    """The nominal instant a scheduled execution id names; None for a manual one."""
+    return _instant(execution_id.rpartition("@")[2])
+
+
+def _live(state: JobState) -> set[str]:
+    ids = {r.execution_id for r in state.running}
+    ids.update(p.execution_id for p in (*state.buffered, *state.retries))
+    ids.update(a.execution_id for a in state.ahead)
+    return ids
+
+
+def _covered(state: JobState, execution_id: str, nominal: int | None, mark: int | None) -> bool:
+    """Whether the watermark `mark` (a scheduled run) or the remembered request ids (a manual
+    run: its trigger was accepted, so it ran) say this execution ran; live or unsettled aside."""
+    if nominal is None:
+        return execution_id.rpartition("@manual:")[2] in state.request_ids
+    return mark is not None and nominal <= mark
+
+
+def already_applied(state: JobState, execution_id: str, attempt: int) -> bool:
+    """Whether an outcome of this attempt was applied before (a duplicate changes nothing)."""
+    if f"{execution_id}#{attempt}" in state.finished:
+        return True
+    nominal = nominal_of(execution_id)
+    if execution_id in state.unsettled or not _covered(
+        state, execution_id, nominal, state.settled_ms
+    ):
+        return False
+    return execution_id not in _live(state)
+
+
+def applied(state: JobState, execution_id: str, attempt: int) -> JobState:
+    """Remember that this attempt's outcome was applied (call it once the state says what
+    follows: the run left `running`, a retry or dead letter was added), and fold."""
+    unsettled = state.unsettled
+    if execution_id in unsettled:
+        unsettled = tuple(e for e in unsettled if e != execution_id)
+    finished = remember(state.finished, f"{execution_id}#{attempt}")
+    mark, kept = _folded(state, finished, unsettled)
+    return state.evolve(finished=kept, unsettled=unsettled, settled_ms=mark)
+
+
+def _folded(
+    state: JobState, finished: tuple[str, ...], unsettled: tuple[str, ...]
+) -> tuple[int | None, tuple[str, ...]]:
+    live = _live(state)
+    instants = [r.nominal_ms for r in state.running]
+    instants += [p.nominal_ms for p in (*state.buffered, *state.retries)]
+    instants += [a.nominal_ms for a in state.ahead]
+    floor = min(instants, default=None)
+    mark = state.settled_ms
+    parsed: list[tuple[str, int | None, str]] = []
+    for entry in finished:
+        exec_id = entry.rpartition("#")[0]
+        nominal = nominal_of(exec_id)
+        parsed.append((entry, nominal, exec_id))
+        if nominal is not None and (floor is None or nominal < floor) and exec_id not in live:
+            mark = nominal if mark is None else max(mark, nominal)
+    kept = tuple(
+        entry
+        for entry, nominal, exec_id in parsed
+        if exec_id in live or exec_id in unsettled or not _covered(state, exec_id, nominal, mark)
+    )
+    return mark, kept
+
+
+def reopened(state: JobState, ids: Iterable[str]) -> JobState:
+    """Executions run again (a replay of their dead letter): forget their applied outcomes."""
+    gone = set(ids)
+    return state.evolve(
+        finished=tuple(f for f in state.finished if f.rpartition("#")[0] not in gone)
+    )
+
+
+def dropped(state: JobState, runs: Iterable[Running]) -> tuple[str, ...]:
+    """`unsettled` after these runs left `running` without an outcome: theirs is still
+    applied when it comes, even once the watermark has passed their instant."""
+    unsettled = state.unsettled
+    for run in runs:
+        if run.execution_id not in unsettled:
+            unsettled = remember(unsettled, run.execution_id)
+    return unsettled
