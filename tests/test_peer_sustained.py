@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from bench.cpu import tree_cpu_seconds
-from bench.peers.dbscheduler_sustained import _Starts
+from bench.peers.dbscheduler_sustained import _each_second, _Starts
 from bench.sustained import knee, summarize
 
 
@@ -51,3 +51,12 @@ def test_starts_are_read_as_the_file_grows(tmp_path: Path) -> None:
 def test_a_process_tree_has_cpu_and_a_missing_one_none() -> None:
     assert tree_cpu_seconds(os.getpid()) > 0
     assert tree_cpu_seconds(2**22 + 1) == 0.0
+
+
+def test_each_second_first_and_last_start() -> None:
+    runs = [(d, d + late, d + late) for d in (10.0, 11.0, 12.0) for late in (0.1, 0.2, 0.6)]
+    assert _each_second(runs, after_s=11.0) == {
+        "each_second_first_start_p50_s": 0.1,
+        "each_second_last_start_p50_s": 0.6,
+    }
+    assert _each_second(runs, after_s=20.0) == {}

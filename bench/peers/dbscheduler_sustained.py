@@ -123,9 +123,28 @@ def one_rate(
         "poll_ms": poll_ms,
         **row,
         "duplicated": starts.duplicated(),
+        **_each_second(runs, start_s + min(WARM_UP_S, seconds / 3)),
         "feeder": feeder[0] if feeder else None,
         "cpu_us_per_execution": cpu.per_execution_us(rate),
         "on_time": on_time,
+    }
+
+
+def _each_second(runs: list[tuple[float, float, float]], after_s: float) -> dict[str, float]:
+    """When each second's executions began and finished starting, after the warm-up: the median
+    over seconds of the first and the last start's lateness (the wait for a poll, and the
+    time to drain one second's executions, 256 per fetch)."""
+    by_second: dict[float, list[float]] = {}
+    for due, started, _f in runs:
+        if due >= after_s:
+            by_second.setdefault(due, []).append(started - due)
+    if not by_second:
+        return {}
+    firsts = sorted(min(v) for v in by_second.values())
+    lasts = sorted(max(v) for v in by_second.values())
+    return {
+        "each_second_first_start_p50_s": round(firsts[len(firsts) // 2], 3),
+        "each_second_last_start_p50_s": round(lasts[len(lasts) // 2], 3),
     }
 
 
