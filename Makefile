@@ -112,7 +112,7 @@ bench-execution: deps broker
 # the midnight suite (issue #8): B1 burst at three sizes, B2 sustained rates, B3 noisy
 # neighbour with and without tenant fairness, B4 failover, the peers on the same machine
 # (needs Debian's redis-server and PostgreSQL), the plots
-.PHONY: bench-b1 bench-sustained bench-noisy bench-flood bench-failover bench-peers bench-plots peers-deps
+.PHONY: bench-b1 bench-sustained bench-noisy bench-flood bench-failover bench-peers bench-peers-sustained bench-plots peers-deps
 bench-b1: deps broker
 	for n in 10000 100000 250000; do $(BIN)/python -m bench.scheduler burst --jobs $$n || exit 1; done
 
@@ -148,6 +148,11 @@ peers-deps: deps
 bench-peers: peers-deps broker
 	$(BIN)/python -m bench.execution throughput --jobs 10000 --lead 60
 	$(BIN)/python -m bench.peers all --jobs 10000
+
+# db-scheduler under B2's open-loop load (no Kafka), its usual 500 ms polling and 100 ms
+bench-peers-sustained: peers-deps
+	$(BIN)/python -m bench.peers dbscheduler-sustained --rates 1000,2000,2500,3000 --seconds 60
+	$(BIN)/python -m bench.peers dbscheduler-sustained --rates 3000,4000,5000,6000 --seconds 60 --poll-ms 100
 
 bench-plots: peers-deps
 	$(BIN)/python -m bench.plots

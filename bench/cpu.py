@@ -42,3 +42,22 @@ def cpu_per_execution_us(
     if executions <= 0:
         return {name: None for name in before}
     return {name: round((after[name] - before[name]) * 1e6 / executions) for name in before}
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """A process's CPU with its children's: its own, what its exited children left it (cutime,
+    cstime) and each live child's (PostgreSQL's postmaster and its backends; /proc, Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = sum(int(f) for f in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            child = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(child[1]) == pid:  # ppid (field 4)
+            total += (int(child[11]) + int(child[12])) / ticks
+    return total

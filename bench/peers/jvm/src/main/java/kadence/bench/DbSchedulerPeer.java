@@ -35,6 +35,9 @@ import java.util.concurrent.CountDownLatch;
  *   java -jar dbscheduler-peer.jar schedule N DUE_EPOCH_MS   one JSON line: ingest_s and versions
  *   java -jar dbscheduler-peer.jar run THREADS CSV [POLL_MS] runs until SIGTERM; one
  *                                                            "job id,unix start s" line per execution
+ *   java -jar dbscheduler-peer.jar sustain THREADS CSV POLL_MS RATE SECONDS START_EPOCH_S [AHEAD_S]
+ *       as run, plus a feeder thread: for each second t of [START, START + SECONDS), RATE
+ *       one-time instances "i@t" due at t, stored AHEAD_S (default 10) seconds before t
  * </pre>
  *
  * Both modes create db-scheduler's documented PostgreSQL table if it is missing.
@@ -105,10 +108,19 @@ public final class DbSchedulerPeer {
       schedule(Integer.parseInt(args[1]), Long.parseLong(args[2]));
     } else if (args.length >= 3 && args[0].equals("run")) {
       int pollMs = args.length >= 4 ? Integer.parseInt(args[3]) : 500;
-      run(Integer.parseInt(args[1]), Path.of(args[2]), pollMs);
+      run(Integer.parseInt(args[1]), Path.of(args[2]), pollMs, null);
+    } else if (args.length >= 7 && args[0].equals("sustain")) {
+      Feed feed =
+          new Feed(
+              Integer.parseInt(args[4]),
+              Integer.parseInt(args[5]),
+              Long.parseLong(args[6]),
+              args.length >= 8 ? Integer.parseInt(args[7]) : 10);
+      run(Integer.parseInt(args[1]), Path.of(args[2]), Integer.parseInt(args[3]), feed);
     } else {
       System.err.println(
           "usage: DbSchedulerPeer schedule N DUE_EPOCH_MS | run THREADS CSV [POLL_MS]"
+              + " | sustain THREADS CSV POLL_MS RATE SECONDS START_EPOCH_S [AHEAD_S]"
               + " (PEER_JDBC_URL, PEER_JDBC_USER, PEER_JDBC_PASSWORD, PEER_POOL from the env)");
       System.exit(2);
     }
@@ -192,8 +204,58 @@ public final class DbSchedulerPeer {
     }
   }
 
-  /** One scheduler until SIGTERM; each execution appends "job,unix start seconds" to csv. */
-  private static void run(int threads, Path csv, int pollMs) throws Exception {
+  /**
+   * The open-loop feed of the sustained mode: RATE instances due at each second of the window,
+   * each its own one-time execution (a late one delays no other, a missed second is not skipped),
+   * stored on the wall clock AHEAD_S before it is due whatever the scheduler is doing.
+   */
+  record Feed(int rate, int seconds, long startEpochS, int aheadS) {
+    Thread start(HikariDataSource ds) {
+      SchedulerClient client = SchedulerClient.Builder.create(ds, JOB).build();
+      Thread feeder = new Thread(() -> feed(client), "peer-feeder");
+      feeder.setDaemon(true);
+      feeder.start();
+      return feeder;
+    }
+
+    private void feed(SchedulerClient client) {
+      long mostBehindMs = 0;
+      long slowestMs = 0;
+      try {
+        for (int t = 0; t < seconds; t++) {
+          long dueS = startEpochS + t;
+          long storeAtMs = (dueS - aheadS) * 1000;
+          long waitMs = storeAtMs - System.currentTimeMillis();
+          if (waitMs > 0) {
+            Thread.sleep(waitMs);
+          }
+          long began = System.currentTimeMillis();
+          mostBehindMs = Math.max(mostBehindMs, began - storeAtMs);
+          Instant due = Instant.ofEpochSecond(dueS);
+          for (int from = 0; from < rate; from += BATCH) {
+            List<TaskInstance<?>> batch = new ArrayList<>(BATCH);
+            for (int i = from; i < Math.min(rate, from + BATCH); i++) {
+              batch.add(JOB.instance(i + "@" + dueS));
+            }
+            client.scheduleBatch(batch, due);
+          }
+          slowestMs = Math.max(slowestMs, System.currentTimeMillis() - began);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      System.out.printf(
+          "{\"feeder_most_behind_s\": %.3f, \"feeder_slowest_second_s\": %.3f}%n",
+          mostBehindMs / 1e3, slowestMs / 1e3);
+      System.out.flush();
+    }
+  }
+
+  /**
+   * One scheduler until SIGTERM (and the feed, when there is one); each execution appends
+   * "job,unix start seconds" to csv.
+   */
+  private static void run(int threads, Path csv, int pollMs, Feed feed) throws Exception {
     out =
         Files.newBufferedWriter(
             csv, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
@@ -222,6 +284,9 @@ public final class DbSchedulerPeer {
                   stopped.countDown();
                 }));
     scheduler.start();
+    if (feed != null) {
+      feed.start(ds);
+    }
     System.out.printf(
         "started: %d threads, polling every %d ms, lock-and-fetch(%.1f, %.1f), pool %d%n",
         threads, pollMs, LOWER_FRACTION, UPPER_FRACTION, ds.getMaximumPoolSize());

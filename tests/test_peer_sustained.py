@@ -1,0 +1,62 @@
+"""bench.sustained's verdict and bench/peers' sustained db-scheduler mode, without a JVM or a
+database: the judging of one rate, and the reading of the handler's file while it grows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.cpu import tree_cpu_seconds
+from bench.peers.dbscheduler_sustained import _each_second, _Starts
+from bench.sustained import knee, summarize
+
+
+def _runs(rate: int, seconds: int, late: float) -> list[tuple[float, float, float]]:
+    return [(1000.0 + s, 1000.0 + s + late, 1000.0 + s + late) for s in range(seconds)] * rate
+
+
+def test_a_rate_on_time_late_or_lossy() -> None:
+    on_time = summarize(2, 30, 1000.0, _runs(2, 30, 0.2))
+    assert on_time["on_time"] and on_time["lost"] == 0 and on_time["p99_after_warm_up_s"] == 0.2
+    late = summarize(2, 30, 1000.0, _runs(2, 30, 1.5))
+    assert not late["on_time"]
+    lossy = summarize(2, 30, 1000.0, _runs(2, 30, 0.2)[1:])
+    assert not lossy["on_time"] and lossy["lost"] == 1
+    assert not summarize(2, 30, 1000.0, _runs(2, 30, 0.2), also_steady=1.2)["on_time"]
+    rows = [{"rate_per_s": 10, "on_time": True}, {"rate_per_s": 20, "on_time": False}]
+    assert knee(rows) == 10 and knee([]) is None
+
+
+def test_growing_lateness_is_not_on_time() -> None:
+    runs = [(1000.0 + s, 1000.0 + s + (0.9 if s >= 30 else 0.0), 1000.0 + s) for s in range(45)]
+    row = summarize(1, 45, 1000.0, runs)  # p99 after the warm-up is 0.9 s: under 1 s
+    assert row["p99_after_warm_up_s"] < 1.0
+    assert row["p99_growth_s"] >= 0.5 and not row["on_time"]
+
+
+def test_starts_are_read_as_the_file_grows(tmp_path: Path) -> None:
+    csv = tmp_path / "starts.csv"
+    starts = _Starts(csv)
+    starts.read()  # not there yet
+    csv.write_text("0@1000,1000.25\n1@1000,1000.5\n0@10")
+    starts.read()
+    assert starts.first == {"0@1000": (1000.0, 1000.25), "1@1000": (1000.0, 1000.5)}
+    with csv.open("a") as f:
+        f.write("01,1001.125\n0@1000,1000.75\n")
+    starts.read()
+    assert starts.first["0@1001"] == (1001.0, 1001.125)
+    assert starts.first["0@1000"] == (1000.0, 1000.25) and starts.duplicated() == 1
+
+
+def test_a_process_tree_has_cpu_and_a_missing_one_none() -> None:
+    assert tree_cpu_seconds(os.getpid()) > 0
+    assert tree_cpu_seconds(2**22 + 1) == 0.0
+
+
+def test_each_second_first_and_last_start() -> None:
+    runs = [(d, d + late, d + late) for d in (10.0, 11.0, 12.0) for late in (0.1, 0.2, 0.6)]
+    assert _each_second(runs, after_s=11.0) == {
+        "each_second_first_start_p50_s": 0.1,
+        "each_second_last_start_p50_s": 0.6,
+    }
+    assert _each_second(runs, after_s=20.0) == {}
