@@ -56,12 +56,14 @@ class WorkerSettings(BaseModel):
     holds (running or claimed ahead) only what one lease snapshot of 4 096 ranges is sure to
     list however the runs end: up to 8 191 runs of consecutive offsets, 4 096 scattered ones.
     0: claim only when due."""
-    worker_inbox_max_executions: Annotated[int, Field(ge=100, le=10_000_000)] = 20_000
-    worker_inbox_max_bytes: Annotated[int, Field(ge=1 << 20, le=1 << 40)] = 64 << 20
+    worker_inbox_max_executions: Annotated[int, Field(ge=100, le=10_000_000)] = 100_000
+    worker_inbox_max_bytes: Annotated[int, Field(ge=1 << 20, le=1 << 40)] = 256 << 20
     """Executions one worker holds read but not claimed (waiting for their due time or their
     turn), and their bytes, at most: past either it stops reading (pauses its partitions; the
     backlog waits in Kafka, in the consumer lag) and a tenant at its running cap holds no more
-    than twice its cap (the rest is read again later): streams/worker/backlog.py."""
+    than twice its cap (the rest is read again later): streams/worker/backlog.py. It must hold
+    what the scheduler dispatches ahead (30 s) at the worker's share of the rate: 100 000 is
+    30 s of 3 300 a second per worker, about 270 MB held (about 2.7 KB each)."""
     lease_format: Literal["snapshot", "events"] = "snapshot"
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the

@@ -97,6 +97,16 @@ class Deliveries:
         never claimed ahead: `Item.leaseless`)."""
         return ex.target.kind in self._delivers
 
+    def prepare(self, item: Item) -> None:
+        """Build `item`'s record while it waits for its due time (when its topic is known)."""
+        if not item.leaseless:
+            return
+        ex = item.execution
+        try:
+            item.prepared = self._delivers[ex.target.kind](ex, item.record)
+        except Exception:  # the turn at its due time tries again, and says what failed
+            item.prepared = None
+
     def _claimed_instead(self, item: Item) -> None:
         item.leaseless = False
 
@@ -121,7 +131,7 @@ class Deliveries:
         if refused is not None:
             return Delivered(run, None, refused)
         try:
-            found = self._delivers[ex.target.kind](ex, item.record)
+            found = item.prepared or self._delivers[ex.target.kind](ex, item.record)
         except Exception:  # a target bug must not kill the worker: the claimed path reports it
             log.exception("target %s: delivery failed for %s", ex.target.kind, ex.execution_id)
             self._claimed_instead(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kadence.models import ExecutionRequested
+from kadence.targets import Delivery
 
 
 @dataclass(eq=False)
@@ -23,3 +24,6 @@ class Item:
     """Never claimed ahead (delivered in a transaction when due: streams/worker/delivering.py)."""
     offered: bool = False
     """In the inbox's index of what may be claimed ahead (`upcoming`)."""
+    prepared: Delivery | None = None
+    """A leaseless execution's record, built while it waited for its due time (so the turn at
+    its due time only produces it): streams/worker/delivering.py."""

@@ -38,6 +38,7 @@ from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.metrics import LagTracker
 from kadence.models import (
+    ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
     OutcomeStatus,
@@ -60,7 +61,7 @@ from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.records import outcome_of, rejected
+from streams.worker.records import delivered_outcome, outcome_of, rejected
 from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,11 @@ class Worker:
             return
         # A newer delivery is the reaper handing the run on (our lease expired): it must run, or
         # nobody ever claims it and it is lost. It waits in the inbox until our run has ended.
-        self.inbox.add(partition, offset, record, raw, leaseless=self.deliveries.takes(record))
+        item = self.inbox.add(
+            partition, offset, record, raw, leaseless=self.deliveries.takes(record)
+        )
+        if item is not None and item.leaseless:
+            self.deliveries.prepare(item)
         self._prepare(record)
 
     def _prepare(self, ex: ExecutionRequested) -> None:
@@ -279,9 +284,7 @@ class Worker:
                 self._emit(self.topics.leases, partition, key, record)
             for run, result in txn.finished:
                 self._outcome(run, result, now)
-            for d in txn.deliveries:
-                self.deliveries.produce(d, self.session.produce)
-                self._outcome(d.run, d.refused or Result.ok(), d.run.started_ms)
+            self._deliver(txn)
             for reject in self._rejects:
                 self.session.produce(*reject)
         except KafkaException as exc:
@@ -350,9 +353,20 @@ class Worker:
 
     # -- records -----------------------------------------------------------------------------
 
+    def _deliver(self, txn: TxnWork) -> None:
+        """Each delivery's record and its outcome, in the open transaction (delivering.py)."""
+        for d in txn.deliveries:
+            self.deliveries.produce(d, self.session.produce)
+            if d.refused is None:
+                self._send(d.run, delivered_outcome(d.run, self.worker_id))
+            else:
+                self._outcome(d.run, d.refused, d.run.started_ms)
+
     def _outcome(self, run: ActiveRun, result: Result, now: int) -> None:
+        self._send(run, outcome_of(run, result, now, self.worker_id))
+
+    def _send(self, run: ActiveRun, outcome: ExecutionOutcome) -> None:
         ex = run.execution
-        outcome = outcome_of(run, result, now, self.worker_id)
         partition = partition_for(ex.routing_key, self.settings.partitions)
         self._emit(self.topics.outcomes, partition, ex.key.encode(), outcome)
 

@@ -74,6 +74,29 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
     )
 
 
+def delivered_outcome(run: ActiveRun, worker_id: str) -> ExecutionOutcome:
+    """The `succeeded` outcome of a run delivered in the worker's transaction, built without
+    validation: every field is the validated execution's own or the worker's (a burst builds
+    thousands at its due instant)."""
+    ex = run.execution
+    at = ms_to_datetime(run.started_ms)
+    return ExecutionOutcome.model_construct(
+        execution_id=ex.execution_id,
+        tenant=ex.tenant,
+        job_id=ex.job_id,
+        attempt=ex.attempt,
+        delivery=ex.delivery,
+        worker_id=worker_id,
+        status=OutcomeStatus.succeeded,
+        retryable=False,
+        error=None,
+        nominal_at=ex.nominal_at,
+        due_at=ex.due_at,
+        started_at=at,
+        finished_at=at,
+    )
+
+
 def rejected(
     msg: MessageLike, code: str, reason: str, *, now_ms: int, codec: Codec, to_topic: str
 ) -> tuple[bytes | None, bytes, Headers]:

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
 from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
@@ -21,6 +22,9 @@ from kadence.settings import KadenceSettings
 from kadence.targets import Delivery, Result, Stop
 from kadence.topics import OUTCOMES, Topics
 from streams.worker.delivering import TOPIC_WAIT_MS
+from streams.worker.holding import claim
+from streams.worker.item import Item
+from streams.worker.records import delivered_outcome, outcome_of
 from testkit.driver import START_MS, Driver, abort_error
 from testkit.driver.leases import lease_facts
 
@@ -36,8 +40,11 @@ class Topic:
     def __init__(self, *, known: bool = True) -> None:
         self.known = known
         self.calls: list[str] = []
+        self.built = 0
+        """Records built (`delivery` called with the topic known)."""
 
     def delivery(self, ex: ExecutionRequested, record: bytes | None) -> Delivery | None:
+        self.built += self.known
         if not self.known:
             return None
         assert record is not None
@@ -194,10 +201,12 @@ def test_a_record_the_broker_refuses_is_reported_failed_and_the_others_are_deliv
 def test_an_execution_read_ahead_is_not_claimed_ahead_and_is_delivered_when_due(
     driver: Driver, settings: KadenceSettings, topics: Topics
 ) -> None:
-    worker = driver.worker(settings, {"kafka": Topic()})
+    target = Topic()
+    worker = driver.worker(settings, {"kafka": target})
     send(driver, topics, execution(due_in_ms=1_000))
     driver.turn(worker, times=2)
     assert (delivered(driver), worker.holdings.claimed) == ([], {})
+    assert target.built == 1  # built while it waits: its due instant only produces it
     assert lease_facts(driver.cluster, topics) == []
     driver.advance(999)
     driver.turn(worker)
@@ -205,6 +214,7 @@ def test_an_execution_read_ahead_is_not_claimed_ahead_and_is_delivered_when_due(
     driver.advance(1)
     driver.turn(worker)
     assert len(delivered(driver)) == 1
+    assert target.built == 1
     [outcome] = outcomes(driver, topics)
     assert outcome.started_at == ms_to_datetime(START_MS + 1_000)
 
@@ -240,3 +250,18 @@ def test_without_exactly_once_the_run_is_claimed_under_a_lease(
     driver.turn_until(lambda: bool(target.calls), worker)
     assert delivered(driver) == []
     assert lease_facts(driver.cluster, topics) != []
+
+
+def test_a_delivered_outcome_built_without_validation_encodes_as_the_validated_one() -> None:
+    """The burst path builds its outcomes with `model_construct`: the bytes must be those of
+    the validated model (the scheduler decodes them)."""
+    ex = execution(due_in_ms=250)
+    run = claim(Item(0, 7, ex, START_MS + 250), START_MS)
+    run.started_ms = START_MS + 251
+    codec = Codec()
+    fast = codec.encode(delivered_outcome(run, "w"))
+    checked = codec.encode(outcome_of(run, Result.ok(), run.started_ms, "w"))
+    assert fast == checked
+    assert codec.decode(fast) == ExecutionOutcome.model_validate(
+        delivered_outcome(run, "w").model_dump()
+    )
