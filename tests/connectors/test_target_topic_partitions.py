@@ -4,6 +4,8 @@ costs a produce request. The worker's wiring (apps.worker.targets), on the real 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.admin import AdminClient
 
@@ -15,9 +17,16 @@ from kadence.topics import target_topic
 pytestmark = pytest.mark.kafka
 
 
-def partitions_of(settings: KadenceSettings, topic: str) -> int:
+def partitions_of(settings: KadenceSettings, topic: str, wait_s: float = 30) -> int:
+    """The topic's partition count once the broker's metadata shows it: a topic just created
+    may be listed for a moment with no partitions yet."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
-    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics[topic]
+        if (found.error is None and found.partitions) or time.monotonic() > deadline:
+            return len(found.partitions)
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("configured", [None, 2])
