@@ -1,6 +1,8 @@
 """The scheduler's Python cost per execution, in process, no broker.
 
     python -m bench.scheduler_profile --jobs 10000 [--store rocksdb] [--profile 25]
+    python -m bench.scheduler_profile --shape cron --jobs 1000 --seconds 60
+
 
 Loads N one-off jobs due at the same second into a task (memory store or RocksDB), then times
 what the scheduler does per execution: firing them (each an ExecutionRequested and a `fired`
@@ -9,6 +11,10 @@ history record, encoded) and processing their N `succeeded` outcomes, as the run
 process adds (librdkafka, the consumer and producer) is not in it. Prints µs per execution
 (fire + outcome), each phase's share, and with --profile the top functions of a cProfile run
 by cumulative and by own time.
+
+`--shape cron` is B2's steady state instead: N per-second cron jobs (overlap allowed,
+dispatched 30 s ahead as by default), each second of due time fired and its outcomes settled
+the second after; the first 35 s (the look-ahead filling) are not counted.
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from typing import Any
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
+    CronSchedule,
     ExecutionOutcome,
     ExecutionRequested,
     HandlerTarget,
     OutcomeStatus,
+    OverlapPolicy,
     ScheduleDefinition,
 )
 from kadence.settings import KadenceSettings
@@ -45,13 +53,14 @@ DUE = T0 + 1_000
 
 
 class Bench:
-    def __init__(self, jobs: int, store: Store) -> None:
+    def __init__(self, jobs: int, store: Store, ahead_ms: int = 0) -> None:
         self.codec = Codec()
         settings = KadenceSettings(partitions=1)
         self.topics = Topics(settings)
-        self.proc = SchedulerProcessor(
-            SchedulerConfig(self.topics, 1, settings.execution_partitions, "2025b"), self.codec
+        cfg = SchedulerConfig(
+            self.topics, 1, settings.execution_partitions, "2025b", dispatch_ahead_ms=ahead_ms
         )
+        self.proc = SchedulerProcessor(cfg, self.codec)
         self.task = Task(0, store, T0, 60_000)
         self.task.changelog = self.topics.scheduler_changelog
         self.out: list[tuple[Any, ...]] = []
@@ -120,8 +129,35 @@ class Bench:
             for ex in runs
         ]
 
-    def settle(self, runs: list[ExecutionRequested], outcomes: list[bytes]) -> None:
-        now = DUE + 50
+    def define_cron(self) -> None:
+        for i in range(self.jobs):
+            d = ScheduleDefinition(
+                tenant=f"t{i % 50}",
+                job_id=f"job-{i}",
+                version=1,
+                schedule=CronSchedule(expression="* * * * * *"),
+                target=HandlerTarget(name="noop"),
+                overlap=OverlapPolicy.allow,
+            )
+            self._process(self.topics.schedules, d.key.encode(), self.codec.encode(d), T0)
+        self.commit()
+
+    def fire_until(self, now: int) -> list[bytes]:
+        """Fire what is due at `now`; the executions written."""
+        task = self.task
+        while keys := task.due(now, 5_000):
+            for key in keys:
+                task.attempt(
+                    partial(self.proc.fire, task, key, now),
+                    partial(self.proc.quarantine, task, key, now_ms=now),
+                )
+        out = [value for topic, _p, _k, value, _h in self.out if topic == self.topics.executions]
+        self.commit()
+        return out
+
+    def settle(
+        self, runs: list[ExecutionRequested], outcomes: list[bytes], now: int = DUE + 50
+    ) -> None:
         for ex, value in zip(runs, outcomes, strict=True):
             self._process(self.topics.outcomes, f"{ex.tenant}/{ex.job_id}".encode(), value, now)
         self.commit()
@@ -152,13 +188,62 @@ def run(jobs: int, store_kind: str, profiler: cProfile.Profile | None) -> tuple[
     return (fired - started) / jobs * 1e6, (done - settling) / jobs * 1e6
 
 
+def run_cron(jobs: int, seconds: int, profiler: cProfile.Profile | None) -> tuple[float, int]:
+    """B2's steady state: CPU µs per execution (fire and outcome) after the look-ahead filled,
+    and how many executions were counted."""
+    bench = Bench(jobs, MemoryStore(), ahead_ms=30_000)
+    bench.define_cron()
+    pending: list[tuple[int, list[ExecutionRequested], list[bytes]]] = []
+    counted, cpu = 0, 0.0
+    for second in range(seconds):
+        now = T0 + 1_000 * (second + 1)
+        measured = second >= 35
+        started = time.process_time()
+        if measured and profiler:
+            profiler.enable()
+        sent = bench.fire_until(now)
+        for _due, runs, outcomes in [p for p in pending if p[0] <= now - 1_000]:
+            bench.settle(runs, outcomes, now)
+            counted += len(runs) if measured else 0
+        pending = [p for p in pending if p[0] > now - 1_000]
+        if measured and profiler:
+            profiler.disable()
+        cpu += time.process_time() - started if measured else 0.0
+        runs, outcomes = bench.outcomes(sent)  # the workers' part: not counted
+        for ex, value in zip(runs, outcomes, strict=True):
+            due = int(ex.due_at.timestamp() * 1000)
+            if pending and pending[-1][0] == due:
+                pending[-1][1].append(ex)
+                pending[-1][2].append(value)
+            else:
+                pending.append((due, [ex], [value]))
+        pending.sort(key=lambda p: p[0])
+    return cpu / max(1, counted) * 1e6, counted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--store", choices=["memory", "rocksdb"], default="memory")
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many")
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
+    parser.add_argument("--shape", choices=["burst", "cron"], default="burst")
+    parser.add_argument("--seconds", type=int, default=60, help="cron: seconds of due time")
     args = parser.parse_args()
+    if args.shape == "cron":
+        best = min(run_cron(args.jobs, args.seconds, None) for _ in range(args.repeat))
+        print(
+            f"{args.jobs} per-second jobs, {best[1]} executions counted, best of "
+            f"{args.repeat}: {best[0]:.0f} µs CPU per execution (fire and outcome)"
+        )
+        if args.profile:
+            profiler = cProfile.Profile()
+            run_cron(args.jobs, args.seconds, profiler)
+            for order in ("cumulative", "tottime"):
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.profile)
+                print(text.getvalue())
+        return
     fire_us, outcome_us = min(
         (run(args.jobs, args.store, None) for _ in range(args.repeat)), key=sum
     )
