@@ -18,7 +18,8 @@ from kadence.models import Backfill, Decision, TriggerKind
 from kadence.timeengine.engine import CompiledSchedule, Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.dispatch import fire
-from streams.scheduler.state import RUNNING_LIMIT, BackfillRun, JobState, active_runs, remember
+from streams.scheduler.entries import BackfillRun
+from streams.scheduler.state import RUNNING_LIMIT, JobState, active_runs, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, free_at, group_blocked, grouped
 
 STEP_RUNS = 200

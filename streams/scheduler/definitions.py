@@ -8,8 +8,9 @@ from kadence.clock import ms_to_datetime
 from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefinition
 from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import revoke
+from streams.scheduler.entries import Ahead
 from streams.scheduler.paused import skip_paused
-from streams.scheduler.state import Ahead, JobState
+from streams.scheduler.state import JobState
 from streams.scheduler.step import (
     HISTORY_REASON_CHARS,
     Effects,

@@ -16,13 +16,13 @@ from kadence.models import (
 )
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
+from streams.scheduler.entries import Pending, Running
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import (
     RUNNING_LIMIT,
     JobState,
-    Pending,
-    Running,
     active_runs,
+    at_running_limit,
     remember,
     room_for_override,
 )
@@ -154,7 +154,7 @@ def fire_or_overlap(
     exec_id = execution_id(key, occ.nominal_ms)
     policy = state.definition(facts.codec).overlap
     shot = Shot(exec_id, occ.nominal_ms, occ.due_ms, trigger)
-    if active_runs(state, facts.now_ms) >= RUNNING_LIMIT:
+    if at_running_limit(state, facts.now_ms):
         why = f"{RUNNING_LIMIT} runs of this job are still running (the per-job limit)"
         return skip(state, effects, facts, occ, exec_id=exec_id, why=why)
     if grouped(state, facts):

@@ -19,8 +19,9 @@ from streams.scheduler.dispatch import (
     start,
     wait,
 )
+from streams.scheduler.entries import Ahead
 from streams.scheduler.paused import skip_paused
-from streams.scheduler.state import RUNNING_LIMIT, Ahead, JobState, active_runs
+from streams.scheduler.state import JobState, at_running_limit
 from streams.scheduler.step import (
     Effects,
     Facts,
@@ -120,7 +121,7 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
         next_due = state.next_due_ms
         if next_due is None or next_due > facts.now_ms + facts.ahead_ms:
             break
-        if not may_go_early(state, facts) or active_runs(state, facts.now_ms) >= RUNNING_LIMIT:
+        if not may_go_early(state, facts) or at_running_limit(state, facts.now_ms):
             break
         if state.held_ms is not None or over_tenant_cap(state, effects, facts, next_due):
             break  # the tenant's caps: decided at the due time (catch_up), not ahead

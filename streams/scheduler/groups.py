@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from streams.scheduler.state import Running
+from streams.scheduler.entries import Running
 
 Group = dict[str, list[list[object]]]
 

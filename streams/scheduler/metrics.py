@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -12,6 +13,8 @@ from kadence.clock import datetime_to_ms
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
 from kadence.models import DeadLetter, Decision, ExecutionRequested, HistoryRecord
 
+CHILDREN_CACHED = 20_000
+"""(tenant, trigger) pairs whose series `observe` keeps at hand; others are looked up each time."""
 NOT_RUN = frozenset(
     {
         Decision.missed,
@@ -32,6 +35,7 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.tenant = TenantLabels()
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.dispatch_lateness = Histogram(
             "kadence_scheduler_dispatch_lateness_seconds",
             "When an execution became visible on the executions topic minus its due time "
@@ -75,14 +79,28 @@ class SchedulerMetrics:
 
     def observe(self, record: object) -> None:
         if isinstance(record, ExecutionRequested):
-            tenant = self.tenant(record.tenant)
             late_ms = datetime_to_ms(record.dispatched_at) - datetime_to_ms(record.due_at)
-            self.dispatch_lateness.labels(tenant).observe(max(0, late_ms) / 1000)
-            self.dispatched.labels(tenant, record.trigger.value).inc()
+            lateness, dispatched = self._dispatch_children(record.tenant, record.trigger.value)
+            lateness.observe(max(0, late_ms) / 1000)
+            dispatched.inc()
         elif isinstance(record, HistoryRecord) and record.decision in NOT_RUN:
             self.not_run.labels(self.tenant(record.tenant), record.decision.value).inc()
         elif isinstance(record, DeadLetter):
             self.dead_letters.labels(self.tenant(record.execution.tenant)).inc()
+
+    def _dispatch_children(self, tenant: str, trigger: str) -> tuple[Any, Any]:
+        """The (lateness, dispatched) series of a tenant and trigger, looked up once (labels()
+        costs more than the observation; tenants past the label limit share `other`'s)."""
+        children = self._children.get((tenant, trigger))
+        if children is None:
+            label = self.tenant(tenant)
+            children = (
+                self.dispatch_lateness.labels(label),
+                self.dispatched.labels(label, trigger),
+            )
+            if len(self._children) < CHILDREN_CACHED:
+                self._children[(tenant, trigger)] = children
+        return children
 
 
 class SchedulerCollector(Collector):

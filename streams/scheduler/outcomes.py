@@ -22,8 +22,9 @@ from kadence.models import (
 )
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
+from streams.scheduler.entries import Pending
 from streams.scheduler.settled import already_applied, applied, reopened
-from streams.scheduler.state import DEAD_LIMIT, JobState, Pending, kept_payloads
+from streams.scheduler.state import DEAD_LIMIT, JobState, kept_payloads
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, settle
 
 

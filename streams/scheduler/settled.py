@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
 
-from streams.scheduler.state import JobState, Running, remember
+from streams.scheduler.entries import Running
+from streams.scheduler.state import JobState, remember
 
 
 @lru_cache(maxsize=4096)

@@ -1,11 +1,11 @@
-"""A job as the scheduler's store holds it (state v3): its run state under the job's key, its
+"""A job as the scheduler's store holds it (state v3 and v4): its run state under the job's key, its
 definition under `definition_key(job key)`, written once per version (state.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from streams.scheduler.state import DEFINITION_PREFIX, V3_MAGIC, JobState, load_state
+from streams.scheduler.state import DEFINITION_PREFIX, SPLIT_MAGICS, JobState, load_state
 
 
 def definition_key(key: bytes) -> bytes:
@@ -14,12 +14,12 @@ def definition_key(key: bytes) -> bytes:
 
 
 def stored_state(get: Callable[[bytes], bytes | None], key: bytes) -> JobState | None:
-    """The job under `key` as `get` reads it (a v1 or v2 value holds its definition; a v3 one
-    is joined with the definition stored under its definition key)."""
+    """The job under `key` as `get` reads it (a v1 or v2 value holds its definition; a v3 or
+    v4 one is joined with the definition stored under its definition key)."""
     raw = get(key)
     if raw is None:
         return None
-    return load_state(raw, get(definition_key(key)) if raw.startswith(V3_MAGIC) else None)
+    return load_state(raw, get(definition_key(key)) if raw.startswith(SPLIT_MAGICS) else None)
 
 
 def definition_to_write(state: JobState) -> bytes | None:

@@ -28,14 +28,9 @@ from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore, wake_of
 from streams.runtime.task import Task
 from streams.scheduler.backfill import STEP_RUNS
+from streams.scheduler.entries import Running
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
-from streams.scheduler.state import (
-    RUNNING_LIMIT,
-    Running,
-    dump_state,
-    fit_state,
-    load_state,
-)
+from streams.scheduler.state import RUNNING_LIMIT, dump_state, fit_state, load_state
 
 CODEC = Codec()
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
