@@ -159,11 +159,18 @@ def keyed_history(key: bytes | None, decision: Decision, reason: str, now_ms: in
 
 def settle(effects: Effects, facts: Facts) -> Effects:
     """Every public step ends here: drop look-ahead entries that are now due, and decide
-    whether the job's next occurrence may go out early (that sets its wake time)."""
+    whether the job's next occurrence may go out early (that sets its wake time): a look-ahead
+    before it is due, or, while runs dispatched ahead are still waiting, once the last of them
+    is half a look-ahead from due, whichever is later. Then it dispatches all it may
+    (`firing._dispatch_ahead`): a per-second job with 30 s of look-ahead fires 15 runs per
+    wake, with one state write, not one per run; a job whose runs are further apart than half
+    a look-ahead still has each go out a whole look-ahead before it is due."""
     state = effects.state
     if state is not None:
         ahead = tuple(a for a in state.ahead if a.due_ms > facts.now_ms)
         early = facts.ahead_ms if may_go_early(state, facts) else 0
+        if early and ahead and state.next_due_ms is not None:  # refill at half the window
+            early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
         if ahead != state.ahead or early != state.early_ms:
             effects.state = state.evolve(ahead=ahead, early_ms=early)
     return effects

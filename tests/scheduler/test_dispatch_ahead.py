@@ -103,9 +103,22 @@ def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() ->
     assert dues == list(range(T0 + 1_000, now + AHEAD + 1, 1_000))  # catch-up, then ahead
     assert all(e.dispatched_at == ms_to_datetime(now) for e in executions(result))
     assert result.state is not None
-    assert result.state.wake_ms == now + AHEAD + 1_000 - AHEAD
-    later = due(result.state, now + 1_000)
-    assert [e.due_at for e in executions(later)] == [ms_to_datetime(now + AHEAD + 1_000)]
+    # it refills the window once half of it is left: 15 runs per wake, not one per second
+    assert result.state.wake_ms == now + AHEAD // 2
+    later = due(result.state, now + AHEAD // 2)
+    dues = [int(e.due_at.timestamp() * 1000) for e in executions(later)]
+    assert dues == list(range(now + AHEAD + 1_000, now + AHEAD // 2 + AHEAD + 1, 1_000))
+    assert later.state is not None
+    assert later.state.wake_ms == now + AHEAD
+    assert [a.due_ms for a in later.state.ahead] == list(range(now + 16_000, now + 45_001, 1_000))
+
+
+def test_a_job_further_apart_than_half_the_window_still_goes_out_a_whole_window_ahead() -> None:
+    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "*/20 * * * * *"})
+    first = due(state, T0 + 20_000 - AHEAD)  # due at +20 s: woken 30 s before
+    assert [e.due_at for e in executions(first)] == [ms_to_datetime(T0 + 20_000)]
+    assert first.state is not None
+    assert first.state.wake_ms == T0 + 40_000 - AHEAD  # the next, due at +40 s, 30 s before
 
 
 def test_jobs_whose_decision_depends_on_other_runs_wait_for_the_due_time() -> None:
