@@ -95,17 +95,8 @@ class Bench:
         self.commit()  # the fire phase loads the window: decoding ahead is counted there
 
     def fire(self) -> list[bytes]:
-        task, fired = self.task, 0
-        while keys := task.due(DUE, 5_000):
-            for key in keys:
-                task.attempt(
-                    partial(self.proc.fire, task, key, DUE),
-                    partial(self.proc.quarantine, task, key, now_ms=DUE),
-                )
-                fired += 1
-        out = [value for topic, _p, _k, value, _h in self.out if topic == self.topics.executions]
-        self.commit()
-        assert fired == len(out) == self.jobs, (fired, len(out))
+        out = self.fire_until(DUE)
+        assert len(out) == self.jobs, (len(out), self.jobs)
         return out
 
     def outcomes(self, values: list[bytes]) -> tuple[list[ExecutionRequested], list[bytes]]:
@@ -221,6 +212,13 @@ def run_cron(jobs: int, seconds: int, profiler: cProfile.Profile | None) -> tupl
     return cpu / max(1, counted) * 1e6, counted
 
 
+def _print_profile(profiler: cProfile.Profile, top: int) -> None:
+    for order in ("cumulative", "tottime"):
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(top)
+        print(text.getvalue())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -239,10 +237,7 @@ def main() -> None:
         if args.profile:
             profiler = cProfile.Profile()
             run_cron(args.jobs, args.seconds, profiler)
-            for order in ("cumulative", "tottime"):
-                text = io.StringIO()
-                pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.profile)
-                print(text.getvalue())
+            _print_profile(profiler, args.profile)
         return
     fire_us, outcome_us = min(
         (run(args.jobs, args.store, None) for _ in range(args.repeat)), key=sum
@@ -255,10 +250,7 @@ def main() -> None:
     if args.profile:
         profiler = cProfile.Profile()
         run(args.jobs, args.store, profiler)
-        for order in ("cumulative", "tottime"):
-            text = io.StringIO()
-            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.profile)
-            print(text.getvalue())
+        _print_profile(profiler, args.profile)
 
 
 if __name__ == "__main__":
