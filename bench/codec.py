@@ -24,7 +24,7 @@ PER_EXECUTION = {
     # reaper (streams/reaper/processor.py, leases.py). The views' history decodes are not counted.
     "ExecutionRequested": (2, 1),  # scheduler fires; reaper re-encodes `acquired`.execution
     # for its lease table | worker reads it
-    "HistoryRecord": (2, 0),  # scheduler: `fired`, then `succeeded` from the outcome
+    "HistoryRecord": (1, 0),  # scheduler: `fired` (a success applied writes none)
     "LeaseEvent+execution": (1, 1),  # worker claims (`acquired`) | reaper reads it
     "LeaseEvent": (1, 1),  # worker releases | reaper reads it (renewals add one each way)
     "ExecutionOutcome": (1, 1),  # worker reports | scheduler settles

@@ -15,7 +15,7 @@ from typing import Any
 from apps.processes import ChildProcess
 from kadence.codec import Codec
 from kadence.metrics import ANY_PORT
-from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord
+from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, OutcomeStatus
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from testkit.scheduler_process import SchedulerProcess
@@ -123,6 +123,27 @@ def outcomes(
 
 def history(settings: KadenceSettings, timeout_s: float = 2) -> list[HistoryRecord]:
     return records(settings, Topics(settings).history, HistoryRecord, 100_000, timeout_s)
+
+
+def stale_outcomes(history: list[HistoryRecord]) -> set[tuple[str | None, int | None, int | None]]:
+    """(execution id, attempt, delivery) of the outcomes the scheduler recorded as not applied
+    (`stale`: an older attempt, a lost lease, a second outcome of one attempt)."""
+    return {
+        (h.execution_id, h.attempt, h.delivery) for h in history if h.details.get("stale") == "true"
+    }
+
+
+def applied_successes(settings: KadenceSettings, job_id: str) -> list[ExecutionOutcome]:
+    """The job's succeeded outcomes the scheduler applied. A success applied writes no history
+    record (the outcome is the record of it); one not applied is recorded `stale`."""
+    stale = stale_outcomes([h for h in history(settings) if h.job_id == job_id])
+    return [
+        o
+        for o in outcomes(settings)
+        if o.job_id == job_id
+        and o.status is OutcomeStatus.succeeded
+        and (o.execution_id, o.attempt, o.delivery) not in stale
+    ]
 
 
 def dead_letters(

@@ -183,8 +183,10 @@ def replay_orphan(cmd: ReplayDeadLetter, now_ms: int) -> list[Emit]:
 
 
 def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
-    """Free the overlap slot, retry, or dead-letter. A late outcome of an earlier attempt, a
-    lost lease, or a second outcome of one attempt is recorded in history, not applied."""
+    """Free the overlap slot, retry, or dead-letter. A success applied writes no history
+    record (the outcome itself is on `outcomes`, one record per execution less); a retry, a
+    dead letter or a cancel does. A late outcome of an earlier attempt, a lost lease, or a
+    second outcome of one attempt is recorded in history, not applied."""
     effects = Effects(state)
     run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)
     common = {
@@ -223,11 +225,9 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
     state = state.evolve(
         running=tuple(r for r in state.running if r.execution_id != outcome.execution_id),
     )
-    if outcome.status is OutcomeStatus.succeeded:
-        effects.history(state, facts, Decision.succeeded, **common)
-    elif outcome.status is OutcomeStatus.cancelled:
+    if outcome.status is OutcomeStatus.cancelled:
         effects.history(state, facts, Decision.cancelled, **common)
-    else:
+    elif outcome.status is not OutcomeStatus.succeeded:  # a success: the outcome is its record
         state = _failed(state, effects, outcome, facts)
     state = drain_buffer(state, effects, facts)
     effects.state = kept_payloads(applied(state, outcome.execution_id, outcome.attempt))

@@ -7,10 +7,18 @@ from datetime import timedelta
 from typing import Any
 
 from kadence.clock import ms_to_datetime
-from kadence.models import Decision, HandlerTarget, HistoryRecord, ScheduleDefinition
+from kadence.models import (
+    Decision,
+    ExecutionOutcome,
+    HandlerTarget,
+    HistoryRecord,
+    OutcomeStatus,
+    ScheduleDefinition,
+)
 from kadence.settings import KadenceSettings
 from testkit.driver import START_MS
 from testkit.driver.stack import DriverStack
+from testkit.stack import stale_outcomes
 
 TTL_MS = 3_000
 """Every job's lease: renewed each second, expired three seconds after its worker went quiet."""
@@ -71,6 +79,18 @@ def applied(stack: DriverStack, job_id: str, decision: Decision) -> list[History
         h
         for h in stack.history(job_id)
         if h.decision is decision and h.details.get("stale") != "true"
+    ]
+
+
+def applied_successes(stack: DriverStack, job_id: str) -> list[ExecutionOutcome]:
+    """The job's succeeded outcomes the scheduler applied: a success applied writes no history
+    record (the outcome is the record of it), one not applied is recorded `stale`."""
+    stale = stale_outcomes(stack.history(job_id))
+    return [
+        o
+        for o in stack.outcomes(job_id)
+        if o.status is OutcomeStatus.succeeded
+        and (o.execution_id, o.attempt, o.delivery) not in stale
     ]
 
 

@@ -31,6 +31,7 @@ from testkit.driver.stack import DriverStack
 from tests.driver.stack_helpers import (
     TTL_MS,
     applied,
+    applied_successes,
     once,
     per_second,
     settings_for,
@@ -89,7 +90,7 @@ def test_a_cron_job_fires_at_its_due_times_never_early_runs_once_and_is_recorded
     assert [o.status for o in stack.outcomes()] == [OutcomeStatus.succeeded] * 3
     fired = sorted(str(h.execution_id) for h in stack.history() if h.decision is Decision.fired)
     assert fired == sorted(h.execution_id for h in hits)
-    assert len(applied(stack, "every-second", Decision.succeeded)) == 3
+    assert len(applied_successes(stack, "every-second")) == 3
     assert [kind for kind, _, _ in stack.leases()].count(LeaseEventKind.released) == 3
     report = checked(stack, start_ms=START_MS, end_ms=stack.driver.now_ms())
     assert report.ok, report.render()
@@ -148,7 +149,7 @@ def test_a_worker_that_dies_mid_run_is_redelivered_with_the_same_id_and_runs_onc
     assert second.execution_id == first.execution_id
     assert (first.delivery, second.delivery) == (1, 2)
     assert len(stack.target.calls("slow")) == 2
-    assert len(applied(stack, "slow", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "slow")) == 1
     [redelivered] = [h for h in stack.history() if h.decision is Decision.redelivered]
     assert redelivered.delivery == 2
     assert [(o.status, o.delivery) for o in stack.outcomes()] == [(OutcomeStatus.succeeded, 2)]
@@ -195,7 +196,7 @@ def test_a_run_longer_than_several_leases_renews_and_is_not_redelivered(
     assert not [h for h in stack.history() if h.decision is Decision.redelivered]
     renewed = [f for f in stack.leases() if f[0] is LeaseEventKind.renewed]
     assert len(renewed) >= 9  # ten seconds at one renewal per second (ttl 3 s / 3)
-    assert len(applied(stack, "long", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "long")) == 1
 
 
 def test_cancel_stops_a_run_in_flight(stack: DriverStack) -> None:
@@ -250,7 +251,7 @@ def test_a_stopped_worker_finishes_its_run_first(stack: DriverStack) -> None:
     assert (done.status, done.delivery) == (OutcomeStatus.succeeded, 1)
     stack.run_for(TTL_MS + 3_000)
     assert not [h for h in stack.history() if h.decision is Decision.redelivered]
-    assert len(applied(stack, "graceful", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "graceful")) == 1
 
 
 def test_a_worker_paused_past_its_lease_cannot_overwrite_the_newer_delivery(
@@ -280,7 +281,7 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_newer_delivery(
     assert len(stack.target.calls("paused-worker")) == 2  # the woken worker invoked nothing more
     by_delivery = {o.delivery: o.status for o in stack.outcomes("paused-worker")}
     assert by_delivery == {1: OutcomeStatus.lease_lost, 2: OutcomeStatus.succeeded}
-    assert len(applied(stack, "paused-worker", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "paused-worker")) == 1
 
 
 def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_not_dropped(

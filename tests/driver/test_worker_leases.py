@@ -13,7 +13,6 @@ import pytest
 
 from kadence.clock import ms_to_datetime
 from kadence.models import (
-    Decision,
     ExecutionRequested,
     ExecutionRevoked,
     HeldRange,
@@ -31,7 +30,7 @@ from streams.worker.loop import Worker
 from testkit.driver import START_MS, Driver
 from testkit.driver.leases import snapshots
 from testkit.driver.stack import DriverStack
-from tests.driver.stack_helpers import TTL_MS, applied, once, settings_for
+from tests.driver.stack_helpers import TTL_MS, applied_successes, once, settings_for
 from tests.driver.test_worker_loop import execution, outcomes, send, until
 
 GROUP = "drv.workers"
@@ -298,7 +297,7 @@ def test_a_restarted_worker_does_not_release_what_its_previous_process_held(
     stack.put(once("quick", in_s=3))  # the new process writes snapshots before the old lease ends
     stack.settle()
     stack.run_for(TTL_MS + 2_500)
-    assert len(applied(stack, "quick", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "quick")) == 1
     gate.open()
     stack.run_for(500)
     calls = stack.target.calls("slow")
@@ -306,7 +305,7 @@ def test_a_restarted_worker_does_not_release_what_its_previous_process_held(
         (first.execution_id, 1),
         (first.execution_id, 2),
     ]
-    assert len(applied(stack, "slow", Decision.succeeded)) == 1
+    assert len(applied_successes(stack, "slow")) == 1
     if stack.settings.lease_format == "snapshot":
         assert stack.reader.reads  # read back by reference
         keys = {s.key for s in stack.snapshots()}

@@ -41,6 +41,7 @@ from testkit.stack import (
     ReaperProcess,
     Stack,
     WorkerProcess,
+    applied_successes,
     dead_letters,
     execution_settings,
     history,
@@ -83,14 +84,6 @@ def put(settings: KadenceSettings, *jobs: ScheduleDefinition) -> None:
         client.put_many(list(jobs))
 
 
-def applied(settings: KadenceSettings, job_id: str, decision: Decision) -> list[Any]:
-    return [
-        h
-        for h in history(settings)
-        if h.job_id == job_id and h.decision is decision and h.details.get("stale") != "true"
-    ]
-
-
 @pytest.mark.slow
 def test_happy_path_a_cron_job_runs_against_a_signed_webhook(
     xsettings: KadenceSettings, server: TargetServer, tmp_path: Path
@@ -120,9 +113,7 @@ def test_happy_path_a_cron_job_runs_against_a_signed_webhook(
             "three succeeded outcomes",
         )
         assert done
-        succeeded = until(
-            lambda: applied(xsettings, "every-second", Decision.succeeded)[2:], 30, "history"
-        )
+        succeeded = until(lambda: applied_successes(xsettings, "every-second")[2:], 30, "history")
         assert succeeded
         metrics = stack.metrics(stack.worker_metrics)
     finally:
@@ -162,14 +153,14 @@ def test_kill_9_a_worker_mid_run_redelivers_the_same_execution(
         stack.workers[0].signal(signal.SIGKILL)
         stack.workers.append(WorkerProcess(xsettings, "w-next", tmp_path).start())
         second = server.wait(2, "/slow", timeout_s=90)[1]
-        until(lambda: applied(xsettings, "ten-seconds", Decision.succeeded), 60, "the success")
+        until(lambda: applied_successes(xsettings, "ten-seconds"), 60, "the success")
         time.sleep(2)
     finally:
         stack.stop()
     assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     assert (first.headers["kadence-delivery"], second.headers["kadence-delivery"]) == ("1", "2")
     assert len(server.seen("/slow")) == 2  # the key twice at most
-    assert len(applied(xsettings, "ten-seconds", Decision.succeeded)) == 1
+    assert len(applied_successes(xsettings, "ten-seconds")) == 1
     [redelivered] = [h for h in history(xsettings) if h.decision is Decision.redelivered]
     assert redelivered.delivery == 2
 
@@ -190,7 +181,7 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_newer_delivery(
         second = server.wait(2, "/slow", timeout_s=60)[1]  # redelivered to the other worker
         time.sleep(8)  # the other worker finishes delivery 2
         paused.signal(signal.SIGCONT)
-        until(lambda: applied(xsettings, "paused-worker", Decision.succeeded), 60, "success")
+        until(lambda: applied_successes(xsettings, "paused-worker"), 60, "success")
         time.sleep(5)  # the woken worker reports (or is fenced); nothing more is invoked
     finally:
         stack.stop()
@@ -201,7 +192,7 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_newer_delivery(
     by_delivery = {o.delivery: o.status for o in results}
     assert by_delivery[2] is OutcomeStatus.succeeded
     assert by_delivery.get(1, OutcomeStatus.lease_lost) is OutcomeStatus.lease_lost
-    assert len(applied(xsettings, "paused-worker", Decision.succeeded)) == 1
+    assert len(applied_successes(xsettings, "paused-worker")) == 1
 
 
 @pytest.mark.slow
@@ -351,7 +342,7 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
         until(lambda: topic in admin.list_topics(timeout=5).topics, 10, "the prepared topic")
         assert isinstance(job.schedule, OnceSchedule)
         assert datetime.now(UTC) < job.schedule.run_at  # created ahead, while the run waited
-        until(lambda: applied(xsettings, "to-kafka", Decision.succeeded), 60, "the success")
+        until(lambda: applied_successes(xsettings, "to-kafka"), 60, "the success")
         consumer = TopicConsumer(
             xsettings.bootstrap_servers, topic, group="acme-orders", tenant="acme"
         )
@@ -419,6 +410,6 @@ def test_a_redelivery_to_the_worker_whose_lease_ran_out_is_run_not_dropped(
         worker.signal(signal.SIGSTOP)
         time.sleep(8)  # past the 3 s lease and the reaper's grace: delivery 2 is written
         worker.signal(signal.SIGCONT)  # its run goes on 5 s more: it ignores the stop
-        until(lambda: applied(xsettings, "lost-lease", Decision.succeeded), 90, "success")
+        until(lambda: applied_successes(xsettings, "lost-lease"), 90, "success")
     by_delivery = {o.delivery: o.status for o in outcomes(xsettings) if o.job_id == "lost-lease"}
     assert by_delivery == {1: OutcomeStatus.lease_lost, 2: OutcomeStatus.succeeded}

@@ -20,7 +20,6 @@ from connectors.ssrf import AddressPolicy
 from infra.elasticmq.server import ElasticMQ
 from kadence.client import KadenceClient
 from kadence.models import (
-    Decision,
     ExecutionRequested,
     OutcomeStatus,
     QueueFormat,
@@ -29,7 +28,7 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
-from testkit.stack import Stack, execution_settings, history, until
+from testkit.stack import Stack, applied_successes, execution_settings, until
 from tests.conftest import IN_CI
 from tests.connectors.test_sqs_target import execution
 
@@ -136,11 +135,7 @@ def test_a_scheduled_job_reaches_the_queue_through_the_stack(
     try:
         with KadenceClient(xsettings) as client:
             client.put_many([job])
-        until(
-            lambda: [h for h in history(xsettings) if h.decision is Decision.succeeded],
-            60,
-            "the run's success",
-        )
+        until(lambda: applied_successes(xsettings, "to-sqs"), 60, "the run's success")
     finally:
         stack.stop()
     [msg] = sqs.receive(url)
