@@ -142,6 +142,45 @@ def compact(entries: tuple[Entry, ...], key: str | None) -> list[list[Any]]:
     return out
 
 
+Packed = tuple[str, tuple["Entry", ...], list[list[Any]]]
+"""A key, entries and what `compact` made of them: a state remembers its last, so the next
+state's entries are compacted from it when they only lost runs at the front and gained some at
+the end (what firing and outcomes do to a steady job's), not looked at one by one again."""
+
+
+def compact_from(entries: tuple[Entry, ...], key: str | None, before: Packed | None) -> list[Any]:
+    """`compact(entries, key)`, from `before` when that was one run of `key`'s and `entries` are
+    what is left of it (the same objects, in order) followed by entries that continue it."""
+    if before is not None and before[1] is entries and before[0] == key:
+        return before[2]
+    if key is None or not entries or not _continued(entries, key, before):
+        return compact(entries, key)
+    size = len(entries)
+    gap = entries[1].nominal_ms - entries[0].nominal_ms if size > 1 else 0
+    return [_run_of(entries[0], size, gap)]
+
+
+def _continued(entries: tuple[Entry, ...], key: str, before: Packed | None) -> bool:
+    if before is None or before[0] != key or len(before[2]) != 1:
+        return False
+    _, prev, [run] = before
+    first, step, count = run[0], run[1], run[2]
+    if not isinstance(first, int):
+        return False
+    skip = (entries[0].nominal_ms - first) // step if step else 0
+    kept = count - skip
+    if not 0 <= skip < count or len(entries) < kept or prev[skip] is not entries[0]:
+        return False
+    if entries[:kept] != prev[skip:]:  # the same objects: compared without calling __eq__
+        return False
+    gained = entries[kept:]
+    if not gained:
+        return True
+    last = entries[kept - 1]
+    steady = kept == 1 or gained[0].nominal_ms - last.nominal_ms == step
+    return steady and _one_run((last, *gained), key)
+
+
 def _mine(e: Entry, key: str) -> bool:
     return (
         len(e.execution_id) == len(key) + _ID_SUFFIX

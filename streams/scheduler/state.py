@@ -35,9 +35,10 @@ from streams.scheduler.entries import (
     RUNNING,
     Ahead,
     BackfillRun,
+    Packed,
     Pending,
     Running,
-    compact,
+    compact_from,
     expanded,
     key_of,
 )
@@ -121,6 +122,11 @@ class JobState:
     _compiled: CompiledSchedule | None = field(default=None, compare=False, repr=False)
     _definition_stored: bool = field(default=False, compare=False, repr=False)
     """Its `definition_bytes` are what its definition key holds (no need to write them)."""
+    _packed: tuple[Packed | None, Packed | None] = field(
+        default=(None, None), compare=False, repr=False
+    )
+    """`running` and `ahead` as last stored (this state's or an earlier one's): `dump_state`
+    compacts from them (entries.compact_from)."""
 
     def definition(self, codec: Codec) -> ScheduleDefinition:
         if self._definition is None:
@@ -316,13 +322,16 @@ def dump_state(state: JobState) -> bytes:
     if state.unsettled:
         body["unsettled"] = state.unsettled
     key = key_of(state.running, state.ahead)
-    body["running"] = compact(state.running, key)
+    was_running, was_ahead = state._packed
+    body["running"] = running = compact_from(state.running, key, was_running)
     body["buffered"] = [_pending(p) for p in state.buffered]
     body["retries"] = [_pending(p) for p in state.retries]
     body["dead"] = [_pending(p) for p in state.dead]
-    body["ahead"] = compact(state.ahead, key)
+    body["ahead"] = ahead = compact_from(state.ahead, key, was_ahead)
     if key is not None:
         body["key"] = key
+        packed = ((key, state.running, running), (key, state.ahead, ahead))
+        object.__setattr__(state, "_packed", packed)
     if state.gaps:
         body["gaps"] = [list(g) for g in state.gaps]
     if state.backfills:

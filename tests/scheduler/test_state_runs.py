@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from kadence.timeengine.identity import execution_id, manual_execution_id
+from streams.scheduler import entries as entries_module
 from streams.scheduler.entries import Ahead, Running
 from streams.scheduler.state import JobState, dump_state, load_state
 
@@ -112,3 +114,73 @@ def test_a_retry_amid_the_runs_breaks_the_run_and_keeps_its_place() -> None:
     body = json.loads(dump_state(changed)[3:])
     assert [r[2] for r in body["running"]] == [2, 1, 2]  # counts: two, the retry, two
     assert load_state(dump_state(changed), b"def") == changed
+
+
+def _steady_ahead(first: int, count: int, step: int = 1_000) -> list[Ahead]:
+    return [
+        Ahead(execution_id(KEY, n), n, n, n - step)
+        for n in range(first, first + count * step, step)
+    ]
+
+
+changes = st.sampled_from(
+    ["fire", "fire", "refill", "outcome", "outcome", "out-of-order", "retry", "manual", "same"]
+)
+
+
+@given(st.integers(1, 30), st.lists(changes, max_size=25))
+@hsettings(max_examples=300, deadline=None)
+def test_a_state_stored_from_the_last_one_stores_what_a_fresh_look_stores(
+    size: int, steps: list[str]
+) -> None:
+    """Each state is compacted from the runs its predecessor stored (entries.compact_from):
+    what it writes is byte for byte what a state that never stored anything writes, whatever
+    firing, refills, outcomes (in order or not), retries and manual runs did to the entries."""
+    ahead = _steady_ahead(T0, size)
+    running: list[Running] = []
+    state = _state((), tuple(ahead))
+    for n, step in enumerate(steps):
+        if step == "fire" and ahead:  # the first one ahead is due: it runs
+            a = ahead.pop(0)
+            running.append(Running(a.execution_id, a.nominal_ms, 1, a.nominal_ms + 330_000))
+        elif step == "refill":
+            start = ahead[-1].nominal_ms + 1_000 if ahead else T0 + 100_000
+            ahead += _steady_ahead(start, 3)
+        elif step == "outcome" and running:
+            running.pop(0)
+        elif step == "out-of-order" and len(running) > 1:
+            running.pop(1)
+        elif step == "retry" and running:
+            r = running.pop(0)
+            running.append(Running(r.execution_id, r.nominal_ms, 2, r.expires_ms + 5_000))
+        elif step == "manual":
+            running.append(Running(manual_execution_id(KEY, f"r{n}"), T0 + n, 1, T0 + 9_000))
+        state = state.evolve(running=tuple(running), ahead=tuple(ahead))
+        fresh = _state(tuple(running), tuple(ahead))
+        assert dump_state(state) == dump_state(fresh)
+    assert load_state(dump_state(state), b"def") == _state(tuple(running), tuple(ahead))
+
+
+def test_a_steady_job_s_next_state_is_stored_without_looking_at_each_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fire (the first run ahead leaves, one more joins at the end) and an outcome (the first
+    run ends) are compacted from what the state before stored, not entry by entry."""
+    ahead = _steady_ahead(T0, 30)
+    running = [Running(execution_id(KEY, T0 - 1_000), T0 - 1_000, 1, T0 + 329_000)]
+    state = _state(tuple(running), tuple(ahead))
+    dump_state(state)
+    monkeypatch.setattr(entries_module, "compact", _not_called)
+    fired = state.evolve(
+        running=(*running, Running(ahead[0].execution_id, T0, 1, T0 + 330_000)),
+        ahead=(*ahead[1:], *_steady_ahead(T0 + 30_000, 1)),
+    )
+    stored = [dump_state(fired)]
+    ended = fired.evolve(running=fired.running[1:])
+    stored.append(dump_state(ended))
+    monkeypatch.undo()
+    assert stored == [dump_state(_state(s.running, s.ahead)) for s in (fired, ended)]
+
+
+def _not_called(*_: object) -> list[object]:
+    raise AssertionError("compacted entry by entry")
