@@ -57,7 +57,8 @@ class Decision(StrEnum):
 
 
 class HistoryRecord(WireModel):
-    """One decision about one occurrence (or about the job when `execution_id` is null)."""
+    """One decision about one occurrence (or about the job when `execution_id` is null; or,
+    `fired` with `runs` in its details, about a steady series of runs: kadence/fired_series.py)."""
 
     avro_name = "HistoryRecord"
 

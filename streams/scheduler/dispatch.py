@@ -17,6 +17,7 @@ from kadence.models import (
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.entries import Pending, Running
+from streams.scheduler.fired import fired_history
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import (
     RUNNING_LIMIT,
@@ -67,34 +68,25 @@ def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
 
 
 def fire(
-    state: JobState, effects: Effects, facts: Facts, shot: Shot, *, backfill: str | None = None
+    state: JobState,
+    effects: Effects,
+    facts: Facts,
+    shot: Shot,
+    *,
+    backfill: str | None = None,
+    history: bool = True,
 ) -> JobState:
-    """Dispatch `shot`: the execution, a `fired` history record, and a running entry that holds
-    the overlap slot until its outcome (or its timeout and lease have passed). `backfill`: the
-    request id of the backfill that fired it (its progress counts these records)."""
+    """Dispatch `shot`: the execution, a `fired` history record (unless the caller writes one
+    for a series of runs: `history=False`), and a running entry that holds the overlap slot
+    until its outcome (or its timeout and lease have passed). `backfill`: the request id of the
+    backfill that fired it (its progress counts these records)."""
     d = state.definition(facts.codec)
     ex = execution(state, facts, shot)
     effects.out.append(Emit(Sink.executions, ex))
     if shot.due_ms - facts.now_ms < URGENT_WITHIN_MS:
         effects.urgent = True
-    details = {
-        "trigger": shot.trigger.value,
-        "lateness_ms": str(max(0, facts.now_ms - shot.due_ms)),
-    }
-    if backfill is not None:
-        details["backfill"] = backfill
-    if shot.due_ms > facts.now_ms:
-        details["ahead_ms"] = str(shot.due_ms - facts.now_ms)
-    effects.history(
-        state,
-        facts,
-        Decision.fired,
-        execution_id=shot.execution_id,
-        nominal_at=ex.nominal_at,
-        due_at=ex.due_at,
-        attempt=shot.attempt,
-        details=details,
-    )
+    if history:
+        fired_history(state, effects, facts, shot, backfill=backfill)
     effects.started += 1
     if shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up):
         second = max(shot.due_ms, facts.now_ms) // 1000  # when it may start

@@ -20,6 +20,7 @@ from streams.scheduler.dispatch import (
     wait,
 )
 from streams.scheduler.entries import Ahead
+from streams.scheduler.fired import series_history
 from streams.scheduler.paused import skip_paused
 from streams.scheduler.state import JobState, at_running_limit
 from streams.scheduler.step import (
@@ -117,6 +118,7 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
     """
     key = state.definition(facts.codec).key
     compiled = state.compiled(facts.codec)
+    shots: list[Shot] = []  # their `fired` records: one per steady series (fired.py)
     for _ in range(AHEAD_LIMIT):
         next_due = state.next_due_ms
         if next_due is None or next_due > facts.now_ms + facts.ahead_ms:
@@ -128,13 +130,18 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
         occ, skipped = compiled.next_with_skipped(state.cursor_ms)
         if occ is None:
             break
+        if skipped:  # history in order: the runs fired so far, then the skip
+            series_history(state, effects, facts, shots)
+            shots = []
         for gone in skipped:
             state = dst_skipped(state, effects, facts, gone)
         before = state.cursor_ms
         shot = Shot(
             execution_id(key, occ.nominal_ms), occ.nominal_ms, occ.due_ms, TriggerKind.schedule
         )
-        state = fire(state, effects, facts, shot)
+        state = fire(state, effects, facts, shot, history=False)
+        shots.append(shot)
         ahead = Ahead(shot.execution_id, occ.nominal_ms, occ.due_ms, before)
         state = advance_to(state.evolve(ahead=(*state.ahead, ahead)), occ.nominal_ms, facts)
+    series_history(state, effects, facts, shots)
     return state

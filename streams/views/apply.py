@@ -9,6 +9,7 @@ from datetime import datetime
 
 from kadence.acceptance import Refusal, refusal
 from kadence.clock import datetime_to_ms
+from kadence.fired_series import runs_of
 from kadence.models import (
     DeadLetter,
     Decision,
@@ -90,7 +91,14 @@ def apply_definition(
     return None
 
 
-def apply_history(store: ViewStore, r: HistoryRecord, seq: str) -> None:
+def apply_history(store: ViewStore, record: HistoryRecord, seq: str) -> None:
+    """A decision; a `fired` record of a series of runs is shown as one decision per run."""
+    runs = runs_of(record)
+    for i, r in enumerate(runs):
+        _apply_decision(store, r, seq if i == 0 else f"{seq}/{i:04d}")
+
+
+def _apply_decision(store: ViewStore, r: HistoryRecord, seq: str) -> None:
     at_ms = datetime_to_ms(r.at)
     event: Doc = {
         "kind": "decision",

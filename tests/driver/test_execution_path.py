@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kadence.clock import datetime_to_ms, ms_to_datetime
+from kadence.fired_series import runs_of
 from kadence.models import (
     CancelRun,
     Decision,
@@ -88,7 +89,8 @@ def test_a_cron_job_fires_at_its_due_times_never_early_runs_once_and_is_recorded
     assert [(h.attempt, h.delivery) for h in hits] == [(1, 1)] * 3
     assert len({h.execution_id for h in hits}) == 3
     assert [o.status for o in stack.outcomes()] == [OutcomeStatus.succeeded] * 3
-    fired = sorted(str(h.execution_id) for h in stack.history() if h.decision is Decision.fired)
+    records = [run for h in stack.history() for run in runs_of(h)]  # a series: one per run
+    fired = sorted(str(h.execution_id) for h in records if h.decision is Decision.fired)
     assert fired == sorted(h.execution_id for h in hits)
     assert len(applied_successes(stack, "every-second")) == 3
     assert [kind for kind, _, _ in stack.leases()].count(LeaseEventKind.released) == 3

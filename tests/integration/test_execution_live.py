@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from apps.processes import ChildProcess
 from kadence.client import KadenceClient
+from kadence.fired_series import runs_of
 from kadence.metrics import ANY_PORT
 from kadence.models import (
     CancelRun,
@@ -131,7 +132,8 @@ def test_happy_path_a_cron_job_runs_against_a_signed_webhook(
         assert (hit.headers["kadence-attempt"], hit.headers["kadence-delivery"]) == ("1", "1")
         due = datetime.fromisoformat(hit.headers["kadence-due-at"].replace("Z", "+00:00"))
         assert hit.at >= due.timestamp()  # never early, though dispatched ahead
-    fired = [str(h.execution_id) for h in history(xsettings) if h.decision is Decision.fired]
+    records = [run for h in history(xsettings) for run in runs_of(h)]  # a series: one per run
+    fired = [str(h.execution_id) for h in records if h.decision is Decision.fired]
     assert sorted(fired) == sorted(keys)
     assert 'kadence_worker_executions_started_total{tenant="acme"} 3.0' in metrics
     assert (

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kadence.clock import ms_to_datetime
+from kadence.fired_series import runs_of
 from kadence.models import (
     CancelRun,
     Decision,
@@ -295,3 +296,29 @@ def test_never_more_than_the_look_ahead_early_and_never_twice(
         }
         dispatched = {eid for eid, n in net.items() if n == 1}
         assert expected <= dispatched
+
+
+def test_a_window_of_runs_out_ahead_is_one_fired_record_that_stands_for_each_run() -> None:
+    """A per-second job's refill writes one `fired` record for its 15 runs, not 15; read back
+    (kadence/fired_series.py, as the view does) it is each run's own record, as before."""
+    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
+    first = due(state, T0 + 10_000)  # 10 s late: the due ones one by one, then the window
+    assert first.state is not None
+    now = T0 + 10_000 + AHEAD // 2
+    refill = due(first.state, now)
+    sent = executions(refill)
+    [record] = history(refill)
+    assert len(sent) == 15
+    assert record.details["runs"] == "15"
+    assert record.details["step_ms"] == "1000"
+    runs = runs_of(record)
+    assert [r.execution_id for r in runs] == [e.execution_id for e in sent]
+    assert [(r.nominal_at, r.due_at) for r in runs] == [(e.nominal_at, e.due_at) for e in sent]
+    ahead = [str(int(e.due_at.timestamp() * 1000) - now) for e in sent]
+    assert [r.details for r in runs] == [
+        {"trigger": "schedule", "lateness_ms": "0", "ahead_ms": a} for a in ahead
+    ]
+    # the catch-up's late runs are one record each; the runs ahead after them one in all
+    late = [h for h in history(first) if "ahead_ms" not in h.details]
+    [window] = [h for h in history(first) if "ahead_ms" in h.details]
+    assert len(late) + int(window.details["runs"]) == len(executions(first))

@@ -325,3 +325,20 @@ def test_a_run_waiting_for_its_tenant_s_caps_says_so_then_what_became_of_it(
     store.flush()
     [run] = ViewQueries(store).runs("acme", "tick")
     assert (run["status"], run["reason"]) == ("not_run", summary)
+
+
+def test_a_fired_record_for_a_series_shows_each_run_scheduled(tmp_path: Path) -> None:
+    store = ViewStore(tmp_path / "view")
+    apply.apply_definition(store, b"acme/tick", definition(), "0")
+    series = decision(0, Decision.fired).model_copy(
+        update={
+            "due_at": T0,
+            "details": {"trigger": "schedule", "runs": "3", "step_ms": "60000"},
+        }
+    )
+    apply.apply_history(store, series, "h0")
+    apply.apply_outcome(store, outcome(1, "succeeded"), "o1")
+    store.flush()
+    runs = {r["execution_id"]: r for r in ViewQueries(store).runs("acme", "tick")}
+    assert [runs[eid(m)]["status"] for m in range(3)] == ["scheduled", "succeeded", "scheduled"]
+    assert runs[eid(2)]["due_at"] == "2026-12-01T09:02:00Z"
