@@ -6,7 +6,8 @@
 
 Loads N one-off jobs due at the same second into a task (memory store or RocksDB), then times
 what the scheduler does per execution: firing them (each an ExecutionRequested and a `fired`
-history record, encoded) and processing their N `succeeded` outcomes, as the runtime runs them
+history record, encoded; a one-off fires alone, so one record each) and processing their N
+`succeeded` outcomes (no history record: the outcome is the record), as the runtime runs them
 (units of work, the changelog records at commit, the batch applied to the store). What a real
 process adds (librdkafka, the consumer and producer) is not in it. Prints µs per execution
 (fire + outcome), each phase's share, and with --profile the top functions of a cProfile run

@@ -4,6 +4,8 @@
 
     python -m bench.sustained --target handler|http   (in-process no-op handler; loopback HTTP)
 
+    python -m bench.sustained --rates 2000 --seconds 180 --volume   (records, bytes per execution)
+
 For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
 R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
 executions per second whether or not the workers keep up (open loop: the schedule does not
@@ -27,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
+from bench import topic_volume
 from bench.cpu import cpu_per_execution_us
 from bench.execution import HANDLERS, Stack, succeeded
 from bench.scheduler import RESULTS, load, percentiles
+from bench.topic_volume import per_execution
 from bench.visible import Watcher
 from kadence.models import (
     CronSchedule,
@@ -52,8 +56,17 @@ seconds, and every tenant's first run creates its target topic."""
 
 
 def one_rate(
-    base: KadenceSettings, rate: int, seconds: int, target: Target, workers: int = 2
+    base: KadenceSettings,
+    rate: int,
+    seconds: int,
+    target: Target,
+    workers: int = 2,
+    *,
+    volume: bool = False,
 ) -> dict[str, Any]:
+    """One rate on a fresh stack and namespace; `volume`: also count what it wrote to Kafka,
+    records and bytes per execution by topic (bench/topic_volume.py), before the namespace
+    goes."""
     settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
     provision(settings)
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
@@ -81,6 +94,7 @@ def one_rate(
         got = succeeded(settings, expect, timeout_s=seconds + 10 + max(60, expect / 100))
         if watcher is not None:
             watcher.stop()
+        written = topic_volume.volume(settings) if volume else None
     finally:
         stack.stop()
         delete_namespace(settings)
@@ -117,6 +131,7 @@ def one_rate(
         "duplicated_outcomes": len(got) - len(first),
         **visible,
         "cpu_us_per_execution": cpu.per_execution_us(rate),
+        **({} if written is None else {"written_per_execution": per_execution(written, expect)}),
         "on_time": on_time,
     }
 
@@ -204,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=("kafka", "handler", "http"), default="kafka")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--volume",
+        action="store_true",
+        help="also count the records and bytes written per execution, by topic",
+    )
     args = parser.parse_args(argv)
     base = KadenceSettings(
         bootstrap_servers=args.bootstrap,
@@ -222,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rate in (int(r) for r in args.rates.split(",")):
             started = time.monotonic()
-            row = one_rate(base, rate, args.seconds, target, args.workers)
+            row = one_rate(base, rate, args.seconds, target, args.workers, volume=args.volume)
             row["wall_s"] = round(time.monotonic() - started, 1)
             print(json.dumps(row, indent=2))
             rows.append(row)
