@@ -1,7 +1,7 @@
 """What a benchmark wrote to Kafka, topic by topic: committed records and their bytes (key, value
 and headers) in every topic of the namespace, the tenants' target topics included.
 
-Read with `read_committed` from the beginning to the end offsets taken first, after the run:
+Read with `read_committed` from the beginning to the end offsets once nothing grew for 5 s:
 records of aborted transactions and the transactions' markers are not counted (a JMX counter of
 the broker counts both). Compacted topics may have lost records to compaction by then (the
 changelogs: their counts are a floor); a 3-minute run's segments are not rolled, so in practice
@@ -20,6 +20,9 @@ from confluent_kafka import Consumer, TopicPartition
 from kadence.settings import KadenceSettings
 
 BATCH = 10_000
+QUIET_S = 5
+"""Counted once no topic has grown for this long: what the processes still had to write (the
+scheduler settling the last outcomes, the changelogs of the last commits) is in."""
 
 
 def volume(settings: KadenceSettings, timeout_s: float = 120) -> dict[str, tuple[int, int]]:
@@ -35,15 +38,15 @@ def volume(settings: KadenceSettings, timeout_s: float = 120) -> dict[str, tuple
     )
     try:
         prefix = settings.namespace + "."
-        meta = consumer.list_topics(timeout=30).topics
-        ends: dict[tuple[str, int], int] = {}
-        for topic, info in meta.items():
-            if not topic.startswith(prefix):
-                continue
-            for p in info.partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                if high > 0:
-                    ends[(topic, p)] = high
+        ends = _ends(consumer, prefix)
+        quiet_since = started = time.monotonic()
+        while time.monotonic() - quiet_since < QUIET_S:  # the processes are still catching up
+            if time.monotonic() - started > timeout_s / 2:
+                break
+            time.sleep(1)
+            now = _ends(consumer, prefix)
+            if now != ends:
+                ends, quiet_since = now, time.monotonic()
         consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
         records: Counter[str] = Counter()
         size: Counter[str] = Counter()
@@ -69,6 +72,19 @@ def volume(settings: KadenceSettings, timeout_s: float = 120) -> dict[str, tuple
         return {t: (records[t], size[t]) for t in sorted(records)}
     finally:
         consumer.close()
+
+
+def _ends(consumer: Consumer, prefix: str) -> dict[tuple[str, int], int]:
+    """The end offset of every partition of the namespace's topics that has records."""
+    ends: dict[tuple[str, int], int] = {}
+    for topic, info in consumer.list_topics(timeout=30).topics.items():
+        if not topic.startswith(prefix):
+            continue
+        for p in info.partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > 0:
+                ends[(topic, p)] = high
+    return ends
 
 
 def per_execution(counts: dict[str, tuple[int, int]], executions: int) -> dict[str, Any]:
