@@ -188,7 +188,10 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
     dead letter or a cancel does. A late outcome of an earlier attempt, a lost lease, or a
     second outcome of one attempt is recorded in history, not applied."""
     effects = Effects(state)
-    run = next((r for r in state.running if r.execution_id == outcome.execution_id), None)
+    eid = outcome.execution_id
+    ids = [r.execution_id for r in state.running]  # one pass; then index and count in C
+    at = ids.index(eid) if eid in ids else None
+    run = None if at is None else state.running[at]
     common = {
         "execution_id": outcome.execution_id,
         "attempt": outcome.attempt,
@@ -222,9 +225,10 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
             **common,
         )
         return effects
-    state = state.evolve(
-        running=tuple(r for r in state.running if r.execution_id != outcome.execution_id),
-    )
+    if at is not None and ids.count(eid) == 1:  # it leaves `running`
+        state = state.evolve(running=state.running[:at] + state.running[at + 1 :])
+    elif at is not None:  # each entry of its id, should there be two
+        state = state.evolve(running=tuple(r for r in state.running if r.execution_id != eid))
     if outcome.status is OutcomeStatus.cancelled:
         effects.history(state, facts, Decision.cancelled, **common)
     elif outcome.status is not OutcomeStatus.succeeded:  # a success: the outcome is its record

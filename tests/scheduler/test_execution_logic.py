@@ -8,16 +8,19 @@ from kadence.models import (
     CancelRun,
     Decision,
     ErrorInfo,
+    ExecutionRequested,
     ExecutionRevoked,
     OutcomeStatus,
     ReplayDeadLetter,
 )
 from kadence.models.records import DeadLetter
 from streams.scheduler import commands, outcomes
+from streams.scheduler.entries import Running
 from streams.scheduler.step import Effects
 from tests.scheduler.test_domain import (
     MIN,
     T0,
+    _ex_fields,
     create,
     ctx,
     decisions,
@@ -106,3 +109,28 @@ def test_cancelling_a_running_execution_tells_its_worker() -> None:
     [rev] = [e.record for e in result.out if isinstance(e.record, ExecutionRevoked)]
     assert rev.execution_id == ex.execution_id
     assert decisions(result) == [Decision.cancel_requested]
+
+
+def test_an_outcome_frees_its_run_wherever_it_is_in_running_and_only_it() -> None:
+    """Outcomes come in any order: the run leaves `running` from the front, the middle or the
+    end; the others stay in order; a run listed twice (never written so, but read back from
+    an old state) leaves whole."""
+    state = create()
+    runs = tuple(
+        Running(f"acme/job@2026-12-01T09:0{i}:00.000Z", T0 + i * MIN, 1, T0 + 9 * MIN)
+        for i in range(1, 4)
+    )
+    for gone in range(3):
+        ex = ExecutionRequested.model_validate(
+            {**_ex_fields(runs[gone].execution_id, runs[gone].nominal_ms)}
+        )
+        done = outcomes.apply_outcome(
+            state.evolve(running=runs), outcome(ex, OutcomeStatus.succeeded), ctx(T0 + 5 * MIN)
+        )
+        assert done.state is not None
+        assert done.state.running == runs[:gone] + runs[gone + 1 :]
+    twice = state.evolve(running=(runs[0], runs[1], runs[0]))
+    ex = ExecutionRequested.model_validate({**_ex_fields(runs[0].execution_id, T0 + MIN)})
+    done = outcomes.apply_outcome(twice, outcome(ex, OutcomeStatus.succeeded), ctx(T0 + 5 * MIN))
+    assert done.state is not None
+    assert done.state.running == (runs[1],)
