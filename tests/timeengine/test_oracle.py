@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import zoneinfo
-from datetime import datetime
+from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 from kadence.timeengine.zones import year_transitions
 
-from .oracle import Fields, oracle
+from .oracle import Fields, _values, oracle
 
 ZONES = [
     "America/New_York",
@@ -108,11 +110,24 @@ def _check(fields: Fields, w: tuple[zoneinfo.ZoneInfo, int, int], gap: str, fold
         dst_gap=DstGapPolicy(gap),
         dst_fold=DstFoldPolicy(fold),
     )
+    if not _on_some_real_date(fields):  # e.g. `* * 30,31 2 *`: refused, not run forever
+        with pytest.raises(InvalidScheduleError, match="never matches a real date"):
+            compile_schedule(schedule, "t/oracle")
+        return
     compiled = compile_schedule(schedule, "t/oracle")
     want = oracle(fields, zone, start, end, gap, fold)
     got = _engine_run(compiled, start, end)
     assert got[0] == want[0], (fields.expression, str(zone), start, end, gap, fold)
     assert got[1] == want[1], "skipped gap occurrences differ"
+
+
+def _on_some_real_date(fields: Fields) -> bool:
+    """Whether the oracle matches the fields on some day from 2024 on, at the first second,
+    minute and hour they name: 28 years, after which weekdays fall on the same dates again."""
+    second = min(_values(fields.second, 0, 59)) if fields.second is not None else 0
+    minute, hour = min(_values(fields.minute, 0, 59)), min(_values(fields.hour, 0, 23))
+    first = datetime(2024, 1, 1, hour, minute, second)
+    return any(fields.matches(first + timedelta(days=d)) for d in range(28 * 366))
 
 
 POLICIES = st.tuples(
