@@ -19,8 +19,9 @@ cancelled or whose job was deleted used to hold the tenant's retries forever)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields, replace
+
+import orjson
 
 from kadence.models import ExecutionOutcome, OutcomeStatus
 
@@ -121,15 +122,16 @@ class Breaker:
         self.open_until_ms = None
 
     def dump(self) -> bytes:
-        """JSON; without `changed_ms` while it is 0 (what a previous release reads)."""
+        """JSON (orjson: it is written at every outcome); without `changed_ms` while it is 0
+        (what a previous release reads)."""
         body = {name: getattr(self, name) for name in _BREAKER_FIELDS}  # asdict deep-copies
         if not self.changed_ms:
             del body["changed_ms"]
-        return json.dumps(body, separators=(",", ":")).encode()
+        return orjson.dumps(body)
 
     @classmethod
     def load(cls, raw: bytes | None) -> Breaker:
-        return cls(**json.loads(raw)) if raw else cls()
+        return cls(**orjson.loads(raw)) if raw else cls()
 
 
 _BREAKER_FIELDS = tuple(f.name for f in fields(Breaker))

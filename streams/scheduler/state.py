@@ -17,6 +17,10 @@ Stored forms (`STATE_VERSION`), all still read:
   executions (id `<key>@<nominal instant>`) are stored as runs of equal steps too, the job key
   once beside them (`key`): a per-second job dispatched 30 s ahead keeps ~60 of them, which
   were 4.9 KB written twice per fire, and are ~0.5 KB now (entries.py).
+
+The JSON of v3 and v4 is written and read by orjson (a twelfth of `json`'s time; storing the
+state was a sixth of the scheduler's CPU): compact, and UTF-8 where `json` wrote `\\u` escapes,
+which either library reads back.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import base64
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+import orjson
 
 from kadence.codec import Codec
 from kadence.models import ScheduleDefinition
@@ -312,10 +318,6 @@ def _unsteps(runs: list[list[int]]) -> tuple[int, ...]:
     return tuple(first + step * i for first, step, count in runs for i in range(count))
 
 
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
-"""`json.dumps` without building an encoder per call (a sixth of its cost at every write)."""
-
-
 def dump_state(state: JobState) -> bytes:
     """The run state as stored under the job's key (v3): the definition is not in it."""
     body: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
@@ -346,7 +348,7 @@ def dump_state(state: JobState) -> bytes:
         body["held_ms"] = state.held_ms
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
-    return V4_MAGIC + _ENCODE(body).encode()
+    return V4_MAGIC + orjson.dumps(body)
 
 
 def load_state(data: bytes, definition: bytes | None = None) -> JobState:
@@ -356,7 +358,7 @@ def load_state(data: bytes, definition: bytes | None = None) -> JobState:
     stored = definition is not None
     key: str | None = None
     if data.startswith(SPLIT_MAGICS):
-        body = json.loads(data[3:])
+        body = orjson.loads(data[3:])
         body["undispatched"] = _unsteps(body["undispatched"])
         body["backfilled"] = _unsteps(body["backfilled"])
         body["unsettled"] = tuple(body.get("unsettled", ()))

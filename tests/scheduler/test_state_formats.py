@@ -24,7 +24,7 @@ from kadence.models import (
 )
 from kadence.timeengine.identity import execution_id
 from streams.runtime.store import Batch, MemoryStore, Store, payload_of
-from streams.scheduler.state import JobState, dump_state
+from streams.scheduler.state import JobState, dump_state, load_state
 from streams.scheduler.stored import definition_key, stored_state
 from tests.scheduler.test_breaker import Scheduler
 from tests.scheduler.test_domain import T0
@@ -220,3 +220,28 @@ def test_a_job_stored_by_an_older_build_keeps_firing_and_ignores_old_duplicates(
     assert s.task.get(KEY) == before
     [stale] = s.take(HistoryRecord)[history:]
     assert stale.decision is Decision.failed and stale.details == {"stale": "true"}
+
+
+def test_a_state_written_with_json_escapes_reads_as_the_one_written_now() -> None:
+    """Builds before orjson wrote non-ASCII text as `\\u` escapes; orjson writes UTF-8.
+    Both are read back to the same state, and the state written now is valid UTF-8 JSON."""
+    state = JobState(
+        definition_bytes=b"",
+        cursor_ms=T0,
+        created_cursor_ms=T0,
+        next_nominal_ms=T0 + SECOND,
+        next_due_ms=T0 + SECOND,
+        tzdb="2025b",
+        request_ids=("réunion-1", "会议-2", "\U0001f600"),
+        unsettled=("acme/j@manual:réunion-1",),
+    )
+    now = dump_state(state)
+    assert now[:3] == b"KS\x04"
+    assert "réunion-1".encode() in now  # UTF-8, not escaped
+    old = now[:3] + json.dumps(json.loads(now[3:]), separators=(",", ":")).encode()
+    assert b"\\u" in old and old != now
+    for data in (now, old):
+        loaded = load_state(data, b"")
+        assert loaded.request_ids == state.request_ids
+        assert loaded.unsettled == state.unsettled
+        assert dump_state(loaded) == now
