@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from kadence.models import (
     DeadLetter,
@@ -68,8 +69,10 @@ def with_own(tenant_headers: Mapping[str, str], own: Mapping[str, str]) -> dict[
     return {**kept, **own}
 
 
+@lru_cache(maxsize=8192)
 def iso_utc(instant: datetime) -> str:
-    """2026-12-01T09:00:00.000Z: UTC, milliseconds, the form headers and logs use."""
+    """2026-12-01T09:00:00.000Z: UTC, milliseconds, the form headers and logs use. Cached:
+    the runs of a second share their due instant, and every execution's headers carry it."""
     return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

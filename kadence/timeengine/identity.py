@@ -10,12 +10,19 @@ resending the same trigger request is recognisably the same execution.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kadence.clock import ms_to_datetime
 from kadence.headers import iso_utc
 
 
+@lru_cache(maxsize=8192)
+def _instant(nominal_ms: int) -> str:
+    return iso_utc(ms_to_datetime(nominal_ms))
+
+
 def execution_id(job_key: str, nominal_ms: int) -> str:
-    return f"{job_key}@{iso_utc(ms_to_datetime(nominal_ms))}"
+    return f"{job_key}@{_instant(nominal_ms)}"
 
 
 def manual_execution_id(job_key: str, request_id: str) -> str:
