@@ -63,6 +63,7 @@ def one_rate(
     workers: int = 2,
     *,
     volume: bool = False,
+    schedulers: int = 1,
 ) -> dict[str, Any]:
     """One rate on a fresh stack and namespace; `volume`: also count what it wrote to Kafka,
     records and bytes per execution by topic (bench/topic_volume.py), before the namespace
@@ -70,7 +71,7 @@ def one_rate(
     settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
     provision(settings)
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
-    stack = Stack(settings, root, workers=workers).start()
+    stack = Stack(settings, root, workers=workers, schedulers=schedulers).start()
     try:
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
         end = start + timedelta(seconds=seconds - 1)
@@ -216,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--schedulers",
+        type=int,
+        default=1,
+        help="scheduler processes (the job partitions split between them)",
+    )
     parser.add_argument("--target", choices=("kafka", "handler", "http"), default="kafka")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -242,7 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rate in (int(r) for r in args.rates.split(",")):
             started = time.monotonic()
-            row = one_rate(base, rate, args.seconds, target, args.workers, volume=args.volume)
+            row = one_rate(
+                base,
+                rate,
+                args.seconds,
+                target,
+                args.workers,
+                volume=args.volume,
+                schedulers=args.schedulers,
+            )
             row["wall_s"] = round(time.monotonic() - started, 1)
             print(json.dumps(row, indent=2))
             rows.append(row)
@@ -253,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         "knee_per_s": knee(rows),
         "target": args.target,
         "workers": args.workers,
+        "schedulers": args.schedulers,
         "worker_concurrency": args.concurrency,
         "rates": rows,
     }
