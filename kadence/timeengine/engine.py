@@ -16,7 +16,7 @@ All instants are epoch milliseconds (UTC); cron matches are whole seconds.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 
@@ -72,6 +72,16 @@ class CronRule:
     fold: DstFoldPolicy
     start_ms: int | None = None
     end_ms: int | None = None
+    _hash: int = field(init=False, compare=False, repr=False, default=0)
+
+    def __post_init__(self) -> None:
+        key = (self.cron, self.zone, self.gap.value, self.fold.value, self.start_ms, self.end_ms)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        """Computed once: `search` is cached by (rule, cursor) and runs for every occurrence;
+        hashing the fields each time (the spec, two enums, all in Python) took 6 µs."""
+        return self._hash
 
     def keeps(self, is_first: bool) -> bool:
         """Whether this copy of a repeated local time fires under the fold policy."""
