@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import tempfile
 import time
@@ -216,7 +217,10 @@ def run_cron(jobs: int, seconds: int, profiler: cProfile.Profile | None) -> tupl
 def _print_profile(profiler: cProfile.Profile, top: int) -> None:
     for order in ("cumulative", "tottime"):
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(top)
+        stats = pstats.Stats(profiler, stream=text).sort_stats(order)
+        stats.print_stats(top)
+        if os.environ.get("KADENCE_PROFILE_CALLERS"):
+            stats.print_callers(os.environ["KADENCE_PROFILE_CALLERS"])
         print(text.getvalue())
 
 
