@@ -12,6 +12,7 @@ picking a "free" port that someone else may take before the child binds it.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -60,6 +61,22 @@ Start = Callable[[KadenceSettings, bool], Callable[[threading.Event], None]]
 """(settings, in_memory) -> the process's run(stop) loop."""
 
 
+GC_THRESHOLDS = (50_000, 20, 20)
+"""The cyclic collector's thresholds in the long-running processes: a young collection per
+50 000 container allocations, not 700. Kadence's records, states and entries are acyclic, so
+the default collections found almost nothing (in the scheduler's in-process benchmark, 3 500
+collections freed 856 objects) and cost 8-10 % of its CPU; the garbage a cycle may leave
+waits a little longer."""
+
+
+def tune_gc() -> None:
+    """Move what start-up built (modules, settings, clients) out of the collector's sight
+    (`gc.freeze`) and collect far less often (GC_THRESHOLDS)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def process_main(name: str, doc: str | None, argv: list[str] | None, start: Start) -> int:
     """The shared `main` of the long-running processes: settings from the environment, topics
     provisioned, run until SIGINT/SIGTERM; exit 2 with the reason on a Kadence error."""
@@ -72,6 +89,7 @@ def process_main(name: str, doc: str | None, argv: list[str] | None, start: Star
         settings = KadenceSettings()
         provision(settings)
         run = start(settings, args.in_memory)
+        tune_gc()
         print(f"{name} {settings.instance_id}: running on {settings.namespace}", flush=True)
         run(stop)
     except KadenceError as exc:
