@@ -221,6 +221,7 @@ def _print_profile(profiler: cProfile.Profile, top: int) -> None:
         stats.print_stats(top)
         if os.environ.get("KADENCE_PROFILE_CALLERS"):
             stats.print_callers(os.environ["KADENCE_PROFILE_CALLERS"])
+            stats.print_callees(os.environ["KADENCE_PROFILE_CALLERS"])
         print(text.getvalue())
 
 
