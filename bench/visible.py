@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import Counter
 from datetime import datetime
+from typing import Any
 
 from confluent_kafka import Consumer, Message
 
@@ -21,9 +22,9 @@ class Watcher:
     and keeps, per execution id, when its first record arrived; counts every record. Reads the
     Kadence headers only (decoding each record would take the CPU being measured)."""
 
-    def __init__(self, settings: KadenceSettings, topic: str) -> None:
+    def __init__(self, settings: KadenceSettings, topic: str, consumer: Any = None) -> None:
         pattern = f"^{settings.namespace.replace('.', '[.]')}[.]to[.].*[.]{topic}$"
-        self.consumer = Consumer(
+        self.consumer = consumer or Consumer(
             {
                 "bootstrap.servers": settings.bootstrap_servers,
                 "group.id": f"bench-visible-{uuid.uuid4().hex[:8]}",
@@ -48,10 +49,17 @@ class Watcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for m in self.consumer.consume(num_messages=5_000, timeout=0.2):
+            # `consume(n, timeout)` returns only once n records came or the timeout passed: a
+            # record would be stamped up to that timeout after it arrived. Wait for one, then
+            # take what else is there without waiting.
+            first = self.consumer.poll(0.2)
+            if first is None:
+                continue
+            batch = [first, *self.consumer.consume(num_messages=5_000, timeout=0)]
+            now = time.time()
+            for m in batch:
                 if m.error() is not None:
                     continue
-                now = time.time()
                 h = _headers(m)
                 eid = h[EXECUTION_ID]
                 if eid not in self.due:
