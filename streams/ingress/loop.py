@@ -31,6 +31,7 @@ from streams.ingress.events import Events
 from streams.ingress.route import Router
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
+from streams.kafkaio.reading import ready
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.records import InputRecord, record_of
@@ -84,7 +85,7 @@ class IngressLoop:
 
     def turn(self) -> None:
         """One batch, one transaction."""
-        msgs = [m for m in self.consumer.consume(BATCH, timeout=0.2) if m.error() is None]
+        msgs = [m for m in ready(self.consumer, BATCH, 0.2) if m.error() is None]
         if not msgs:
             return
         now = self.clock.now_ms()

@@ -22,6 +22,7 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import MessageLike
+from streams.kafkaio.reading import ready
 from streams.kafkaio.retry import retrying
 from streams.views import apply
 from streams.views.store import ViewStore, offset_key
@@ -142,7 +143,7 @@ class Materializer:
 
     def turn(self, poll_s: float = 0.2) -> None:
         """Read one batch, apply it, and write it with the next offsets in one store batch."""
-        msgs = self.consumer.consume(500, poll_s)
+        msgs = ready(self.consumer, 500, poll_s)
         if msgs:
             with self.changed:
                 for m in msgs:

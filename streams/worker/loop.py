@@ -50,6 +50,7 @@ from kadence.targets import Prepares, Result, Target
 from kadence.topics import EXECUTIONS, Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
+from streams.kafkaio.reading import ready
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
@@ -158,7 +159,7 @@ class Worker:
             if not msgs:
                 self.inflight.wait(wait)
         else:
-            msgs = self.consumer.consume(num_messages=500, timeout=wait)
+            msgs = ready(self.consumer, 500, wait)  # not held back until 500 have come
         for msg in msgs:
             self._read(msg)
         self.backlog.settle(self.lag)  # the inbox's bound: streams/worker/backlog.py
