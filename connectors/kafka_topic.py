@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -38,6 +38,17 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "content-type"
 NAMES_CACHED = 100_000
 STOP_CHECK_S = 0.1
+NO_ANSWER = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+"""Errors that say the broker did not answer, not that it refused."""
 """How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
 the stop wakes it."""
 
@@ -98,6 +109,8 @@ class KafkaTopicCaller:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._preparing: set[str] = set()
+        self._unanswered: set[str] = set()
+        """Topics whose last preparation found no broker or timed out (not refused)."""
         self._poller: threading.Thread | None = None
         self._closed = threading.Event()
         self._background = ThreadPoolExecutor(4, thread_name_prefix="kafka-target-prepare")
@@ -128,9 +141,14 @@ class KafkaTopicCaller:
     def _warm(self, topic: str) -> None:
         try:
             self._ensure(topic)
+            self._unanswered.discard(topic)
             self.producer.list_topics(topic, timeout=10)
         except Exception as exc:  # the run itself will try again and report it
             log.info("could not prepare %s ahead of its runs: %s", topic, exc)
+            if topic not in self._known and no_answer(exc):
+                self._unanswered.add(topic)
+            else:
+                self._unanswered.discard(topic)
         finally:
             with self._guard:
                 self._preparing.discard(topic)
@@ -208,6 +226,11 @@ class KafkaTopicCaller:
         value, headers = delivered(ex, record, self._fingerprint)
         return Delivery(topic, ex.key.encode(), value, headers)
 
+    def unanswered(self, ex: ExecutionRequested) -> bool:
+        """Its topic is being created, or the last try found no broker or timed out."""
+        topic = self.topic_for(ex)
+        return topic not in self._known and (topic in self._preparing or topic in self._unanswered)
+
     def can_start(self, ex: ExecutionRequested) -> bool:
         """Its topic is known to exist (else the blocking call creates it first)."""
         return self.topic_for(ex) in self._known
@@ -283,3 +306,13 @@ def _stopped(stop: Stop) -> Result:
     if stop.reason is OutcomeStatus.timed_out:
         return Result(OutcomeStatus.timed_out, True)
     return Result(stop.reason or OutcomeStatus.cancelled)
+
+
+def no_answer(exc: BaseException) -> bool:
+    """`exc` says the broker did not answer (a timeout, no connection), not that it refused."""
+    if isinstance(exc, TimeoutError):
+        return True
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        error: KafkaError = exc.args[0]
+        return error.code() in NO_ANSWER or bool(error.retriable())
+    return False

@@ -123,6 +123,13 @@ class Delivers(Protocol):
         that way now (its topic is not known to exist yet). Must return at once."""
         ...
 
+    def unanswered(self, ex: ExecutionRequested) -> bool:
+        """Whether `delivery` returns None only because the broker has not answered yet (its
+        topic is being created, or the last try timed out or found no broker): the run then
+        waits for the broker instead of taking the claimed path, which needs it as much.
+        False once a try failed for good (refused, not allowed). Must return at once."""
+        ...
+
 
 @runtime_checkable
 class Prepares(Protocol):

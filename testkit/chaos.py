@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=sorted(SHORT))
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--soak", action="store_true", help="the 10-minute soak instead")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep process logs and topics of passing scenarios too"
+    )
     args = parser.parse_args(argv)
     failed = []
     chosen = {"soak": soak} if args.soak else {n: SHORT[n] for n in args.scenario or SHORT}
@@ -31,10 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.stop()
         print(f"== {name} (seed {args.seed})\n{report.render()}\n", flush=True)
-        if report.ok:
+        if report.ok and not args.keep:
             run.cleanup()
         else:
-            failed.append(name)
+            if not report.ok:
+                failed.append(name)
             print(
                 f"kept for inspection: process logs in {root}, topics in {run.settings.namespace}"
             )

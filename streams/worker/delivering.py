@@ -16,7 +16,10 @@ When this cannot hold, the run takes the claimed path (at least once, with the s
 id as idempotency key), and says so in the log:
 - its topic is not known to exist `TOPIC_WAIT_MS` after the due time (the target creates it
   when the execution is read, ahead of its due time; the claimed path creates it or reports
-  why not);
+  why not), unless the broker has not answered yet (the creation is under way, or its last try
+  timed out or found no broker: the claimed path would need the broker as much, and a run
+  claimed in an outage is redelivered when its lease runs out): then it waits up to
+  `UNANSWERED_WAIT_MS`;
 - its transaction aborted `MAX_ABORTS` times (a broker that keeps failing it);
 - the offset commit cannot name the held executions before it (offsets.METADATA_LIMIT): the
   partition's next owner would read it again.
@@ -45,6 +48,9 @@ from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
 TOPIC_WAIT_MS = 5_000
+UNANSWERED_WAIT_MS = 60_000
+"""How long after its due time a run waits for a broker that does not answer whether its topic
+exists, before it takes the claimed path anyway."""
 MAX_ABORTS = 5
 REFUSED = frozenset(
     {
@@ -83,10 +89,14 @@ class Deliveries:
         self.summary = summary
         self.per_txn = settings.worker_deliveries_per_transaction
         self._delivers: dict[str, Callable[..., Delivery | None]] = {}
+        self._unanswered: dict[str, Callable[[ExecutionRequested], bool]] = {}
         if settings.worker_kafka_exactly_once:
             for kind, target in targets.items():
                 if isinstance(target, Delivers):
                     self._delivers[kind] = target.delivery
+                    self._unanswered[kind] = target.unanswered
+        self._waiting: set[str] = set()
+        """Execution ids past TOPIC_WAIT_MS that wait for the broker (said once in the log)."""
         self._aborts: dict[str, int] = {}
         """execution id -> transactions with its record that did not commit."""
         self._refused: dict[str, Result] = {}
@@ -137,17 +147,44 @@ class Deliveries:
             self._claimed_instead(item)
             return None
         if found is not None:
+            self._waiting.discard(ex.execution_id)
             return Delivered(run, found)
-        if now - item.due_ms < TOPIC_WAIT_MS:
+        return self._waits(item, now)
+
+    def _waits(self, item: Item, now: int) -> bool | None:
+        """`item`'s topic is not known to exist: True while it waits for it, None (claimed) once
+        the broker answered and the topic is still not known TOPIC_WAIT_MS after its due time,
+        or after UNANSWERED_WAIT_MS whatever the broker does."""
+        ex, late = item.execution, now - item.due_ms
+        if late < TOPIC_WAIT_MS:
             return True
+        if late < UNANSWERED_WAIT_MS and self._no_answer(ex):
+            if ex.execution_id not in self._waiting and len(self._waiting) < 100_000:
+                self._waiting.add(ex.execution_id)
+                log.warning(
+                    "%s: its topic is not known to exist %d ms after its due time and the "
+                    "broker has not answered; it waits for the broker (up to %d ms), not claimed",
+                    ex.execution_id,
+                    late,
+                    UNANSWERED_WAIT_MS,
+                )
+            return True
+        self._waiting.discard(ex.execution_id)
         self._claimed_instead(item)
         log.warning(
             "%s: its topic is not known to exist %d ms after its due time; it runs at least "
             "once (claimed), which creates the topic or reports why not",
             ex.execution_id,
-            now - item.due_ms,
+            late,
         )
         return None
+
+    def _no_answer(self, ex: ExecutionRequested) -> bool:
+        try:
+            return self._unanswered[ex.target.kind](ex)
+        except Exception:  # a target bug: the claimed path reports it
+            log.exception("target %s: unanswered failed for %s", ex.target.kind, ex.execution_id)
+            return False
 
     def unnamed(self, txn: TxnWork, offsets: Mapping[int, tuple[int, str]]) -> bool:
         """Deliveries the offset commit would not pass safely (executions held before them

@@ -8,6 +8,7 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.cimpl import NewTopic
 
 from connectors.kafka_topic import STOP_CHECK_S, KafkaTopicCaller
@@ -137,3 +138,74 @@ def test_a_run_waiting_for_its_delivery_times_out_at_its_deadline() -> None:
     pollers = [t for t in threading.enumerate() if t.name == "kafka-target-poller"]
     assert pollers  # deliveries are served by the caller's poller thread, not by each run
     c._closed.set()  # (close() would wait 10 s to flush what can never be delivered)
+
+
+class FailingAdmin:
+    """create_topics fails every time with `error` (an exception, raised by the future)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.tries = 0
+
+    def create_topics(self, topics: list[NewTopic]) -> dict[str, Future[None]]:
+        self.tries += 1
+        failed: Future[None] = Future()
+        failed.set_exception(self.error)
+        return {t.topic: failed for t in topics}
+
+
+def prepared_after(error: BaseException) -> tuple[KafkaTopicCaller, ExecutionRequested]:
+    """A caller whose topic creation failed with `error`, once the background try ended."""
+    admin = FailingAdmin(error)
+    c = caller(admin)
+    example = examples()["ExecutionRequested"]
+    assert isinstance(example, ExecutionRequested)
+    ex = example.model_copy(update={"tenant": "acme", "target": KafkaTarget(topic="out")})
+    assert not c.unanswered(ex)  # never tried: nothing is waiting for the broker
+    c.prepare(ex)
+    deadline = time.monotonic() + 5
+    while (admin.tries == 0 or c._preparing) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert admin.tries == 1 and not c._preparing
+    assert c.topic_for(ex) not in c._known
+    return c, ex
+
+
+def test_a_topic_whose_creation_found_no_broker_is_unanswered() -> None:
+    """A network outage: the run waits for the broker instead of being claimed."""
+    for error in [
+        TimeoutError(),
+        KafkaException(KafkaError(KafkaError._TRANSPORT)),
+        KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)),
+    ]:
+        c, ex = prepared_after(error)
+        assert c.unanswered(ex), error
+
+
+def test_a_topic_whose_creation_was_refused_is_not_unanswered() -> None:
+    """A refusal is for the claimed path to report; waiting would not change it."""
+    for error in [
+        KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)),
+        KafkaException(KafkaError(KafkaError.POLICY_VIOLATION)),
+        ValueError("a bug"),
+    ]:
+        c, ex = prepared_after(error)
+        assert not c.unanswered(ex), error
+
+
+def test_a_topic_being_created_is_unanswered_until_it_is_known() -> None:
+    admin = SlowAdmin(parties=2)  # the creation waits for a second one
+    c = caller(admin)
+    c.producer = ListingProducer()  # type: ignore[assignment]
+    example = examples()["ExecutionRequested"]
+    assert isinstance(example, ExecutionRequested)
+    ex = example.model_copy(update={"tenant": "acme", "target": KafkaTarget(topic="out")})
+    c.prepare(ex)
+    assert c.unanswered(ex)  # under way
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(c._ensure, "ns.to.other.out").result(10)
+    deadline = time.monotonic() + 5
+    while c.topic_for(ex) not in c._known and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not c.unanswered(ex)
+    assert c.delivery(ex, None) is not None

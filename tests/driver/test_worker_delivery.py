@@ -21,7 +21,7 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.targets import Delivery, Result, Stop
 from kadence.topics import OUTCOMES, Topics
-from streams.worker.delivering import TOPIC_WAIT_MS
+from streams.worker.delivering import TOPIC_WAIT_MS, UNANSWERED_WAIT_MS
 from streams.worker.holding import claim
 from streams.worker.item import Item
 from streams.worker.records import delivered_outcome, outcome_of
@@ -37,8 +37,10 @@ class Topic:
     """A Kafka-topic target that `Delivers`: its record is the bytes the worker read. Called
     (the claimed path) it only counts the call."""
 
-    def __init__(self, *, known: bool = True) -> None:
+    def __init__(self, *, known: bool = True, answered: bool = True) -> None:
         self.known = known
+        self.answered = answered
+        """False: the broker has not answered whether the topic exists (an outage)."""
         self.calls: list[str] = []
         self.built = 0
         """Records built (`delivery` called with the topic known)."""
@@ -52,6 +54,9 @@ class Topic:
         assert isinstance(target, KafkaTarget)
         topic = f"drv.to.{ex.tenant}.{target.topic}"
         return Delivery(topic, ex.key.encode(), record, [("kadence-execution-id", b"x")])
+
+    def unanswered(self, ex: ExecutionRequested) -> bool:
+        return not self.known and not self.answered
 
     def __call__(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         self.calls.append(ex.execution_id)
@@ -238,6 +243,36 @@ def test_a_run_whose_topic_is_not_known_waits_for_it_then_runs_claimed(
     driver.advance(TOPIC_WAIT_MS)
     driver.turn_until(lambda: bool(late.calls), other)
     assert late.calls == [ex.execution_id]  # the claimed path creates the topic or says why
+
+
+def test_a_run_whose_topic_the_broker_has_not_answered_for_waits_past_the_topic_wait(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """A network outage while its topic is prepared: the claimed path would need the broker as
+    much, and a run claimed in an outage is delivered again when its lease runs out (a
+    duplicate); so it waits, and goes out exactly once when the broker answers."""
+    target = Topic(known=False, answered=False)
+    worker = driver.worker(settings, {"kafka": target})
+    send(driver, topics, execution())
+    driver.advance(TOPIC_WAIT_MS + 1_000)
+    driver.turn(worker, times=3)
+    assert target.calls == [] and delivered(driver) == []
+    target.known = True
+    driver.turn(worker)
+    assert len(delivered(driver)) == 1 and target.calls == []
+    assert lease_facts(driver.cluster, topics) == []
+    # a broker that never answers: claimed in the end, which reports what it finds
+    never = Topic(known=False, answered=False)
+    other = driver.worker(settings, {"kafka": never}, instance_id="never")
+    driver.turn(worker, other)
+    ex = execution("j2", due_in_ms=TOPIC_WAIT_MS + 1_000)  # due now
+    send(driver, topics, ex, partition=1)
+    driver.advance(UNANSWERED_WAIT_MS - 1_000)
+    driver.turn(worker, other, times=3)
+    assert never.calls == []
+    driver.advance(1_000)
+    driver.turn_until(lambda: bool(never.calls), other)
+    assert never.calls == [ex.execution_id]
 
 
 def test_without_exactly_once_the_run_is_claimed_under_a_lease(
