@@ -94,8 +94,9 @@ def _error(d: dict[str, Any] | None) -> Any:
     return _make(ErrorInfo, d)
 
 
-def execution_requested(d: dict[str, Any]) -> ExecutionRequested | None:
-    if not (
+def _execution_ok(d: dict[str, Any]) -> bool:
+    """The checks of an ExecutionRequested's own fields (its trigger and target aside)."""
+    return bool(
         0 < len(d["execution_id"]) <= 400
         and _ident(d["tenant"])
         and _ident(d["job_id"])
@@ -106,7 +107,11 @@ def execution_requested(d: dict[str, Any]) -> ExecutionRequested | None:
         and 1 <= d["lease_ttl_ms"] <= MAX_LEASE_TTL_MS
         and len(d["payload"]) <= MAX_PAYLOAD_BYTES
         and (d["concurrency_key"] is None or _ident(d["concurrency_key"]))
-    ):
+    )
+
+
+def execution_requested(d: dict[str, Any]) -> ExecutionRequested | None:
+    if not _execution_ok(d):
         return None
     trigger = _member(TriggerKind, d["trigger"])
     target = _target(d["target"])
@@ -241,3 +246,21 @@ def builder(model: type[WireModel]) -> Builder | None:
     """The fast builder for `model`, or None (pydantic) when there is none or it is stale."""
     fast = BUILDERS.get(model)
     return fast if fast is not None and SIGNATURES.get(model) == signature(model) else None
+
+
+def new_execution(values: dict[str, Any]) -> ExecutionRequested:
+    """The ExecutionRequested the scheduler dispatches, from every field's value (its trigger a
+    TriggerKind, its target a validated model, its instants aware UTC datetimes on a whole
+    millisecond): the checks of `execution_requested` instead of pydantic's validation, which
+    still runs, and raises its error, when one fails or the model changed since."""
+    if (
+        SIGNATURES[ExecutionRequested] == signature(ExecutionRequested)
+        and _execution_ok(values)
+        and isinstance(values["trigger"], TriggerKind)
+        and isinstance(values["target"], _TARGET_MODELS)
+    ):
+        return _make(ExecutionRequested, values)  # type: ignore[no-any-return]
+    return ExecutionRequested(**values)
+
+
+_TARGET_MODELS = tuple(_models_in(Target))

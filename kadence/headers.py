@@ -76,9 +76,30 @@ def iso_utc(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@lru_cache(maxsize=256)
+def _hex(fingerprint: bytes) -> bytes:
+    return fingerprint.hex().encode()
+
+
 def headers_for(record: WireModel, fingerprint: bytes) -> Headers:
     """Record type, schema fingerprint, and the identifiers a human greps for."""
-    out: Headers = [(TYPE, type(record).avro_name.encode()), (SCHEMA, fingerprint.hex().encode())]
+    if type(record) is ExecutionRequested:  # one per execution: the checks below spelled out
+        return [
+            (TYPE, b"ExecutionRequested"),
+            (SCHEMA, _hex(fingerprint)),
+            (TENANT, record.tenant.encode()),
+            (JOB, record.job_id.encode()),
+            (EXECUTION_ID, record.execution_id.encode()),
+            (ATTEMPT, str(record.attempt).encode()),
+            (DELIVERY, str(record.delivery).encode()),
+            (DUE_AT, iso_utc(record.due_at).encode()),
+        ]
+    return generic_headers(record, fingerprint)
+
+
+def generic_headers(record: WireModel, fingerprint: bytes) -> Headers:
+    """`headers_for` of any record."""
+    out: Headers = [(TYPE, type(record).avro_name.encode()), (SCHEMA, _hex(fingerprint))]
     tenant = getattr(record, "tenant", None)
     job_id = getattr(record, "job_id", None)
     inner = record.execution if isinstance(record, DeadLetter) else record

@@ -12,11 +12,13 @@ import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from kadence import fast_models
 from kadence.codec import HEADER_LEN, MAGIC, Codec
 from kadence.errors import DecodeError, InvalidRecordError
 from kadence.examples import examples
+from kadence.headers import generic_headers, headers_for
 from kadence.models import (
     Decision,
     ErrorInfo,
@@ -113,6 +115,8 @@ def test_examples_agree(name: str) -> None:
 
 idents = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", fullmatch=True)
 texts = st.text(max_size=40)
+header_values = st.text(st.characters(exclude_characters="\r\n\x00"), max_size=40)
+"""What a target's header may hold (a newline or NUL is refused: header injection)."""
 zones = st.sampled_from(
     [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8))]
 )
@@ -132,7 +136,9 @@ targets = st.one_of(
         HttpTarget,
         url=st.sampled_from(["https://x.example/run", "http://10.0.0.1:8080/é?q=1"]),
         method=st.sampled_from(["POST", "PUT"]),
-        headers=st.dictionaries(st.from_regex(r"X-[a-z]{1,8}", fullmatch=True), texts, max_size=3),
+        headers=st.dictionaries(
+            st.from_regex(r"X-[a-z]{1,8}", fullmatch=True), header_values, max_size=3
+        ),
         secret_ref=st.none() | idents,
     ),
     st.builds(KafkaTarget, topic=st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True)),
@@ -389,3 +395,44 @@ def test_damaged_bytes_decode_alike(name: str, pos: int, flip: int, cut: int) ->
     data[HEADER_LEN + pos % (len(data) - HEADER_LEN)] ^= flip
     damaged = bytes(data[: len(data) - cut])
     assert _outcome(FAST, damaged) == _outcome(SLOW, damaged)
+
+
+@given(executions)
+@settings(max_examples=200, deadline=None)
+def test_an_execution_the_scheduler_builds_is_the_validated_one(ex: ExecutionRequested) -> None:
+    """`new_execution` (the dispatch path, no pydantic) gives the model validation gives."""
+    values = dict(ex)  # validated values: models, enums, aware UTC datetimes
+    built = fast_models.new_execution(values)
+    assert built == ex and type(built) is ExecutionRequested
+    assert built.model_dump() == ex.model_dump()
+    assert FAST.encode(built) == SLOW.encode(ex)
+
+
+def test_an_execution_the_scheduler_builds_with_a_broken_field_fails_as_validation_does() -> None:
+    ex = EXAMPLES["ExecutionRequested"]
+    assert isinstance(ex, ExecutionRequested)
+    for field, value in [
+        ("tenant", "no spaces allowed"),
+        ("attempt", 0),
+        ("timeout_ms", MAX_TIMEOUT_MS + 1),
+        ("payload", b"x" * (MAX_PAYLOAD_BYTES + 1)),
+        ("execution_id", ""),
+    ]:
+        with pytest.raises(ValidationError):
+            fast_models.new_execution({**dict(ex), field: value})
+    as_data = {**dict(ex), "target": ex.target.model_dump(), "trigger": ex.trigger.value}
+    assert fast_models.new_execution(as_data) == ex  # not models: validated, and equal
+
+
+@given(executions)
+@settings(max_examples=100, deadline=None)
+def test_an_executions_headers_are_those_of_any_record(ex: ExecutionRequested) -> None:
+    """The spelled-out headers of an execution (one per run) are the generic ones."""
+    fp = FAST.schema_fingerprint(ExecutionRequested)
+    assert headers_for(ex, fp) == generic_headers(ex, fp)
+
+
+def test_every_examples_headers_are_the_generic_ones() -> None:
+    for record in EXAMPLES.values():
+        fp = FAST.schema_fingerprint(type(record))
+        assert headers_for(record, fp) == generic_headers(record, fp)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kadence.clock import ms_to_datetime
+from kadence.fast_models import new_execution
 from kadence.models import (
     Decision,
     ExecutionRequested,
@@ -48,22 +49,25 @@ SCHEDULED = ("schedule", "catch_up")
 
 def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
     d = state.definition(facts.codec)
-    return ExecutionRequested(
-        execution_id=shot.execution_id,
-        tenant=d.tenant,
-        job_id=d.job_id,
-        definition_version=d.version,
-        attempt=shot.attempt,
-        trigger=shot.trigger,
-        nominal_at=ms_to_datetime(shot.nominal_ms),
-        due_at=ms_to_datetime(shot.due_ms),
-        dispatched_at=ms_to_datetime(facts.now_ms),
-        target=d.target,
-        payload=d.payload if shot.payload is None else shot.payload,
-        content_type=d.content_type,
-        timeout_ms=d.timeout_ms,
-        lease_ttl_ms=d.lease_ttl_ms,
-        concurrency_key=d.concurrency_key,
+    return new_execution(
+        {
+            "execution_id": shot.execution_id,
+            "tenant": d.tenant,
+            "job_id": d.job_id,
+            "definition_version": d.version,
+            "attempt": shot.attempt,
+            "delivery": 1,
+            "trigger": shot.trigger,
+            "nominal_at": ms_to_datetime(shot.nominal_ms),
+            "due_at": ms_to_datetime(shot.due_ms),
+            "dispatched_at": ms_to_datetime(facts.now_ms),
+            "target": d.target,
+            "payload": d.payload if shot.payload is None else shot.payload,
+            "content_type": d.content_type,
+            "timeout_ms": d.timeout_ms,
+            "lease_ttl_ms": d.lease_ttl_ms,
+            "concurrency_key": d.concurrency_key,
+        }
     )
 
 
