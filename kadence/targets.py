@@ -66,6 +66,13 @@ class Stop:
                 return
         cb()
 
+    def release(self) -> None:
+        """The run is over: forget the callbacks (nothing is left to interrupt). A callback
+        that names its stop (a closure over it) is a reference cycle, which only Python's
+        collector would free, thousands a second, in pauses of a second."""
+        with self._lock:
+            self._callbacks.clear()
+
 
 Target = Callable[[ExecutionRequested, Stop, float], Result]
 """(execution, stop, deadline as time.monotonic()) -> result."""

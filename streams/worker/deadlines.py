@@ -51,11 +51,11 @@ class Deadlines:
             _, _, due, run = heapq.heappop(heap)
             yield due, run
 
-    def forget_ended(self, alive: Callable[[ActiveRun], bool]) -> None:
+    def forget_ended(self, alive: Callable[[ActiveRun], bool], *, at_once: bool = False) -> None:
         """Drop the entries of runs that have ended, once the heap has doubled since it was
         last cleaned (a finished run's timeout entry would hold the run until that time):
-        amortized, a few entries' work per run."""
-        if len(self._heap) <= self._limit:
+        amortized, a few entries' work per run. `at_once`: now, whatever its size."""
+        if len(self._heap) <= self._limit and not at_once:
             return
         self._heap = [entry for entry in self._heap if alive(entry[3])]
         heapq.heapify(self._heap)
