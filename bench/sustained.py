@@ -121,6 +121,9 @@ def one_rate(
         visible = {
             "visible_lateness_s": percentiles(list(seen.values())),
             "visible_p99_after_warm_up_s": round(visible_p99, 3),
+            "visible_seconds_over_1s": late_seconds(
+                {e: (first[e].due_at.timestamp() - start_s, seen[e]) for e in steady_ids}
+            ),
             "duplicated_records": watcher.duplicates(),
         }
     row = summarize(rate, seconds, start_s, runs, also_steady=visible_p99)
@@ -135,6 +138,20 @@ def one_rate(
         **({} if written is None else {"written_per_execution": per_execution(written, expect)}),
         "on_time": on_time,
     }
+
+
+def late_seconds(lateness: dict[str, tuple[float, float]]) -> list[list[float]]:
+    """[due second from the start, its p99] of each due second whose p99 is over ON_TIME_S,
+    from (due offset, lateness) per execution: whether the tail is a few seconds that repeat
+    (a periodic stall) or spread over the window."""
+    by_second: dict[int, list[float]] = {}
+    for offset, late in lateness.values():
+        by_second.setdefault(int(offset), []).append(late)
+    return [
+        [second, round(p99, 2)]
+        for second, values in sorted(by_second.items())
+        if (p99 := percentiles(values)["p99"]) > ON_TIME_S
+    ]
 
 
 def summarize(

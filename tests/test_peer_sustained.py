@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.cpu import tree_cpu_seconds
 from bench.peers.dbscheduler_sustained import _each_second, _Starts
-from bench.sustained import knee, summarize
+from bench.sustained import knee, late_seconds, summarize
 
 
 def _runs(rate: int, seconds: int, late: float) -> list[tuple[float, float, float]]:
@@ -60,3 +60,12 @@ def test_each_second_first_and_last_start() -> None:
         "each_second_last_start_p50_s": 0.6,
     }
     assert _each_second(runs, after_s=20.0) == {}
+
+
+def test_the_late_seconds_are_named_with_their_p99() -> None:
+    lateness = {f"e{s}-{i}": (s + 0.5, 0.2) for s in range(30) for i in range(100)}
+    for i in range(100):  # every run due in seconds 15 and 29 is late
+        lateness[f"e15-{i}"] = (15.0, 1.4)
+        lateness[f"e29-{i}"] = (29.9, 2.0)
+    assert late_seconds(lateness) == [[15, 1.4], [29, 2.0]]
+    assert late_seconds({}) == []
