@@ -2,14 +2,22 @@
 
 The commit carries, in the offset metadata, which offsets after the committed one are still
 held (see `inbox`): `k1:<upto>:<start>+<length>,...`, base 36, starts relative to the first
-held offset. Past METADATA_LIMIT characters the list is left out (the next owner re-reads
-everything after the committed offset).
+held offset. When that list is longer than METADATA_LIMIT (held executions scattered in more
+runs than it can name: a high rate of frequent jobs, each dispatching its look-ahead together,
+leaves one gap per job), `k2:<upto>:<bitmap>`: one bit per offset from the first held one to
+`upto`, set when held, deflated and in URL-safe base64 (about 2 000 offsets per 100 characters
+however scattered, far more when they are not). Past METADATA_LIMIT in both forms the list is
+left out (the next owner re-reads everything after the committed offset). A worker of a
+release before `k2` reads a `k2` commit as no list: the same re-reading.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import logging
+import zlib
 from dataclasses import dataclass, field
 
 from kadence.base36 import base36
@@ -18,6 +26,10 @@ log = logging.getLogger(__name__)
 METADATA_LIMIT = 3_500
 """Characters of offset metadata (brokers accept 4 096 by default)."""
 FORMAT = "k1"
+BITMAP_FORMAT = "k2"
+BITMAP_MAX_OFFSETS = 1 << 22
+"""Offsets one `k2` bitmap covers at most (512 KiB before deflating, which makes a window of
+that size too long anyway unless its runs are few, and then `k1` names them)."""
 
 
 @dataclass
@@ -76,17 +88,52 @@ def encode_metadata(held: list[int], upto: int) -> str:
 
 
 def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
-    """The metadata for held offsets given as sorted (start, length) runs."""
-    if len(runs) * 4 > METADATA_LIMIT:  # every run takes at least "a+b,"
-        log.info("held executions in %d runs: too many to name in the commit", len(runs))
-        return ""
+    """The metadata for held offsets given as sorted (start, length) runs: `k1` when it fits,
+    else the `k2` bitmap when that does, else none."""
     base = runs[0][0]
-    body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
-    text = f"{FORMAT}:{base36(upto - base)}:{body}"
-    if len(text) > METADATA_LIMIT:
-        log.info("held executions in %d runs: too many to name in the commit", len(runs))
+    if len(runs) * 4 <= METADATA_LIMIT:  # every run takes at least "a+b,"
+        body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
+        text = f"{FORMAT}:{base36(upto - base)}:{body}"
+        if len(text) <= METADATA_LIMIT:
+            return text
+    text = encode_bitmap(runs, upto)
+    if len(text) <= METADATA_LIMIT:
+        return text
+    log.info("held executions in %d runs: too many to name in the commit", len(runs))
+    return ""
+
+
+def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
+    """`k2:<upto>:<bitmap>` for sorted (start, length) runs below `upto`; "" when the window
+    is over BITMAP_MAX_OFFSETS."""
+    base = runs[0][0]
+    window = upto - base
+    if window > BITMAP_MAX_OFFSETS:
         return ""
-    return text
+    bits = 0
+    for start, length in runs:
+        bits |= ((1 << length) - 1) << (start - base)
+    raw = bits.to_bytes((window + 7) // 8, "little")
+    packed = base64.urlsafe_b64encode(zlib.compress(raw, 6)).decode().rstrip("=")
+    return f"{BITMAP_FORMAT}:{base36(window)}:{packed}"
+
+
+def _decode_bitmap(committed: int, upto: str, body: str) -> tuple[int, frozenset[int]]:
+    window = int(upto, 36)
+    if not 0 < window <= BITMAP_MAX_OFFSETS:
+        raise ValueError(f"bitmap window {window}")
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), window)
+    if inflate.unconsumed_tail or len(raw) != (window + 7) // 8:
+        raise ValueError("bitmap of the wrong size")
+    held = {
+        committed + 8 * i + bit
+        for i, byte in enumerate(raw)
+        if byte
+        for bit in range(8)
+        if byte >> bit & 1
+    }
+    return committed + window, frozenset(o for o in held if o < committed + window)
 
 
 def commit_point(
@@ -132,16 +179,18 @@ def runs_of(held: list[int]) -> list[tuple[int, int]]:
 
 def decode_metadata(committed: int, text: str | None) -> tuple[int, frozenset[int]] | None:
     """(read position, held offsets), or None when the commit named nothing (read all)."""
-    if not text or not text.startswith(f"{FORMAT}:"):
+    if not text or not text.startswith((f"{FORMAT}:", f"{BITMAP_FORMAT}:")):
         return None
     try:
-        _, upto, body = text.split(":", 2)
+        kind, upto, body = text.split(":", 2)
+        if kind == BITMAP_FORMAT:
+            return _decode_bitmap(committed, upto, body)
         held: set[int] = set()
         for run in body.split(","):
             start, length = run.split("+")
             first = committed + int(start, 36)
             held.update(range(first, first + int(length, 36)))
         return committed + int(upto, 36), frozenset(held)
-    except ValueError:
+    except (ValueError, binascii.Error, zlib.error):
         log.warning("unreadable offset metadata %r: re-reading everything", text[:80])
         return None

@@ -300,3 +300,31 @@ def test_a_delivered_outcome_built_without_validation_encodes_as_the_validated_o
     assert codec.decode(fast) == ExecutionOutcome.model_validate(
         delivered_outcome(run, "w").model_dump()
     )
+
+
+def test_scattered_held_executions_are_named_and_a_takeover_delivers_each_once(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """Every other execution on the partition due later (frequent jobs each dispatching their
+    look-ahead together): the runs held after the due ones are too many for a `k1` list, and
+    were claimed instead (at least once, a claim transaction and a lease each). The `k2`
+    bitmap names them: delivered in the transaction, and the next owner delivers the rest."""
+    first = Topic()
+    w1 = driver.worker(settings, {"kafka": first}, instance_id="w1")
+    n = 1_600
+    for i in range(n):
+        send(driver, topics, execution(f"j{i}", due_in_ms=0 if i % 2 == 0 else 10_000))
+    driver.turn_until(lambda: len(delivered(driver)) == n // 2, w1)
+    driver.turn(w1)
+    assert first.calls == []  # none claimed
+    _, meta = driver.cluster.group(GROUP).offsets[(topics.executions, 0)]
+    assert meta is not None and meta.startswith("k2:")
+    driver.crash(w1)
+    second = Topic()
+    w2 = driver.worker(settings, {"kafka": second}, instance_id="w2")
+    driver.advance(10_000)
+    driver.turn_until(lambda: len(delivered(driver)) >= n, w2)
+    driver.turn(w2, times=2)
+    values = delivered(driver)
+    assert len(values) == n and len(set(values)) == n  # each once
+    assert second.calls == []

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import random
+import zlib
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, KafkaTarget
 from streams.worker.inbox import Inbox, Item
-from streams.worker.offsets import HeldRuns, decode_metadata, encode_metadata
+from streams.worker.offsets import (
+    METADATA_LIMIT,
+    HeldRuns,
+    decode_metadata,
+    encode_bitmap,
+    encode_metadata,
+    runs_of,
+)
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)
@@ -159,6 +170,54 @@ def test_metadata_round_trips(held: set[int], extra: int) -> None:
         assert decode_metadata(ordered[0], text) == (upto, frozenset(ordered))
     assert decode_metadata(ordered[0], "") is None
     assert decode_metadata(ordered[0], "k1:zz:garbage") is None
+
+
+@given(
+    held=st.sets(st.integers(min_value=0, max_value=20_000), min_size=1, max_size=5_000),
+    extra=st.integers(min_value=1, max_value=1_000),
+)
+def test_scattered_held_offsets_are_named_in_a_bitmap(held: set[int], extra: int) -> None:
+    """More runs than `k1` can name (B2 at 5 000/s: one gap per job) fit in the `k2` bitmap:
+    a window of 20 000 offsets always does, however scattered."""
+    base = 7_000_000
+    ordered = sorted(base + h for h in held)
+    upto = ordered[-1] + extra
+    text = encode_metadata(ordered, upto)
+    assert text.startswith(("k1:", "k2:")) and len(text) <= METADATA_LIMIT
+    assert decode_metadata(ordered[0], text) == (upto, frozenset(ordered))
+    bitmap = encode_bitmap(runs_of(ordered), upto)
+    assert decode_metadata(ordered[0], bitmap) == (upto, frozenset(ordered))
+
+
+def test_every_other_offset_of_twenty_thousand_is_named_in_a_bitmap() -> None:
+    ordered = list(range(500, 20_500, 2))  # 10 000 runs: k1 cannot name them
+    text = encode_metadata(ordered, 20_500)
+    assert text.startswith("k2:") and len(text) <= METADATA_LIMIT
+    assert decode_metadata(500, text) == (20_500, frozenset(ordered))
+
+
+def test_a_window_too_scattered_for_both_forms_is_left_out() -> None:
+    rng = random.Random(5)
+    ordered = sorted(rng.sample(range(10**6), 200_000))  # incompressible: ~120 KB of bitmap
+    assert encode_metadata(ordered, ordered[-1] + 1) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "k2:zz:!!!not-base64",
+        "k2:10:" + base64.urlsafe_b64encode(b"not deflated").decode(),
+        "k2:0:" + base64.urlsafe_b64encode(zlib.compress(b"")).decode(),
+        "k2:8:" + base64.urlsafe_b64encode(zlib.compress(b"\xff" * 5)).decode(),  # too long
+        "k2:" + "z" * 12 + ":" + base64.urlsafe_b64encode(zlib.compress(b"\xff")).decode(),
+        "k2:zzzz:" + base64.urlsafe_b64encode(zlib.compress(b"\0" * 10**6)).decode(),  # a bomb
+        "k2:only-two-parts",
+    ],
+)
+def test_a_damaged_bitmap_reads_as_no_list(text: str) -> None:
+    """Whatever the commit carried, a worker taking the partition over re-reads everything
+    (duplicates, with the same execution id) rather than crash or skip executions."""
+    assert decode_metadata(1_000, text) is None
 
 
 @given(
