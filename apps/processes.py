@@ -61,20 +61,39 @@ Start = Callable[[KadenceSettings, bool], Callable[[threading.Event], None]]
 """(settings, in_memory) -> the process's run(stop) loop."""
 
 
-GC_THRESHOLDS = (50_000, 20, 20)
+GC_THRESHOLDS = (10_000, 5, 400)
 """The cyclic collector's thresholds in the long-running processes: a young collection per
-50 000 container allocations, not 700. Kadence's records, states and entries are acyclic, so
+10 000 container allocations, not 700. Kadence's records, states and entries are acyclic, so
 the default collections found almost nothing (in the scheduler's in-process benchmark, 3 500
 collections freed 856 objects) and cost 8-10 % of its CPU; the garbage a cycle may leave
-waits a little longer."""
+waits a little longer. A pause is what a due run waits: the middle generation is collected
+every 5 young collections, so it never holds more than 50 000 survivors (with 50 000 / 20 a
+worker's held executions made it a million, 250-450 ms a pause), and the full collection is
+considered every 400 of those."""
 
 
 def tune_gc() -> None:
     """Move what start-up built (modules, settings, clients) out of the collector's sight
-    (`gc.freeze`) and collect far less often (GC_THRESHOLDS)."""
+    (`gc.freeze`) and collect far less often (GC_THRESHOLDS, or `KADENCE_GC_THRESHOLDS`:
+    three integers, as `gc.set_threshold` takes them)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(*gc_thresholds(os.environ.get("KADENCE_GC_THRESHOLDS")))
+
+
+def gc_thresholds(text: str | None) -> tuple[int, int, int]:
+    """GC_THRESHOLDS, or the three positive integers of `text` ("10000,5,400")."""
+    if not text:
+        return GC_THRESHOLDS
+    try:
+        a, b, c = (int(part) for part in text.split(","))
+    except ValueError:
+        raise KadenceError(
+            f"KADENCE_GC_THRESHOLDS={text!r}: three integers separated by commas"
+        ) from None
+    if min(a, b, c) < 1:
+        raise KadenceError(f"KADENCE_GC_THRESHOLDS={text!r}: each must be 1 or more")
+    return a, b, c
 
 
 def process_main(name: str, doc: str | None, argv: list[str] | None, start: Start) -> int:
