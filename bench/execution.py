@@ -116,18 +116,24 @@ def reader(settings: KadenceSettings, topic: str) -> Consumer:
     return consumer
 
 
-def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[ExecutionOutcome]:
-    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions.
-    One consumer reads the outcomes as they come (re-reading the topic on every poll would
-    take the CPU the workers are being measured on)."""
+def succeeded(
+    settings: KadenceSettings, expect: int, timeout_s: float, stall_s: float | None = None
+) -> list[ExecutionOutcome]:
+    """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions, or
+    until none came for `stall_s` (past the knee some runs are skipped with a reason, and no
+    success will come for them). One consumer reads the outcomes as they come (re-reading the
+    topic on every poll would take the CPU the workers are being measured on)."""
     codec = Codec()
     consumer = reader(settings, Topics(settings).outcomes)
     deadline = time.monotonic() + timeout_s
     out: list[ExecutionOutcome] = []
     ids: set[str] = set()
-    last_print = 0.0
+    last_print = progress = time.monotonic()
     try:
         while len(ids) < expect and time.monotonic() < deadline:
+            if stall_s is not None and time.monotonic() - progress > stall_s:
+                print(f"\n  no success for {stall_s:.0f} s: stopped waiting")
+                break
             for m in consumer.consume(num_messages=5_000, timeout=0.5):
                 if m.error() is not None:
                     continue
@@ -135,6 +141,7 @@ def succeeded(settings: KadenceSettings, expect: int, timeout_s: float) -> list[
                 if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
                     out.append(o)
                     ids.add(o.execution_id)
+                    progress = time.monotonic()
             if time.monotonic() - last_print > 2:
                 print(f"\r  {len(ids)} of {expect} succeeded", end="", flush=True)
                 last_print = time.monotonic()

@@ -92,7 +92,9 @@ def one_rate(
         watcher = Watcher(settings, "out").start() if isinstance(target, KafkaTarget) else None
         warm_up = min(WARM_UP_S, seconds / 3)
         cpu = SteadyCpu(stack, start.timestamp() + warm_up, end.timestamp() + 1).start()
-        got = succeeded(settings, expect, timeout_s=seconds + 10 + max(60, expect / 100))
+        got = succeeded(
+            settings, expect, timeout_s=seconds + 10 + max(60, expect / 100), stall_s=60
+        )
         if watcher is not None:
             watcher.stop()
         written = topic_volume.volume(settings) if volume else None
