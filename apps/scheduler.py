@@ -43,7 +43,6 @@ def wire(
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
-            dispatch_spread_ms=settings.dispatch_ahead_ms // 4,
             backfill_per_tenant_per_s=settings.backfill_runs_per_tenant_per_s,
             tenant_shards=settings.tenant_shards,
             tenant_fires_per_s=settings.tenant_fires_per_s,

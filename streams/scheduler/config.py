@@ -17,9 +17,6 @@ class SchedulerConfig:
     tzdb: str
     misfire_grace_ms: int = 30_000
     dispatch_ahead_ms: int = 0
-    dispatch_spread_ms: int = 0
-    """Each job dispatches up to this much less far ahead than `dispatch_ahead_ms`, by its
-    key, so that jobs made together do not refill together (step.reach_ms)."""
     backfill_per_tenant_per_s: int = 500
     breaker: BreakerConfig = DEFAULTS
     tenant_shards: Mapping[str, int] = field(default_factory=dict)

@@ -31,7 +31,6 @@ from streams.scheduler.step import (
     advance_to,
     group_blocked,
     may_go_early,
-    reach_ms,
     settle,
 )
 
@@ -119,11 +118,10 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
     """
     key = state.definition(facts.codec).key
     compiled = state.compiled(facts.codec)
-    reach = reach_ms(state, facts)
     shots: list[Shot] = []  # their `fired` records: one per steady series (fired.py)
     for _ in range(AHEAD_LIMIT):
         next_due = state.next_due_ms
-        if next_due is None or next_due > facts.now_ms + reach:
+        if next_due is None or next_due > facts.now_ms + facts.ahead_ms:
             break
         if not may_go_early(state, facts) or at_running_limit(state, facts.now_ms):
             break

@@ -282,7 +282,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def _facts(
         self, ctx: ProcessorContext, state: JobState | None, now_ms: int, tenant: str | None = None
     ) -> Facts:
-        """What the domain needs besides the job's state (the breaker: `tenant`'s, if named)."""
+        """What the domain needs besides the job's state: the group index says whether the
+        job's group is busy; the breaker is the job's tenant's (or `tenant`'s)."""
         busy, until, turn = False, 0, True
         breaker = Breaker()
         load = TenantLoad()
@@ -308,7 +309,6 @@ class SchedulerProcessor(Moving, TenantKeeping):
             breaker=breaker,
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
-            ahead_spread_ms=self.cfg.dispatch_spread_ms,
             backfill_budget=budget,
             tenant=load,
             state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,

@@ -8,7 +8,6 @@ what makes fire-and-advance atomic and these rules testable on a fake clock.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -73,8 +72,6 @@ class Facts:
     ahead_ms: int = 0
     """Dispatch scheduled occurrences up to this long before they are due, when the decision
     to fire cannot depend on what happens until then (see `may_go_early`)."""
-    ahead_spread_ms: int = 0
-    """Each job dispatches up to this much less far ahead, by its key (`reach_ms`)."""
     tenant: TenantLoad = field(default_factory=TenantLoad)
     """The job's tenant's caps on this partition and what it used of them (tenant_limits)."""
 
@@ -171,27 +168,12 @@ def settle(effects: Effects, facts: Facts) -> Effects:
     state = effects.state
     if state is not None:
         ahead = tuple(a for a in state.ahead if a.due_ms > facts.now_ms)
-        reach = reach_ms(state, facts)
-        early = reach if may_go_early(state, facts) else 0
+        early = facts.ahead_ms if may_go_early(state, facts) else 0
         if early and ahead and state.next_due_ms is not None:  # refill at half the window
-            early = min(early, state.next_due_ms - (ahead[-1].due_ms - reach // 2))
+            early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
         if ahead != state.ahead or early != state.early_ms:
             effects.state = state.evolve(ahead=ahead, early_ms=early)
     return effects
-
-
-def reach_ms(state: JobState, facts: Facts) -> int:
-    """How far ahead this job dispatches: the look-ahead less up to `ahead_spread_ms`, by a
-    hash of the job's key (the scheduler spreads a quarter: 22.5 to 30 s). Jobs made together
-    would otherwise refill together, every half look-ahead, all in the same second (6 000
-    per-second jobs: 90 000 executions at once, seconds of the scheduler's and the workers'
-    time while runs were due); with periods of 11.25 to 15 s their refills drift apart within
-    a minute, and again after a restart."""
-    spread = min(facts.ahead_spread_ms, facts.ahead_ms // 2)
-    if spread <= 0:
-        return facts.ahead_ms
-    key = state.definition(facts.codec).key
-    return facts.ahead_ms - zlib.crc32(key.encode()) % (spread + 1)
 
 
 def may_go_early(state: JobState, facts: Facts) -> bool:

@@ -322,37 +322,3 @@ def test_a_window_of_runs_out_ahead_is_one_fired_record_that_stands_for_each_run
     late = [h for h in history(first) if "ahead_ms" not in h.details]
     [window] = [h for h in history(first) if "ahead_ms" in h.details]
     assert len(late) + int(window.details["runs"]) == len(executions(first))
-
-
-def test_jobs_made_together_refill_at_different_times_with_a_spread() -> None:
-    """With `ahead_spread_ms` (the scheduler spreads a quarter of the look-ahead) each job
-    dispatches between look-ahead - spread and look-ahead ahead, by its key, so per-second jobs
-    made together do not all refill in the same second; never further than the look-ahead,
-    and each job always the same."""
-    spread = AHEAD // 4
-    every_second = {"kind": "cron", "spread_s": 0, "expression": "* * * * * *"}
-    now = T0 + 10_000
-    wakes: Counter[int] = Counter()
-    reaches: set[int] = set()
-    for i in range(200):
-        d = definition(job_id=f"job-{i}", schedule=every_second)
-        facts = ctx(T0, ahead_ms=AHEAD, ahead_spread_ms=spread)
-        state = definitions.apply_definition(None, d, CODEC.encode(d), T0, facts).state
-        assert state is not None
-        runs = []
-        for _ in range(4):  # the first fill, then three refills at the job's own pace
-            result = firing.on_due(state, ctx(now, ahead_ms=AHEAD, ahead_spread_ms=spread))
-            assert result.state is not None
-            last = max(int(e.due_at.timestamp() * 1000) for e in executions(result))
-            runs.append(last - now)
-            state, now_next = result.state, result.state.wake_ms
-            assert now_next is not None and now_next > now
-            now = now_next
-        reach = runs[0]
-        assert AHEAD - spread - 1_000 < reach <= AHEAD  # runs are due on whole seconds
-        assert all(abs(r - reach) < 1_000 for r in runs)  # each fill as far as the first
-        reaches.add(reach // 1_000)
-        wakes[now // 1_000] += 1
-        now = T0 + 10_000
-    assert len(reaches) >= 7  # 22.5 to 30 s, by the key
-    assert max(wakes.values()) <= 200 // 5  # the fourth refills are not in one second
