@@ -147,7 +147,8 @@ class Deliveries:
             self._claimed_instead(item)
             return None
         if found is not None:
-            self._waiting.discard(ex.execution_id)
+            if self._waiting:  # (empty but in an outage: nothing to look up per delivery)
+                self._waiting.discard(ex.execution_id)
             return Delivered(run, found)
         return self._waits(item, now)
 
