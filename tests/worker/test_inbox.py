@@ -15,6 +15,7 @@ from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, KafkaTarget
 from streams.worker.inbox import Inbox, Item
 from streams.worker.offsets import (
+    BITMAP_MAX_OFFSETS,
     METADATA_LIMIT,
     HeldRuns,
     decode_metadata,
@@ -198,8 +199,10 @@ def test_every_other_offset_of_twenty_thousand_is_named_in_a_bitmap() -> None:
 
 def test_a_window_too_scattered_for_both_forms_is_left_out() -> None:
     rng = random.Random(5)
-    ordered = sorted(rng.sample(range(10**6), 200_000))  # incompressible: ~120 KB of bitmap
+    ordered = sorted(rng.sample(range(10**5), 20_000))  # incompressible: ~9 KB of bitmap
     assert encode_metadata(ordered, ordered[-1] + 1) == ""
+    wide = [0, 2, BITMAP_MAX_OFFSETS + 5]  # a bitmap past its bound is not even built
+    assert encode_bitmap(runs_of(wide), wide[-1] + 1) == ""
 
 
 @pytest.mark.parametrize(
