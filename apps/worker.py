@@ -40,7 +40,8 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
     )
     policy = AddressPolicy(settings.target_allow_cidrs, settings.target_allow_cidrs_by_tenant)
     loop = EventLoop("targets")  # HTTP, SQS and async handlers: no thread per run
-    http = HttpCaller(policy, settings.webhook_secrets, loop=loop)
+    warm_s = settings.worker_http_warm_ms / 1000
+    http = HttpCaller(policy, settings.webhook_secrets, loop=loop, warm_s=warm_s)
     sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop)
     handler = handlers.HandlerCaller(loop)
     return {"http": http, "kafka": kafka, "handler": handler, "sqs": sqs}

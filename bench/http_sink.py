@@ -34,13 +34,27 @@ DELAY_S = int(os.environ.get("KADENCE_BENCH_SINK_DELAY_MS", "0")) / 1000
 class Counts:
     requests = 0
     connections = 0
+    before_due = 0
+    """Connections accepted before the due time of the first request they carried (opened
+    ahead by the workers: connectors/http_warm.py)."""
     holding = 0
     most_held = 0
     lateness: list[float] = []  # noqa: RUF012 - one process, one sink
 
 
+def _arrived(accepted: float | None, received: float, due_at: bytes) -> None:
+    """A request due at `due_at` arrived at `received`, the first on a connection accepted at
+    `accepted` (None: not the first)."""
+    due = datetime.fromisoformat(due_at.strip().decode().replace("Z", "+00:00")).timestamp()
+    Counts.lateness.append(received - due)
+    if accepted is not None and accepted < due:
+        Counts.before_due += 1
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     Counts.connections += 1
+    accepted = time.time()
+    first = True
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -55,8 +69,8 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 elif name == b"connection" and value.strip().lower() == b"close":
                     close = True
                 elif name == b"kadence-due-at":
-                    due = datetime.fromisoformat(value.strip().decode().replace("Z", "+00:00"))
-                    Counts.lateness.append(received - due.timestamp())
+                    _arrived(accepted if first else None, received, value)
+                    first = False
             if length:
                 await reader.readexactly(length)
             Counts.requests += 1
@@ -95,6 +109,7 @@ async def main() -> None:
     summary = {
         "requests": Counts.requests,
         "connections": Counts.connections,
+        "connections_opened_before_due": Counts.before_due,
         "most_held_at_once": Counts.most_held,
         "lateness_as_received_s": percentiles(Counts.lateness),
     }

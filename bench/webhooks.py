@@ -87,6 +87,7 @@ def burst(
         "sink_most_held_at_once": at_sink.get("most_held_at_once"),
         "sink_requests": at_sink.get("requests"),
         "sink_connections": at_sink.get("connections"),
+        "sink_connections_opened_before_due": at_sink.get("connections_opened_before_due"),
         "last_outcome_after_due_s": round((max(ends) - due).total_seconds(), 2) if ends else None,
         "succeeded": len(first),
         "lost": n - len(first),

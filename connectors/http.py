@@ -9,8 +9,9 @@ Headers (Standard Webhooks style, plus Kadence's own):
 Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
-Connections are kept alive and reused for the same checked address (connectors/http_pool.py);
-a request on a reused connection the server had closed meanwhile is sent once more on a new one.
+Connections are kept alive and reused for the same checked address (connectors/http_pool.py),
+and opened ahead of runs due soon (connectors/http_warm.py); a request on a reused connection
+the server had closed meanwhile is sent once more on a new one.
 Requests run as coroutines on the target's event loop (connectors/aio.py): `start` holds no
 thread while the target answers, and a stop aborts the request at once; the blocking call
 waits for the same coroutine.
@@ -33,6 +34,7 @@ from pydantic import SecretStr
 from connectors.aio import EventLoop
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
+from connectors.http_warm import LEAD_S, Warmer
 from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
@@ -88,12 +90,21 @@ class HttpCaller:
         secrets: Secrets,
         tls: ssl.SSLContext | None = None,
         loop: EventLoop | None = None,
+        warm_s: float = LEAD_S,
     ) -> None:
         self.policy = policy
         self.secrets = secrets
         self.tls = tls or ssl.create_default_context()
         self.pool = ConnectionPool(self.tls)
         self.loop = loop or EventLoop("http")
+        self.warmer = Warmer(self.pool, policy, self.loop, warm_s)
+
+    def prepare(self, ex: ExecutionRequested) -> None:
+        """An execution read ahead of its due time: have connections to its target open by
+        then (connectors/http_warm.py)."""
+        target = ex.target
+        assert isinstance(target, HttpTarget)
+        self.warmer.expect(target.url, ex.tenant, ex.due_at.timestamp())
 
     def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
         now = int(time.time())

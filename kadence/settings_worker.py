@@ -28,6 +28,11 @@ class WorkerSettings(BaseModel):
     `worker_tenant_max_share` of it. Each HTTP run holds a socket: the worker raises its
     open-files limit to the hard one at start. A worker holds only what one lease snapshot
     lists (`worker_claim_ahead_max`)."""
+    worker_http_warm_ms: Annotated[int, Field(ge=0, le=3_000)] = 2_000
+    """HTTP targets: connections to a target are opened this long before the second its runs
+    are due in, as many as the busiest such second runs (at most 8 192 to one address), so a
+    burst at the top of a second sends its requests over connections already open
+    (connectors/http_warm.py). The address is checked as each run checks it. 0: no warming."""
     worker_tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000)]] = Field(
         default_factory=dict
     )
