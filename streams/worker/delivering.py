@@ -88,6 +88,7 @@ class Deliveries:
         self.metrics = metrics
         self.summary = summary
         self.per_txn = settings.worker_deliveries_per_transaction
+        inbox.max_leaseless = self.per_txn  # more would only be held back again (`route`)
         self._delivers: dict[str, Callable[..., Delivery | None]] = {}
         self._unanswered: dict[str, Callable[[ExecutionRequested], bool]] = {}
         if settings.worker_kafka_exactly_once:

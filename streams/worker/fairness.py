@@ -67,10 +67,13 @@ class Budget:
     loose: int
     """Runs without a thread that may still start; `loose_busy`: tenant -> those in flight."""
     loose_busy: dict[str, int] = field(default_factory=dict)
+    leaseless: int | None = None
+    """Leaseless runs (delivered in this turn's transaction) that may still go: what one
+    transaction delivers at most (None: no bound). Handing out more only sends them back."""
 
     def admits(self, item: Item, tenant: str, tenant_busy: int, caps: tuple[int, int]) -> bool:
         if item.leaseless:  # delivered in this turn's transaction: holds nothing afterwards
-            return True
+            return self.leaseless is None or self.leaseless > 0
         if not item.claimed and self.room <= 0:
             return False
         if self.slotless(item):
@@ -80,6 +83,8 @@ class Budget:
     def take(self, item: Item, tenant: str) -> bool:
         """Count `item` in; whether it took a slot."""
         if item.leaseless:
+            if self.leaseless is not None:
+                self.leaseless -= 1
             return False
         if not item.claimed:
             self.room -= 1

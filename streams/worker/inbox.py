@@ -64,6 +64,9 @@ class Inbox(Waiting):
     """tenant -> its runs without a thread in flight, as `due` was last told."""
     assignments: int = 0
     """Partitions assigned so far (`resume` calls)."""
+    max_leaseless: int | None = None
+    """Leaseless executions one `due` hands out at most: what one transaction delivers
+    (streams/worker/delivering.py sets it; None: every one due)."""
 
     # -- taking over a partition -------------------------------------------------------------
 
@@ -268,14 +271,15 @@ class Inbox(Waiting):
           snapshot has room for); one claimed ahead is held already. Default: `limit`.
         - `loose`: runs `slotless` accepts taken at most, and tenant -> such runs in flight
           (a tenant at its `async_cap` takes no more). Default: `room`, none.
-        A leaseless execution (delivered in this turn's transaction) takes none of these."""
+        A leaseless execution (delivered in this turn's transaction) takes none of these;
+        `max_leaseless` of them are taken at most."""
         self._busy, self._slotless = running or {}, slotless or never
         self._release(now_ms)
         out: list[Item] = []
         room = limit if room is None else room
         free, flying = loose or (room, {})
         self._flying = flying
-        budget = Budget(limit, room, slotless or never, free, dict(flying))
+        budget = Budget(limit, room, slotless or never, free, dict(flying), self.max_leaseless)
         busy = dict(running or {})
         while self._turns:
             progressed = False

@@ -328,3 +328,30 @@ def test_scattered_held_executions_are_named_and_a_takeover_delivers_each_once(
     values = delivered(driver)
     assert len(values) == n and len(set(values)) == n  # each once
     assert second.calls == []
+
+
+def test_a_turn_takes_from_the_inbox_only_what_one_transaction_delivers(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """With more due than one transaction delivers, the rest stay in the inbox untouched (not
+    taken out and held back again: with 50 000 due that churn cost a third of the worker's
+    CPU), tenants' turns stay fair, and every run is delivered once over the next turns."""
+    settings = settings.model_copy(update={"worker_deliveries_per_transaction": 3})
+    worker = driver.worker(settings, {"kafka": Topic()})
+    held_back: list[str] = []
+    hold = worker.inbox.hold
+
+    def counted(item: Item) -> None:
+        held_back.append(item.execution.job_id)
+        hold(item)
+
+    worker.inbox.hold = counted  # type: ignore[method-assign]
+    for n in range(8):
+        send(driver, topics, execution(f"j{n}"))
+    driver.turn(worker)
+    assert (len(delivered(driver)), held_back) == (3, [])
+    driver.turn(worker)
+    driver.turn(worker)
+    assert held_back == []
+    assert sorted(o.job_id for o in outcomes(driver, topics)) == [f"j{n}" for n in range(8)]
+    assert len(delivered(driver)) == 8

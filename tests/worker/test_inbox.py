@@ -296,3 +296,26 @@ def test_claims_ahead_look_only_at_what_may_be_claimed_and_once_each() -> None:
     inbox.unclaim(first[0])  # its claim did not commit: it may be claimed again
     again = inbox.upcoming(20_000 + T_MS, 100, ready)
     assert [i.offset for i in again] == [*range(21, 50, 2), 1]
+
+
+def test_leaseless_runs_are_handed_out_one_transaction_s_worth_at_a_time_fairly() -> None:
+    inbox = Inbox(max_leaseless=4)
+    for n in range(10):
+        for tenant in ("acme", "beta"):
+            run = ex(n, 10).model_copy(
+                update={"tenant": tenant, "execution_id": f"{tenant}/j{n}@x"}
+            )
+            inbox.add(0, len(inbox) + 100 * n, run, leaseless=True)
+    other = ex(99, 10).model_copy(update={"tenant": "gamma", "execution_id": "gamma/j99@x"})
+    inbox.add(1, 0, other)  # another tenant's claimed run: the leaseless budget does not stop it
+    first = inbox.due(T_MS + 10_000, 1)
+    taken = sorted(i.execution.tenant for i in first if i.leaseless)
+    assert taken == ["acme", "acme", "beta", "beta"]
+    assert [i.execution.job_id for i in first if not i.leaseless] == ["j99"]
+    assert len(inbox) == 16  # the rest still held, in place
+    seen = [i.execution.execution_id for i in first if i.leaseless]
+    while len(inbox):
+        batch = inbox.due(T_MS + 10_000, 0)
+        assert 0 < len(batch) <= 4
+        seen += [i.execution.execution_id for i in batch]
+    assert sorted(seen) == sorted({*seen}) and len(seen) == 20
