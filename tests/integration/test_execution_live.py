@@ -362,6 +362,43 @@ def test_the_kafka_topic_target_reaches_the_tenant_consumer(
     until(lambda: topic not in admin.list_topics(timeout=5).topics, 30, "the topic deleted")
 
 
+def test_more_kafka_runs_due_at_once_than_one_transaction_delivers_arrive_once_each(
+    xsettings: KadenceSettings, tmp_path: Path
+) -> None:
+    """Twelve runs due at one instant, a worker that delivers four per transaction: each turn
+    takes four from its inbox and leaves the rest held (Inbox.max_leaseless); a read_committed
+    tenant consumer sees all twelve, each once."""
+    from connectors.consumer import TopicConsumer  # noqa: PLC0415
+    from connectors.kafka_topic import target_topic  # noqa: PLC0415
+
+    settings = xsettings.model_copy(update={"worker_deliveries_per_transaction": 4})
+    stack = Stack.start(settings, tmp_path)
+    got: list[str] = []
+    stop = threading.Event()
+    try:
+        due = datetime.now(UTC) + timedelta(seconds=8)
+        jobs = [
+            once(f"batch-{n}", "http://unused.example/").model_copy(
+                update={"schedule": OnceSchedule(run_at=due), "target": KafkaTarget(topic="b")}
+            )
+            for n in range(12)
+        ]
+        put(settings, *jobs)
+        topic = target_topic(settings.namespace, "acme", "b")
+        consumer = TopicConsumer(settings.bootstrap_servers, topic, group="acme-b", tenant="acme")
+        thread = threading.Thread(
+            target=consumer.run, args=(lambda ex: got.append(ex.execution_id), stop)
+        )
+        thread.start()
+        until(lambda: len(got) >= 12, 60, "twelve records")
+        time.sleep(2)  # a duplicate would come meanwhile
+    finally:
+        stop.set()
+        stack.stop()
+    assert len(got) == len(set(got)) == 12
+    assert {g.split("@")[0] for g in got} == {f"acme/batch-{n}" for n in range(12)}
+
+
 @pytest.mark.slow
 def test_a_stopped_worker_finishes_its_run_first(
     xsettings: KadenceSettings, server: TargetServer, tmp_path: Path
