@@ -6,6 +6,8 @@
 
     python -m bench.sustained --rates 2000 --seconds 180 --volume   (records, bytes per execution)
 
+    python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
+
 For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
 R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
 executions per second whether or not the workers keep up (open loop: the schedule does not
@@ -32,6 +34,7 @@ from apps.processes import ChildProcess
 from bench import topic_volume
 from bench.cpu import cpu_per_execution_us
 from bench.execution import HANDLERS, Stack, succeeded
+from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
@@ -64,6 +67,7 @@ def one_rate(
     *,
     volume: bool = False,
     schedulers: int = 1,
+    profile: bool = False,
 ) -> dict[str, Any]:
     """One rate on a fresh stack and namespace; `volume`: also count what it wrote to Kafka,
     records and bytes per execution by topic (bench/topic_volume.py), before the namespace
@@ -91,7 +95,13 @@ def one_rate(
         expect = rate * seconds
         watcher = Watcher(settings, "out").start() if isinstance(target, KafkaTarget) else None
         warm_up = min(WARM_UP_S, seconds / 3)
-        cpu = SteadyCpu(stack, start.timestamp() + warm_up, end.timestamp() + 1).start()
+        cpu = SteadyCpu(
+            stack,
+            start.timestamp() + warm_up,
+            end.timestamp() + 1,
+            rate=rate,
+            profile=root / "profile" if profile else None,
+        ).start()
         got = succeeded(
             settings, expect, timeout_s=seconds + 10 + max(60, expect / 100), stall_s=60
         )
@@ -136,7 +146,8 @@ def one_rate(
         **row,
         "duplicated_outcomes": len(got) - len(first),
         **visible,
-        "cpu_us_per_execution": cpu.per_execution_us(rate),
+        "cpu_us_per_execution": cpu.per_execution_us(),
+        **({"py_spy": cpu.profiled} if cpu.profiled else {}),
         **({} if written is None else {"written_per_execution": per_execution(written, expect)}),
         "on_time": on_time,
     }
@@ -206,9 +217,14 @@ class SteadyCpu:
     """Each process's CPU (the broker's too) between two instants: the end of the warm-up and
     the end of the load; per execution, that is divided by the executions due in between."""
 
-    def __init__(self, stack: Stack, from_s: float, to_s: float) -> None:
-        self.stack, self.from_s, self.to_s = stack, from_s, to_s
+    def __init__(
+        self, stack: Stack, from_s: float, to_s: float, *, rate: int, profile: Path | None = None
+    ) -> None:
+        self.stack, self.from_s, self.to_s, self.rate = stack, from_s, to_s, rate
         self.samples: list[dict[str, float]] = []
+        self.sampler = None if profile is None else Sampler(profile, stack.pids())
+        """py-spy over the same window (`--profile`): where each process's Python time goes."""
+        self.profiled: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> SteadyCpu:
@@ -219,12 +235,16 @@ class SteadyCpu:
         for at in (self.from_s, self.to_s):
             time.sleep(max(0.0, at - time.time()))
             self.samples.append(self.stack.cpu_s())
+            if self.sampler is not None and len(self.samples) == 1:
+                self.sampler.start()
+        if self.sampler is not None:
+            self.profiled = self.sampler.stop(round(self.rate * (self.to_s - self.from_s)))
 
-    def per_execution_us(self, rate: int) -> dict[str, float | None]:
-        self._thread.join(1)
+    def per_execution_us(self) -> dict[str, float | None]:
+        self._thread.join(35 if self.sampler is not None else 1)
         if len(self.samples) < 2:
             return {}
-        executions = round(rate * (self.to_s - self.from_s))
+        executions = round(self.rate * (self.to_s - self.from_s))
         out = cpu_per_execution_us(self.samples[0], self.samples[1], executions)
         total = sum(v for v in out.values() if v is not None)
         return {**out, "total": total}
@@ -249,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         "--volume",
         action="store_true",
         help="also count the records and bytes written per execution, by topic",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also sample each process with py-spy after the warm-up (needs py-spy)",
     )
     args = parser.parse_args(argv)
     base = KadenceSettings(
@@ -276,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.workers,
                 volume=args.volume,
                 schedulers=args.schedulers,
+                profile=args.profile,
             )
             row["wall_s"] = round(time.monotonic() - started, 1)
             print(json.dumps(row, indent=2))
