@@ -42,7 +42,7 @@ from streams.runtime.config import RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
-from streams.runtime.restore import restore
+from streams.runtime.restore import restore_all
 from streams.runtime.store import MemoryStore, RocksStore, Store
 from streams.runtime.task import Task
 
@@ -116,18 +116,16 @@ class Runner:
         )
         for tp in committed:
             self._committed[(tp.topic, tp.partition)] = max(tp.offset, 0)
-        for p in sorted({tp.partition for tp in partitions}):
-            if p in self.tasks:
-                continue
-            store = self._open_store(p, wipe=False)
-            store, done = restore(
-                store,
-                lambda wipe, p=p: self._open_store(p, wipe),  # type: ignore[misc]
-                self.clients,
-                self.cfg.changelog_topic,
-                p,
-                progress=lambda done, total, p=p: self.restoring.__setitem__(p, (done, total)),  # type: ignore[misc]
-            )
+        new = sorted({tp.partition for tp in partitions} - set(self.tasks))
+        restored = restore_all(
+            {p: self._open_store(p, wipe=False) for p in new},
+            self._open_store,
+            self.clients,
+            self.cfg.changelog_topic,
+            progress=lambda p, done, total: self.restoring.__setitem__(p, (done, total)),
+        )
+        for p in new:
+            store, done = restored[p]
             self.restoring.pop(p, None)
             self.stats.restores.append(done)
             log.info("partition %d restored: %s", p, done)

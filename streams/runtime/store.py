@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 _OFFSET_KEY = b"changelog-offset"
 
@@ -62,6 +62,18 @@ class Store(Protocol):
     def get(self, key: bytes) -> bytes | None: ...
     def due_between(self, after_ms: int, until_ms: int) -> Iterator[tuple[int, bytes]]: ...
     def apply(self, batch: Batch) -> None: ...
+    def rebuild(self, batch: Batch) -> None:
+        """Part of a store rebuilt from the changelog's first record: its values only (nothing
+        read back, no due index, no offset: a crash midway leaves a store without an offset,
+        rebuilt again). `rebuilt` ends it."""
+        ...
+
+    def rebuilt(self, changelog_offset: int | None) -> None:
+        """The rebuild is complete up to `changelog_offset` (None: the log was empty): index
+        the due times, record the offset."""
+        ...
+
+    def is_empty(self) -> bool: ...
     def changelog_offset(self) -> int | None: ...
     def count(self) -> int: ...
     def keys_after(self, after: bytes, limit: int) -> list[bytes]: ...
@@ -93,6 +105,15 @@ class MemoryStore:
         if batch.changelog_offset is not None:
             self.offset = batch.changelog_offset
 
+    def rebuild(self, batch: Batch) -> None:
+        self.apply(Batch(batch.values))
+
+    def rebuilt(self, changelog_offset: int | None) -> None:
+        self.offset = changelog_offset
+
+    def is_empty(self) -> bool:
+        return not self.values and self.offset is None
+
     def changelog_offset(self) -> int | None:
         return self.offset
 
@@ -109,6 +130,10 @@ class MemoryStore:
 MEMTABLE_BYTES = 8 * 2**20
 """Per column family. RocksDB's 64 MiB default, times three families times one store per
 partition, made a process's RSS follow its partition count (750 MiB at 12 partitions)."""
+
+
+_NO_WAL = WriteOptions()
+_NO_WAL.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
 
 
 def _options() -> Options:
@@ -182,6 +207,43 @@ class RocksStore:
         if batch.changelog_offset is not None:
             wb.put(_OFFSET_KEY, struct.pack(">q", batch.changelog_offset), self._meta)
         self.db.write(wb)
+
+    def rebuild(self, batch: Batch) -> None:
+        """Write a batch's values, nothing else: no read back, no due index, no offset, and no
+        write-ahead log (`rebuilt` flushes them to disk before it records the offset; a crash
+        before that leaves a store without an offset, which is rebuilt again)."""
+        wb = WriteBatch(raw_mode=True)
+        for key, value in batch.values.items():
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+        self.db.write(wb, _NO_WAL)
+
+    def rebuilt(self, changelog_offset: int | None) -> None:
+        """The due index from every stored value's wake time, then the offset: one pass over
+        the store, instead of reading each changelog record's key back as it is written."""
+        self.db.flush(wait=True)  # what `rebuild` wrote without the write-ahead log
+        due, n = self._due, 0
+        wb = WriteBatch(raw_mode=True)
+        for key, value in self.db.items():
+            if len(value) >= 8 and not value[0] & 0x80:  # a wake time (-1: none)
+                wb.put(value[:8] + key, b"", due)
+                n += 1
+                if n % 10_000 == 0:
+                    self.db.write(wb)
+                    wb = WriteBatch(raw_mode=True)
+        if changelog_offset is not None:
+            wb.put(_OFFSET_KEY, struct.pack(">q", changelog_offset), self._meta)
+        self.db.write(wb)
+
+    def is_empty(self) -> bool:
+        """No key and no changelog offset: nothing was ever applied."""
+        it = self.db.iter()
+        it.seek_to_first()
+        empty = not it.valid()
+        del it
+        return empty and self.changelog_offset() is None
 
     def changelog_offset(self) -> int | None:
         meta = self.db.get_column_family("meta")
