@@ -115,7 +115,7 @@ def _verify(
     timeout_s: float,
 ) -> None:
     problems: list[str] = []
-    short_tombstones: dict[str, int] = {}
+    changes: dict[str, dict[str, str]] = {}
     configs = _topic_configs(admin, list(wanted), timeout_s)
     for name, config in configs.items():
         spec = wanted[name]
@@ -133,7 +133,11 @@ def _verify(
         kept = config.get("delete.retention.ms")
         want = spec.delete_retention_ms
         if want is not None and kept is not None and int(kept.value or 0) < want:
-            short_tombstones[name] = want
+            changes.setdefault(name, {})["delete.retention.ms"] = str(want)
+        for key, value in spec.compaction:  # an operator's own value is theirs
+            entry = config.get(key)
+            if entry is None or entry.is_default:
+                changes.setdefault(name, {})[key] = value
     if problems:
         raise TopicMismatchError(
             "existing topics do not match what Kadence needs:\n  - "
@@ -141,43 +145,44 @@ def _verify(
             + "\nFix: use another KADENCE_NAMESPACE, set KADENCE_PARTITIONS/"
             "KADENCE_EXECUTION_PARTITIONS to the existing counts, or recreate the topics."
         )
-    _keep_tombstones(admin, short_tombstones, timeout_s)
+    _alter(admin, changes, timeout_s)
 
 
-def _keep_tombstones(admin: AdminClient, short: dict[str, int], timeout_s: float) -> None:
-    """Raise `delete.retention.ms` on existing topics that keep deletes for less than Kadence
-    needs: one incremental alter, touching that key only. Without the AlterConfigs permission
-    it warns with the command to run and carries on (a short window loses deletes only for a
-    reader down longer than it)."""
-    if not short:
+def _alter(admin: AdminClient, changes: dict[str, dict[str, str]], timeout_s: float) -> None:
+    """Set what existing topics lack: `delete.retention.ms` where deletes are kept for less than
+    Kadence needs, the changelogs' compaction settings where the broker's defaults apply. One
+    incremental alter, touching those keys only. Without the AlterConfigs permission it warns
+    with the command to run and carries on (a short tombstone window loses deletes only for a
+    reader down longer than it; default segments make restores read more, not wrongly)."""
+    if not changes:
         return
     resources = [
         ConfigResource(
             ConfigResource.Type.TOPIC,
             name,
             incremental_configs=[
-                ConfigEntry(
-                    "delete.retention.ms", str(ms), incremental_operation=AlterConfigOpType.SET
-                )
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+                for key, value in wanted.items()
             ],
         )
-        for name, ms in short.items()
+        for name, wanted in changes.items()
     ]
     altered = admin.incremental_alter_configs(resources, request_timeout=timeout_s)
     for resource, future in altered.items():
-        ms = short[resource.name]
+        wanted = changes[resource.name]
+        said = ",".join(f"{k}={v}" for k, v in wanted.items())
         try:
             future.result(timeout=timeout_s)
-            log.info("%s: delete.retention.ms raised to %d", resource.name, ms)
+            log.info("%s: set %s", resource.name, said)
         except KafkaException as exc:
             log.warning(
-                "%s keeps deletes for less than Kadence needs and could not be changed (%s). "
+                "%s lacks settings Kadence needs and could not be changed (%s). "
                 "Fix: kafka-configs.sh --alter --entity-type topics --entity-name %s "
-                "--add-config delete.retention.ms=%d",
+                "--add-config %s",
                 resource.name,
                 exc,
                 resource.name,
-                ms,
+                said,
             )
 
 

@@ -19,6 +19,7 @@ from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 from kadence.topics import (
     ALL_TOPICS,
+    CHANGELOG_COMPACTION,
     DAY_MS,
     SCHEDULES,
     TOMBSTONE_RETENTION_MS,
@@ -63,6 +64,9 @@ def test_a_provisioned_schedules_topic_keeps_deletes_for_a_week(
     provision(namespace)
     admin = AdminClient({"bootstrap.servers": namespace.bootstrap_servers})
     assert delete_retention(admin, SCHEDULES.name(namespace.namespace)) == WEEK_MS
+    changelog = f"{namespace.namespace}.scheduler-changelog"  # created with its compaction
+    for key, value in CHANGELOG_COMPACTION:
+        assert topic_config(admin, changelog, key) == value, key
 
 
 def test_provisioning_raises_it_on_an_existing_topic_and_never_lowers_it(
@@ -91,3 +95,47 @@ def test_provisioning_raises_it_on_an_existing_topic_and_never_lowers_it(
     # the broker applies an altered config a moment after it acknowledged it
     until(lambda: delete_retention(admin, schedules) == WEEK_MS, 30, "the raised retention")
     assert delete_retention(admin, changelog) == longer
+
+
+def topic_config(admin: AdminClient, topic: str, key: str) -> str | None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    [future] = admin.describe_configs([resource]).values()
+    try:
+        return str(future.result(timeout=30)[key].value)
+    except KafkaException:
+        return None
+
+
+def test_changelogs_roll_segments_so_compaction_happens_on_new_and_existing_topics(
+    namespace: KadenceSettings,
+) -> None:
+    """Issue 30: with the broker's 1 GiB / 7 day segments a 10 M job changelog partition never
+    closed its first segment, so it was never compacted. Provisioning sets the compaction
+    settings on a changelog it creates and on one an older Kadence created; an operator's own
+    value stays."""
+    admin = AdminClient({"bootstrap.servers": namespace.bootstrap_servers})
+    ns = namespace.namespace
+    reaper = f"{ns}.reaper-changelog"
+    scheduler = f"{ns}.scheduler-changelog"
+    made = admin.create_topics(
+        [  # as an older Kadence made it (broker defaults), and one an operator tuned
+            NewTopic(reaper, 1, 1, config={"cleanup.policy": "compact"}),
+            NewTopic(scheduler, 1, 1, config={"cleanup.policy": "compact", "segment.ms": "600000"}),
+        ]
+    )
+    for future in made.values():
+        future.result(timeout=30)
+    until(lambda: topic_config(admin, reaper, "segment.bytes") == str(2**30), 30, "old topic")
+    provision(namespace)
+    wanted = dict(CHANGELOG_COMPACTION)
+    until(
+        lambda: all(topic_config(admin, reaper, k) == v for k, v in wanted.items()),
+        30,
+        "the reaper changelog's compaction settings",
+    )
+    assert topic_config(admin, scheduler, "segment.ms") == "600000"  # the operator's
+    assert topic_config(admin, scheduler, "segment.bytes") == wanted["segment.bytes"]
+    assert [s.suffix for s in ALL_TOPICS if s.compaction] == [
+        "scheduler-changelog",
+        "reaper-changelog",
+    ]
