@@ -95,6 +95,7 @@ def write_changelog(
             "linger.ms": 50,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "lz4",  # as the scheduler's own producer writes it
         }
     )
     records = size = 0

@@ -38,7 +38,7 @@ from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
-from streams.runtime.config import RunnerConfig, RunnerStats
+from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
@@ -79,11 +79,7 @@ class Runner:
         self.session = TransactionalSession(
             clients,
             cfg.client_id,
-            producer_options={  # records wait for the commit anyway, which sends at once
-                "linger.ms": 100,
-                "batch.num.messages": 10_000,
-                "queue.buffering.max.messages": 1_000_000,
-            },
+            producer_options=PRODUCER_OPTIONS,
         )
         self._committed: dict[tuple[str, int], int] = {}
         """Input offsets as last committed, for every assigned partition."""
