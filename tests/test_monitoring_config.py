@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
+from kadence.settings import KadenceSettings
 from streams.reaper.metrics import ReaperMetrics
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.worker.metrics import WorkerMetrics
@@ -70,3 +71,20 @@ def test_scrape_config_and_dashboard_query_exported_metrics() -> None:
     assert len(exprs) >= 8
     names = set().union(*(queried(e) for e in exprs))
     assert names <= exported(), names - exported()
+
+
+def test_the_autoscaling_examples_scale_the_workers_on_the_backlog_metric() -> None:
+    """Issue 30, item 4: the KEDA and HPA examples scale the workers' Deployment on
+    `kadence_worker_backlog_records`, a metric the worker exports, within the partitions."""
+    keda = yaml.safe_load((REPO / "infra/k8s/autoscaling/keda-scaledobject.yaml").read_text())
+    hpa = yaml.safe_load((REPO / "infra/k8s/autoscaling/hpa.yaml").read_text())
+    assert keda["kind"] == "ScaledObject" and hpa["kind"] == "HorizontalPodAutoscaler"
+    assert keda["spec"]["scaleTargetRef"]["name"] == hpa["spec"]["scaleTargetRef"]["name"]
+    [trigger] = keda["spec"]["triggers"]
+    assert trigger["type"] == "prometheus"
+    assert queried(trigger["metadata"]["query"]) == {"kadence_worker_backlog_records"}
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["external"]["metric"]["name"] == "kadence_worker_backlog_records"
+    assert "kadence_worker_backlog_records" in exported()
+    partitions = KadenceSettings().execution_partitions  # more workers than that sit idle
+    assert keda["spec"]["maxReplicaCount"] == hpa["spec"]["maxReplicas"] == partitions

@@ -31,7 +31,12 @@ the whole backlog. A revocation read on a partition owing an earlier
 offset is owed too, so the second reading meets it after the execution it revokes.
 
 The lag reported (`kadence_consumer_lag_records`) counts the owed executions with the records
-not read yet: both are backlog waiting in Kafka.
+not read yet: both are backlog waiting in Kafka. The backlog an autoscaler reads
+(`kadence_worker_backlog_records`, summed over the group) is that lag plus the executions due
+and not started that the worker holds (`kadence_worker_due_not_started`, by tenant). Neither
+alone will do: the lag stays near 0 while a worker that keeps up with reading holds thousands it
+cannot start yet, and the inbox's size (`kadence_worker_inbox`) counts runs read ahead of
+their due time, which are not backlog. Records not read yet may be due or not: they count.
 """
 
 from __future__ import annotations
@@ -98,9 +103,9 @@ class Backlog:
         inbox = self.inbox
         return inbox.count < inbox.max_count * RESUME_AT and inbox.size < inbox.max_size * RESUME_AT
 
-    def settle(self, lag: LagTracker | None = None) -> None:
+    def settle(self, lag: LagTracker | None = None, now_ms: int | None = None) -> None:
         """After a turn's reads: let go, pause, resume or read again as the bound says; then
-        measure the lag."""
+        measure the lag, and (`now_ms` given) the backlog."""
         for p in list(self.inbox.owed.abandoned):  # reading again would let the rest go again
             upto = self.inbox.abandon(p)
             if upto is not None:
@@ -127,6 +132,9 @@ class Backlog:
             gauge.labels("executions").set(self.inbox.count)
             gauge.labels("bytes").set(self.inbox.size)
             gauge.labels("owed").set(len(self.inbox.owed))
+            if now_ms is not None:
+                unread = 0 if lag is None else lag.per_topic.get(self.topic, 0)
+                self.metrics.backlog_is(self.inbox.due_by_tenant(now_ms), unread)
 
     def _pause(self) -> None:
         assigned = self.consumer.assignment()

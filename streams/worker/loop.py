@@ -162,7 +162,7 @@ class Worker:
             msgs = ready(self.consumer, 500, wait)  # not held back until 500 have come
         for msg in msgs:
             self._read(msg)
-        self.backlog.settle(self.lag)  # the inbox's bound: streams/worker/backlog.py
+        self.backlog.settle(self.lag, self.clock.now_ms())  # the bound: streams/worker/backlog.py
         now = self.clock.now_ms()
         self.police(now)
         self.inflight.collect()

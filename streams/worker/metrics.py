@@ -59,6 +59,35 @@ class WorkerMetrics:
             registry=self.registry,
         )
 
+        self.due_not_started = Gauge(
+            "kadence_worker_due_not_started",
+            "Executions due and not started that this worker holds (read, waiting for a slot "
+            "or their tenant's turn), by tenant",
+            ["tenant"],
+            registry=self.registry,
+        )
+        self.backlog = Gauge(
+            "kadence_worker_backlog_records",
+            "What this worker's partitions have waiting: the executions due and not started it "
+            "holds, plus those not read yet or let go to read again (the consumer lag: due or "
+            "not). Summed over a worker group, the signal to scale it on",
+            registry=self.registry,
+        )
+        self._due_labels: set[str] = set()
+
+    def backlog_is(self, due: dict[str, int], lag: int) -> None:
+        """Set both backlog gauges: `due` per tenant (each label's sum), `lag` records."""
+        by_label: dict[str, int] = {}
+        for tenant, n in due.items():
+            label = self.tenant(tenant)
+            by_label[label] = by_label.get(label, 0) + n
+        for label in self._due_labels - by_label.keys():
+            self.due_not_started.labels(label).set(0)  # drained: 0, not its last value
+        for label, n in by_label.items():
+            self.due_not_started.labels(label).set(n)
+        self._due_labels |= by_label.keys()
+        self.backlog.set(sum(by_label.values()) + lag)
+
     def started(self, tenant: str, lateness_s: float) -> None:
         label = self.tenant(tenant)
         children = self._started.get(label)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from streams.worker.fairness import Fairness
@@ -95,6 +95,20 @@ class Waiting:
             bucket[:] = kept
             if len(out) >= limit:
                 break
+        return out
+
+    def due_by_tenant(self, now_ms: int) -> dict[str, int]:
+        """Held executions due by `now_ms` and not started (claimed ahead or not), per tenant:
+        the part of the backlog a worker holds (streams/worker/backlog.py). Walks them all: call
+        it about once a second, not per turn."""
+        out: dict[str, int] = {}
+        due: list[Iterable[Item]] = list(self._ready.values())
+        due += [bucket for at, bucket in self._waiting.items() if at <= now_ms]
+        for items in due:
+            for item in items:
+                if item.held:
+                    tenant = item.execution.tenant
+                    out[tenant] = out.get(tenant, 0) + 1
         return out
 
     def next_due_ms(self) -> int | None:

@@ -39,8 +39,9 @@ def once(tenant: str, job_id: str, url: str, at: datetime) -> ScheduleDefinition
     )
 
 
-def gauge(text: str, name: str, label: str) -> float:
-    found = re.findall(rf"^{name}\{{{label}\}} (\S+)$", text, re.M)
+def gauge(text: str, name: str, label: str | None) -> float:
+    labels = "" if label is None else rf"\{{{label}\}}"
+    found = re.findall(rf"^{name}{labels} (\S+)$", text, re.M)
     return sum(float(v) for v in found)
 
 
@@ -71,19 +72,26 @@ def test_a_flood_that_cannot_start_stays_in_kafka_and_the_others_start(
             ]
             with KadenceClient(xsettings) as client:
                 client.put_many([*flood, *small])
-            held, lag = [], []
+            held, lag, backlog = [], [], []
             ns = xsettings.namespace
             workers_lag = f'group="{ns}.workers",topic="{ns}.executions"'
             while len(server.seen("/ok")) < len(small):
                 text = stack.metrics(stack.worker_metrics)
                 held.append(gauge(text, "kadence_worker_inbox", 'what="executions"'))
                 lag.append(gauge(text, "kadence_consumer_lag_records", workers_lag))
+                backlog.append(gauge(text, "kadence_worker_backlog_records", None))
                 assert len(held) < 120, "initech's runs did not all start in 60 s"
                 time.sleep(0.5)
             hanging = len(server.seen("/slow"))
             server.gate.set()  # the target answers: acme's backlog drains
             server.wait(FLOOD, "/slow", timeout_s=120)
             done = outcomes(xsettings, expect=FLOOD + len(small), timeout_s=30)
+            drained = stack.metrics(stack.worker_metrics)
+            for _ in range(40):  # the lag is measured every 5 s
+                if gauge(drained, "kadence_worker_backlog_records", None) == 0:
+                    break
+                time.sleep(0.5)
+                drained = stack.metrics(stack.worker_metrics)
         finally:
             server.stop()
             stack.stop()
@@ -93,6 +101,10 @@ def test_a_flood_that_cannot_start_stays_in_kafka_and_the_others_start(
     assert max(held) <= 100, held  # the bound, whatever comes
     assert held[-1] <= 4 + 8, held  # acme at its cap holds its quota (and initech its runs)
     assert max(lag) >= FLOOD - 10, lag  # the backlog, in Kafka
+    # issue 30: the backlog signal rises to the flood's runs waiting and falls to 0 once done
+    assert max(backlog) >= FLOOD - 10, backlog
+    assert gauge(drained, "kadence_worker_backlog_records", None) == 0
+    assert gauge(drained, "kadence_worker_due_not_started", 'tenant="acme"') == 0
     late = [(o.started_at - o.due_at).total_seconds() for o in done if o.tenant == "initech"]
     assert len(late) == len(small) and max(late) < 1, late
     ids = [h.headers["kadence-execution-id"] for h in server.seen("/slow")]

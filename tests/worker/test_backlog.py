@@ -20,6 +20,7 @@ from streams.worker.backlog import Backlog
 from streams.worker.fairness import Fairness
 from streams.worker.holding import Holdings
 from streams.worker.inbox import Inbox
+from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import decode_metadata
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -266,3 +267,42 @@ def test_reading_again_stops_once_the_tenant_has_its_quota_again() -> None:
     assert owed_in_commit(stack.inbox, 0) == (2, frozenset(range(2, 200)))  # 4 held, 194 owed
     stack.turn()
     assert len(stack.taken) == 6 and stack.consumer.positions[0] == 200
+
+
+def test_the_backlog_metric_counts_what_is_due_and_waiting_not_what_was_read_ahead() -> None:
+    """Issue 30, item 4: `kadence_worker_backlog_records` is the executions due and not started
+    that the worker holds plus the lag (what Kafka still has for it, due or not), and falls
+    back to 0 as they start; runs read ahead of their due time are not in it."""
+    later = [ex("other", n, due_s=60) for n in range(3)]  # read ahead, due in a minute
+    flood = [ex("flood", n) for n in range(6)]  # due at T
+    consumer = FakeConsumer({0: [*later, *flood]})
+    inbox = Inbox(Fairness(max_running=0))
+    metrics = WorkerMetrics()
+    clock = iter(range(0, 1_000_000, 10))
+    settings = KadenceSettings()
+    backlog = Backlog(inbox, settings, consumer, metrics=metrics, monotonic=lambda: next(clock))
+    lag = LagTracker("workers", every_s=0)
+
+    def read(limit: int) -> None:
+        for p, o, record in consumer.consume(limit):
+            assert isinstance(record, ExecutionRequested)
+            inbox.add(p, o, record)
+
+    def settle(now_ms: int) -> tuple[float | None, float | None, float | None]:
+        backlog.settle(lag, now_ms)
+        value = metrics.registry.get_sample_value
+        return (
+            value("kadence_worker_backlog_records"),
+            value("kadence_worker_due_not_started", {"tenant": "flood"}),
+            value("kadence_worker_due_not_started", {"tenant": "other"}),
+        )
+
+    read(5)  # the three read ahead and two of the flood; four not read yet
+    assert settle(T_MS - 1) == (4, None, None)  # nothing held is due: the lag alone
+    assert settle(T_MS + 1_000) == (2 + 4, 2, None)  # the three read ahead are not backlog
+    assert len(inbox.due(T_MS + 1_000, 2, {})) == 2
+    assert settle(T_MS + 1_000) == (4, 0, None)  # started: flood's label is 0, not dropped
+    read(10)
+    assert settle(T_MS + 1_000) == (4, 4, None)  # read, not started: still backlog
+    assert len(inbox.due(T_MS + 61_000, 1_000, {})) == 4 + 3  # everything starts
+    assert settle(T_MS + 61_000) == (0, 0, None)
