@@ -66,6 +66,7 @@ def wire(
         changelog_topic=topics.scheduler_changelog,
         state_dir=None if in_memory else state_dir,
         session_timeout_ms=settings.session_timeout_ms,
+        standby_partitions=settings.partitions if settings.standby else 0,
         max_fires_per_turn=settings.fires_per_transaction,
     )
     return Runner(cfg, processor, clock, clients)

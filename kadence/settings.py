@@ -75,6 +75,9 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     Two live processes of one app must not share it; a restarted one should keep it."""
     session_timeout_ms: Annotated[int, Field(ge=3_000, le=300_000)] = 10_000
     """How long the group waits for a silent process before moving its partitions."""
+    standby: bool = True
+    """Schedulers and reapers keep a warm copy of every partition's store they do not own
+    (streams/runtime/standby.py): one that takes a partition over restores only the tail."""
     misfire_grace_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 30_000
     """An occurrence noticed later than this after it was due is late: its job's missed-run
     policy decides whether it still fires."""

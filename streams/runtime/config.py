@@ -37,6 +37,9 @@ class RunnerConfig:
     """... or once this many input records and timer firings went into it."""
     commit_max_output: int = 5_000
     """... or, at once, when it has produced this many records (changelog included)."""
+    standby_partitions: int = 0
+    """The changelog's partitions: a warm copy of each one this process does not own is kept
+    (streams/runtime/standby.py); 0: none."""
 
     @property
     def client_id(self) -> str:

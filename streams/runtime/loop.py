@@ -43,7 +43,8 @@ from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
 from streams.runtime.restore import restore_all
-from streams.runtime.store import MemoryStore, RocksStore, Store
+from streams.runtime.standby import standbys_for
+from streams.runtime.store import open_store
 from streams.runtime.task import Task
 
 log = logging.getLogger(__name__)
@@ -95,16 +96,11 @@ class Runner:
         self._broken: KafkaException | None = None
         """Why a record of the open transaction could not be produced: it must not commit."""
         self._in_turn = False
+        self._open_store = partial(open_store, cfg.state_dir)
+        self.standbys = standbys_for(cfg, clients, self._open_store)
+        self._standbys_due = False  # a revocation: copies of what it took follow
 
     # -- assignment --------------------------------------------------------------------------
-
-    def _open_store(self, partition: int, wipe: bool) -> Store:
-        if self.cfg.state_dir is None:
-            return MemoryStore()
-        path = self.cfg.state_dir / str(partition)
-        if wipe:
-            RocksStore.wipe(path)
-        return RocksStore(path)
 
     def _on_assign(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
         committed = retrying(
@@ -113,6 +109,8 @@ class Runner:
         for tp in committed:
             self._committed[(tp.topic, tp.partition)] = max(tp.offset, 0)
         new = sorted({tp.partition for tp in partitions} - set(self.tasks))
+        if self.standbys is not None:  # a copy of a partition owned now is closed first
+            self.standbys.follow(self.standbys.every - {*self.tasks, *new})
         restored = restore_all(
             {p: self._open_store(p, wipe=False) for p in new},
             self._open_store,
@@ -142,6 +140,7 @@ class Runner:
             task = self.tasks.pop(p, None)
             if task is not None:
                 task.store.close()
+                self._standbys_due = True
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -172,6 +171,11 @@ class Runner:
         whole = self._process(msgs, now) and self._maintenance(now) and self._fire(now)
         if whole and self.session.open and self._commit_due(now):
             self._commit()
+        if self.standbys is not None:  # streams/runtime/standby.py
+            if self._standbys_due:
+                self.standbys.follow(self.standbys.every - set(self.tasks))
+                self._standbys_due = False
+            self.standbys.step()
         self.stats.turns += 1
         self._in_turn = False
 
@@ -390,5 +394,7 @@ class Runner:
             for task in self.tasks.values():
                 task.store.close()
             self.tasks.clear()
+            if self.standbys is not None:
+                self.standbys.close()
             self.consumer.close()
             self.session.close()

@@ -1,5 +1,5 @@
-"""Metrics every processor runtime process shares: consumer lag of its group and restore
-progress, read at scrape time."""
+"""Metrics every processor runtime process shares: consumer lag of its group, restore progress
+and standby copies, read at scrape time."""
 
 from __future__ import annotations
 
@@ -27,6 +27,18 @@ class RuntimeCollector(Collector):
             "kadence_restore_remaining_records",
             "Changelog records still to replay before those partitions process input",
             value=sum(max(0, total - done) for done, total in restoring.values()),
+        )
+        standbys = self.runner.standbys
+        lag = dict(standbys.lag) if standbys is not None else {}  # replaced whole by the loop
+        yield GaugeMetricFamily(
+            "kadence_standby_partitions",
+            "Partitions this process keeps a warm copy of without owning them",
+            value=len(standbys.copies) if standbys is not None else 0,
+        )
+        yield GaugeMetricFamily(
+            "kadence_standby_lag_records",
+            "Changelog records those copies are behind: what a take-over would still restore",
+            value=sum(lag.values()),
         )
         yield GaugeMetricFamily(
             "kadence_restores_completed",

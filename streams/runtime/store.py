@@ -286,3 +286,13 @@ class RocksStore:
     @staticmethod
     def wipe(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def open_store(state_dir: Path | None, partition: int, wipe: bool) -> Store:
+    """A partition's store under `state_dir` (`wipe`: emptied first); in memory without one."""
+    if state_dir is None:
+        return MemoryStore()
+    path = state_dir / str(partition)
+    if wipe:
+        RocksStore.wipe(path)
+    return RocksStore(path)

@@ -198,6 +198,10 @@ class Driver:
             for task in loop.tasks.values():
                 task.store.close()
             loop.tasks.clear()
+            copies = loop.standbys.copies if loop.standbys is not None else {}
+            for copy in copies.values():  # as they were: a crash completes nothing
+                copy.store.close()
+            copies.clear()
         else:
             loop.pool.shutdown(wait=False, cancel_futures=True)
 

@@ -65,7 +65,10 @@ def test_a_second_scheduler_takes_over_and_nothing_is_lost_or_doubled(
     stack.close()
     assert sorted(b.tasks) == [0, 1, 2, 3]
     taken = [r for r in b.stats.restores if r.partition in owned_by_a]
-    assert [(r.records > 0, r.from_scratch) for r in taken] == [(True, True)] * 2  # a's jobs
+    if memory:  # a's jobs, from the changelog's start
+        assert [(r.records > 0, r.from_scratch) for r in taken] == [(True, True)] * 2
+    else:  # from b's standby copies of them (issue 30), not from the start
+        assert [r.from_scratch for r in taken] == [False, False]
     assert set(dispatched_once(stack)) == expected_ids(*jobs)  # none lost
     assert max(dispatched_once(stack).values()) == 1  # none doubled
     assert all(e.dispatched_at >= e.due_at - timedelta(seconds=30) for e in stack.executions())
