@@ -85,6 +85,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
                 processor.dead_letter_depth(t) for t in list(runner.tasks.values())
             ),
             partitions=lambda: len(runner.tasks),
+            job_partitions=settings.partitions,
         )
     )
     registry.register(RuntimeCollector(runner))

@@ -6,24 +6,46 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 from prometheus_client import CollectorRegistry
 
+from kadence.metrics import LagTracker
 from kadence.settings import KadenceSettings
 from streams.reaper.metrics import ReaperMetrics
-from streams.scheduler.metrics import SchedulerMetrics
+from streams.runtime.metrics import RuntimeCollector
+from streams.scheduler.metrics import SchedulerCollector, SchedulerMetrics
 from streams.worker.metrics import WorkerMetrics
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTED = {  # gauges yielded by collectors at scrape time (they need a live process)
     "kadence_dead_letter_depth",
     "kadence_scheduler_partitions",
+    "kadence_job_partitions",
+    "kadence_standby_partitions",
+    "kadence_standby_lag_records",
     "kadence_consumer_lag_records",
     "kadence_restore_partitions",
     "kadence_restore_remaining_records",
     "kadence_restores_completed",
 }
+
+
+def collected() -> set[str]:
+    """What the scrape-time collectors yield, from the collectors themselves."""
+    runner = SimpleNamespace(
+        lag=LagTracker("g"), restoring={}, standbys=None, stats=SimpleNamespace(restores=[])
+    )
+    families = [
+        *SchedulerCollector(lambda: 0, lambda: 0, job_partitions=12).collect(),
+        *RuntimeCollector(runner).collect(),  # type: ignore[arg-type]
+    ]
+    return {f.name for f in families}
+
+
+def test_the_collected_list_is_what_the_collectors_yield() -> None:
+    assert collected() == COLLECTED
 
 
 def exported() -> set[str]:
@@ -54,6 +76,11 @@ def test_alert_rules_parse_and_query_exported_metrics() -> None:
         "KadenceMissedWindows",
         "KadenceJobQuarantined",
         "KadenceInputRefusedByError",
+        "KadenceProcessDown",
+        "KadenceSchedulerPartitionsUnowned",
+        "KadenceRestoreInProgress",
+        "KadenceStandbyLagging",
+        "KadenceRebalancesLooping",
     } <= set(alerts)
     assert "> 1" in alerts["KadenceDispatchLatenessP99Over1s"]["expr"]
     names = set().union(*(queried(r["expr"]) for r in alerts.values()))

@@ -107,9 +107,12 @@ class SchedulerCollector(Collector):
     """Gauges read at scrape time: `dead_letters()` (dead letters of this process's jobs not
     replayed) and `partitions()` (job partitions owned), both safe to call from any thread."""
 
-    def __init__(self, dead_letters: Callable[[], int], partitions: Callable[[], int]) -> None:
+    def __init__(
+        self, dead_letters: Callable[[], int], partitions: Callable[[], int], job_partitions: int
+    ) -> None:
         self.dead_letters = dead_letters
         self.partitions = partitions
+        self.job_partitions = job_partitions
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
@@ -121,4 +124,9 @@ class SchedulerCollector(Collector):
             "kadence_scheduler_partitions",
             "Job partitions this process owns",
             value=self.partitions(),
+        )
+        yield GaugeMetricFamily(
+            "kadence_job_partitions",
+            "Job partitions there are (KADENCE_PARTITIONS): the schedulers should own them all",
+            value=self.job_partitions,
         )
