@@ -11,6 +11,10 @@ fast, so lateness is the fault's alone); 20 s in (`--fault-at`), one fault:
 - scheduler: kill -9 scheduler s0, not restarted (s1 takes its partitions and restores them
              from the changelog);
 - broker:    kill -9 the broker, start it again at once.
+At scale (`--idle-jobs N`, issue 30): N daily definitions (B5's, none due during the run) are
+loaded and ingested first, so the schedulers' state is that big; `--wipe` deletes the killed
+scheduler's state directory (its host is lost); `--no-standby` runs the schedulers without
+standby copies (KADENCE_STANDBY=false), to compare.
 From the target's log (every HTTP call, with the execution's due time): start lateness
 before and after the fault, the time from the fault until the last start later than 1 s
 ("back on time"), and the checker's lost and duplicated counts.
@@ -20,17 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.scheduler import RESULTS, percentiles
+from bench.scheduler import RESULTS, load, percentiles, wait_ingested
+from kadence.models import CronSchedule, KafkaTarget, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from testkit.chaos_run import Run, now_ms
 from testkit.checker import Event, check
 
+STANDBY_CATCH_UP_S = 15
+"""After the idle jobs are ingested: time for each scheduler's standby copies to catch up."""
 FAULT_AT_S = 20
 """Seconds into the load when the fault lands (`--fault-at`)."""
 ON_TIME_S = 1.0
@@ -50,6 +59,17 @@ def inject(run: Run, fault: str) -> None:
         run.say("kill -9 the broker, then start it")
         kafkactl.kill(cfg)
         kafkactl.start(cfg)
+
+
+def daily(i: int, hour: int) -> ScheduleDefinition:
+    """A daily job at minute i % 60 of `hour` (UTC): state to hold, nothing to run meanwhile."""
+    return ScheduleDefinition(
+        tenant=f"idle-{i % 1000}",
+        job_id=f"daily-{i}",
+        version=1,
+        schedule=CronSchedule(expression=f"{i % 60} {hour} * * *", timezone="UTC"),
+        target=KafkaTarget(topic="out"),
+    )
 
 
 def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
@@ -87,17 +107,33 @@ def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
 
 
 def failover(
-    fault: str, jobs: int, seconds: int, bootstrap: str, fault_at_s: int = FAULT_AT_S
+    fault: str,
+    jobs: int,
+    seconds: int,
+    bootstrap: str,
+    fault_at_s: int = FAULT_AT_S,
+    *,
+    idle_jobs: int = 0,
+    wipe: bool = False,
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"kadence-bench-failover-{fault}-"))
     run = Run(f"failover-{fault}", 1, bootstrap, root, n_schedulers=2).start()
+    ingest_s = 0.0
     try:
+        if idle_jobs:
+            hour = (time.gmtime().tm_hour + 12) % 24  # far from now: none fires during the run
+            load(run.settings, (daily(i, hour) for i in range(idle_jobs)))
+            ingest_s = wait_ingested(run.settings, timeout_s=max(600, idle_jobs / 500))
+            time.sleep(STANDBY_CATCH_UP_S)
         _defs, end = run.jobs(jobs, seconds, lead_s=5, paths=("/ok",))
         start_ms = end - (seconds - 1) * 1000
         fault_ms = start_ms + fault_at_s * 1000
         run.sleep_until(fault_ms)
         fault_ms = now_ms()
         inject(run, fault)
+        if wipe and fault == "scheduler":
+            run.say("delete s0's state directory (its host is lost)")
+            shutil.rmtree(root / "s0", ignore_errors=True)
         events = run.quiesce(end)
     finally:
         run.stop()
@@ -106,6 +142,10 @@ def failover(
         "jobs_every_second": jobs,
         "seconds": seconds,
         "fault_after_s": fault_at_s,
+        "idle_jobs": idle_jobs,
+        "ingest_s": round(ingest_s, 1),
+        "state_wiped": wipe,
+        "standby": run.settings.standby,
         **measure(events, fault_ms),
         "log": run.log,
     }
@@ -122,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-at", type=int, default=FAULT_AT_S, help="seconds into the load")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--idle-jobs", type=int, default=0, help="daily definitions loaded first")
+    parser.add_argument("--wipe", action="store_true", help="delete the killed scheduler's state")
+    parser.add_argument("--no-standby", action="store_true", help="KADENCE_STANDBY=false")
     args = parser.parse_args(argv)
+    if args.no_standby:
+        os.environ["KADENCE_STANDBY"] = "false"  # the harness's settings, hence its children
     faults = ["worker", "scheduler", "broker"] if args.fault == "all" else [args.fault]
     args.results.mkdir(parents=True, exist_ok=True)
     failed = 0
@@ -131,7 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         if not 0 < args.fault_at < args.seconds:
             parser.error("--fault-at must fall inside the load's --seconds")
-        result = failover(fault, args.jobs, args.seconds, args.bootstrap, args.fault_at)
+        result = failover(
+            fault,
+            args.jobs,
+            args.seconds,
+            args.bootstrap,
+            args.fault_at,
+            idle_jobs=args.idle_jobs,
+            wipe=args.wipe,
+        )
         result["wall_s"] = round(time.monotonic() - started, 1)
         (args.results / f"failover-{fault}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=2))
