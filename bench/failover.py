@@ -103,6 +103,7 @@ def measure(events: list[Event], fault_ms: int) -> dict[str, Any]:
         "differently_keyed_duplicates": len(report.different_key_duplicates),
         "early": len(report.early),
         "checker_ok": report.ok,
+        "checker": report.render(),
     }
 
 
@@ -117,7 +118,9 @@ def failover(
     wipe: bool = False,
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"kadence-bench-failover-{fault}-"))
-    run = Run(f"failover-{fault}", 1, bootstrap, root, n_schedulers=2).start()
+    run = Run(f"failover-{fault}", 1, bootstrap, root, n_schedulers=2)
+    run.state_read_s = 5 + idle_jobs / 10_000  # the whole changelog: its jobs' final state
+    run.start()
     ingest_s = 0.0
     try:
         if idle_jobs:
@@ -137,6 +140,12 @@ def failover(
         events = run.quiesce(end)
     finally:
         run.stop()
+    restores = [  # the survivor's, after the fault: how much a take-over read, and how long
+        line.strip()
+        for log in sorted((root / "s1").glob("*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if " restored: " in line
+    ]
     result = {
         "fault": fault,
         "jobs_every_second": jobs,
@@ -147,6 +156,7 @@ def failover(
         "state_wiped": wipe,
         "standby": run.settings.standby,
         **measure(events, fault_ms),
+        "survivor_restores": restores[-3:],
         "log": run.log,
     }
     if result["checker_ok"]:

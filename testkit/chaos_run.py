@@ -95,6 +95,9 @@ class Run:
     worker_procs: list[WorkerProcess] = field(init=False)
     events: list[Event] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    state_read_s: float = 5
+    """How long `collect` reads the scheduler changelog for the jobs' final state (more when
+    the schedulers hold many other jobs: bench.failover --idle-jobs)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"{self.name}/{self.seed}")  # noqa: S311 (seeded: a replayable run)
@@ -353,7 +356,7 @@ class Run:
             )
         cursors: dict[str, int | None] = {}
         changelog = Topics(self.settings).scheduler_changelog
-        for m in read_topic(self.settings.bootstrap_servers, changelog, 10**7, 5):
+        for m in read_topic(self.settings.bootstrap_servers, changelog, 10**7, self.state_read_s):
             key = (m.key() or b"").decode()
             if key.startswith("~"):
                 continue

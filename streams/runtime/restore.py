@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
 from streams.kafkaio.clients import Clients
-from streams.kafkaio.ports import ConsumerLike
+from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.retry import retrying
 from streams.runtime.store import Batch, Store
 
@@ -169,21 +169,8 @@ def _drain(
     last_log = last_move = time.monotonic()
     moved_to = -1
     while pending:
-        batches: dict[int, Batch] = {}
-        counts: dict[int, int] = {}
-        for msg in consumer.consume(num_messages=BATCH, timeout=0.1):
-            if msg.error() is not None:
-                continue  # partition EOF and transient errors: the position check decides
-            key = msg.key()
-            p = msg.partition() or 0
-            if key is None or p not in pending:
-                continue
-            batch = batches.get(p)
-            if batch is None:
-                batch = batches[p] = Batch()
-            batch.values[key] = msg.value()
-            batch.changelog_offset = msg.offset()
-            counts[p] = counts.get(p, 0) + 1
+        msgs = consumer.consume(num_messages=BATCH, timeout=0.1)
+        batches, counts = batches_of(msgs, pending)  # EOF, errors: the position check decides
         for p, batch in batches.items():
             pending[p].records += counts[p]
             pending[p].write(batch)
@@ -210,6 +197,28 @@ def _drain(
                 total,
                 len(pending),
             )
+
+
+def batches_of(
+    msgs: Sequence[MessageLike], partitions: Container[int]
+) -> tuple[dict[int, Batch], dict[int, int]]:
+    """Changelog records of `partitions` as one batch per partition (a key's last value, the
+    last offset), and the records each had; errors and keyless records are skipped."""
+    batches: dict[int, Batch] = {}
+    counts: dict[int, int] = {}
+    for msg in msgs:
+        if msg.error() is not None:
+            continue
+        key, p = msg.key(), msg.partition() or 0
+        if key is None or p not in partitions:
+            continue
+        batch = batches.get(p)
+        if batch is None:
+            batch = batches[p] = Batch()
+        batch.values[key] = msg.value()
+        batch.changelog_offset = msg.offset()
+        counts[p] = counts.get(p, 0) + 1
+    return batches, counts
 
 
 def _watermarks(consumer: ConsumerLike, tp: TopicPartition) -> tuple[int, int]:

@@ -31,7 +31,8 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.retry import retrying
 from streams.runtime.config import RunnerConfig
-from streams.runtime.store import Batch, Store
+from streams.runtime.restore import batches_of
+from streams.runtime.store import Store
 
 log = logging.getLogger(__name__)
 LAG_EVERY_S = 1.0
@@ -138,18 +139,7 @@ class Standbys:
         if not self.copies:
             return 0
         msgs = self.consumer.consume(num_messages=self.max_records, timeout=0)
-        batches: dict[int, Batch] = {}
-        for msg in msgs:
-            if msg.error() is not None:
-                continue
-            key, p = msg.key(), msg.partition() or 0
-            if key is None or p not in self.copies:
-                continue
-            batch = batches.get(p)
-            if batch is None:
-                batch = batches[p] = Batch()
-            batch.values[key] = msg.value()
-            batch.changelog_offset = msg.offset()
+        batches, _counts = batches_of(msgs, self.copies)
         for p, batch in batches.items():
             copy = self.copies[p]
             if copy.rebuilding:

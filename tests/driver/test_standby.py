@@ -13,36 +13,20 @@ from streams.runtime.loop import Runner
 from streams.runtime.records import InputRecord
 from streams.runtime.store import pack
 from testkit.driver import Driver
+from tests.driver.test_runtime_loop import Counter
 
 IN, OUT, CHANGELOG = "in", "out", "app-changelog"
 
 
-class Timed:
-    """Counts records per key; the count is stored with a wake time of count seconds (so the
-    due index of a copy can be checked) and forwarded."""
+class Timed(Counter):
+    """Counter's counts, stored with a wake time of count seconds (so the due index of a copy
+    can be checked)."""
 
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
         count = int(ctx.get(record.key) or b"0") + 1
         ctx.put(record.key, str(count).encode(), now_ms + count * 1_000_000)
         ctx.forward(OUT, ctx.partition, record.key, str(count).encode(), [])
-
-    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
-        pass
-
-    def refuse(
-        self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
-    ) -> None:
-        pass
-
-    def quarantine(self, ctx: ProcessorContext, key: bytes, exc: Exception, now_ms: int) -> None:
-        pass
-
-    def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
-        pass
-
-    def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
-        return True
 
 
 def config(instance: str, root: Path, standby: bool = True) -> RunnerConfig:
