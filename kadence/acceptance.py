@@ -14,6 +14,7 @@ from kadence.errors import InvalidScheduleError
 from kadence.models import ScheduleDefinition
 from kadence.partitioning import partition_for
 from kadence.timeengine.compile import compile_schedule
+from kadence.timeengine.engine import CompiledSchedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,19 @@ def refusal(
 ) -> Refusal | None:
     """Why the record at (`key`, `partition`) holding `definition` is refused, given the
     version accepted before it (None: no job under that key); None when it is accepted."""
+    verdict = accepted(key, partition, partitions, definition, current_version)
+    return verdict if isinstance(verdict, Refusal) else None
+
+
+def accepted(
+    key: bytes,
+    partition: int,
+    partitions: int,
+    definition: ScheduleDefinition,
+    current_version: int | None,
+) -> Refusal | CompiledSchedule:
+    """`refusal`, or the schedule compiled when the definition is accepted (the scheduler
+    keeps it: a definition is compiled once)."""
     if definition.key.encode() != key:
         return Refusal("key_mismatch", f"record key {key!r} is not {definition.key}")
     expected = partition_for(definition.routing_key, partitions)
@@ -48,7 +62,6 @@ def refusal(
             f"version {definition.version} of {definition.key} is not newer than {current_version}",
         )
     try:
-        compile_schedule(definition.schedule, definition.key)
+        return compile_schedule(definition.schedule, definition.key)
     except InvalidScheduleError as exc:
         return Refusal("invalid_schedule", "; ".join(exc.errors))
-    return None

@@ -3,9 +3,10 @@ the tz database changes."""
 
 from __future__ import annotations
 
-from kadence.acceptance import refusal
+from kadence.acceptance import Refusal, accepted
 from kadence.clock import ms_to_datetime
 from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefinition
+from kadence.timeengine.engine import CompiledSchedule
 from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import revoke
 from streams.scheduler.entries import Ahead
@@ -31,14 +32,15 @@ def admit(
     key: bytes,
     partition: int,
     partitions: int,
-) -> None:
+) -> CompiledSchedule:
     """Refuse a definition the scheduler will not take (wrong key or partition, stale version,
     a schedule that does not compile). An invalid schedule also gets a `definition_rejected`
-    history record, so the job's history says why its change did not take."""
+    history record, so the job's history says why its change did not take. Accepted: its
+    schedule, compiled (`apply_definition` keeps it)."""
     current = state.definition(facts.codec).version if state is not None else None
-    refused = refusal(key, partition, partitions, definition, current)
-    if refused is None:
-        return
+    refused = accepted(key, partition, partitions, definition, current)
+    if not isinstance(refused, Refusal):
+        return refused
     out: list[Emit] = []
     if refused.code == "invalid_schedule":
         record = HistoryRecord(
@@ -58,8 +60,11 @@ def apply_definition(
     raw: bytes,
     record_ts_ms: int,
     facts: Facts,
+    *,
+    compiled: CompiledSchedule | None = None,
 ) -> Effects:
-    """Create or update a job. A version not above the current one is refused.
+    """Create or update a job (`compiled`: its schedule, if `admit` compiled it already). A
+    version not above the current one is refused.
 
     Occurrences the old version dispatched ahead and that are not due yet are revoked and the
     cursor goes back before them, so the new version decides about them.
@@ -79,9 +84,11 @@ def apply_definition(
             cursor = int(definition.schedule.run_at.timestamp() * 1000) - 1
         else:
             cursor = record_ts_ms
-        state = JobState(raw, cursor, cursor, None, None, facts.tzdb, _definition=definition)
-    else:  # the definition decoded already: not decoded again from `raw`
-        state = state.evolve(definition_bytes=raw, _definition=definition)
+        state = JobState(
+            raw, cursor, cursor, None, None, facts.tzdb, _definition=definition, _compiled=compiled
+        )
+    else:  # the definition decoded (and compiled) already: not again from `raw`
+        state = state.evolve(definition_bytes=raw, _definition=definition, _compiled=compiled)
     state = _pause_as_defined(state, effects, facts, definition.paused)
     effects.state = advance_to(state, state.cursor_ms, facts)
     return settle(effects, facts)

@@ -92,9 +92,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         self.tenants.begin()
         if record.key is None:
-            reason = "records on Kadence input topics need a key"
-            self._reject(ctx, record, "missing_key", reason, now_ms)
-            return
+            why = "records on Kadence input topics need a key"
+            return self._reject(ctx, record, "missing_key", why, now_ms)
         topics = self.cfg.topics
         try:
             if record.topic == topics.schedules:
@@ -155,7 +154,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         if state is None and definition.concurrency_key and ctx.get(GONE_PREFIX + record.key):
             ctx.put(GONE_PREFIX + record.key, None, None)  # its old runs no longer tell on it
         facts = self._facts(ctx, state, now_ms)
-        definitions.admit(
+        compiled = definitions.admit(
             state,
             definition,
             facts,
@@ -164,7 +163,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
             partitions=self.cfg.job_partitions,
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
-        effects = definitions.apply_definition(state, definition, raw, record.timestamp_ms, facts)
+        ts = record.timestamp_ms
+        effects = definitions.apply_definition(state, definition, raw, ts, facts, compiled=compiled)
         if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
             self._leave_group(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
