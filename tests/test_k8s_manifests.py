@@ -1,0 +1,159 @@
+"""infra/k8s/: the Kubernetes manifests validate against the Kubernetes API schemas (offline,
+kubernetes-validate), and they fit Kadence: every process has one, every module they start
+exists, every KADENCE_* variable they set is a setting, every ConfigMap and Secret they name is
+defined, stateful processes keep a name and a volume, and nothing scales past the partitions
+(issue 30, item 5; docs/deploy.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from apps.stack import PROCESSES
+from kadence.settings import KadenceSettings
+
+REPO = Path(__file__).resolve().parents[1]
+K8S = REPO / "infra/k8s"
+KUBERNETES = "1.30"
+CUSTOM = {"ScaledObject"}  # KEDA's resource: not in the Kubernetes schemas
+SETTINGS = {f"KADENCE_{name.upper()}" for name in KadenceSettings.model_fields}
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(K8S.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                out.append((str(path.relative_to(REPO)), doc))
+    return out
+
+
+def workloads() -> dict[str, dict[str, Any]]:
+    return {
+        d["metadata"]["name"]: d
+        for _, d in documents()
+        if d["kind"] in ("Deployment", "StatefulSet")
+    }
+
+
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(workload["spec"]["template"]["spec"]["containers"])
+
+
+def config() -> dict[str, str]:
+    [cm] = [d for _, d in documents() if d["kind"] == "ConfigMap"]
+    return dict(cm["data"])
+
+
+@pytest.mark.parametrize(("path", "doc"), documents(), ids=lambda v: str(v)[:40])
+def test_each_manifest_validates_against_the_kubernetes_schemas(
+    path: str, doc: dict[str, Any]
+) -> None:
+    if doc["kind"] in CUSTOM:
+        assert doc["apiVersion"].startswith("keda.sh/"), path
+        return
+    kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+
+
+def test_the_validation_catches_a_mistake() -> None:
+    """A field Kubernetes does not have is refused: the check above can fail."""
+    broken = dict(workloads()["kadence-worker"])
+    broken["spec"] = {**broken["spec"], "replica": 2}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES, strict=True)
+
+
+def test_every_process_has_a_workload_that_starts_a_module_that_exists() -> None:
+    started = {
+        c["command"][-1]: name
+        for name, w in workloads().items()
+        for c in containers(w)
+        if c["command"][:2] == ["python", "-m"]
+    }
+    assert set(started) == set(PROCESSES)  # apps.stack's list: everything `make run` starts
+    for module in started:
+        assert importlib.util.find_spec(module) is not None, module
+
+
+def given() -> dict[str, str]:
+    """What a process gets: the ConfigMap's values and the Secrets' KADENCE_* ones."""
+    out = dict(config())
+    for _, d in documents():
+        if d["kind"] == "Secret":
+            out |= {k: v for k, v in d["stringData"].items() if k.startswith("KADENCE_")}
+    return out
+
+
+def test_every_variable_is_a_setting_and_every_reference_is_defined() -> None:
+    defined = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
+    names = set(given())
+    for w in workloads().values():
+        for c in containers(w):
+            names |= {e["name"] for e in c.get("env", [])}
+            for source in c.get("envFrom", []):
+                kind = "ConfigMap" if "configMapRef" in source else "Secret"
+                ref = source.get("configMapRef") or source.get("secretRef")
+                assert (kind, ref["name"]) in defined, ref
+            for e in c.get("env", []):
+                secret = e.get("valueFrom", {}).get("secretKeyRef")
+                if secret:
+                    assert secret["key"] in defined[("Secret", secret["name"])]["stringData"]
+    assert names - SETTINGS == set(), "not Kadence settings"
+
+
+def test_the_settings_a_pod_gets_are_valid_and_its_ca_is_where_it_is_mounted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = given()
+    for w in workloads().values():
+        for c in containers(w):
+            mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+            assert f"{mounts['kafka-ca']}/ca.crt" == env["KADENCE_KAFKA_SSL_CA_LOCATION"]
+    [kafka] = [d for _, d in documents() if d["metadata"]["name"] == "kadence-kafka"]
+    ca = tmp_path / "ca.crt"  # where the pods mount the Secret's ca.crt, here
+    ca.write_text(kafka["stringData"]["ca.crt"])
+    env["KADENCE_KAFKA_SSL_CA_LOCATION"] = str(ca)
+    for key, value in env.items():  # read as a process reads them: from its environment
+        monkeypatch.setenv(key, value)
+    settings = KadenceSettings()
+    assert settings.partitions == int(env["KADENCE_PARTITIONS"])
+    assert settings.api_tokens and settings.webhook_secrets
+
+
+def test_stateful_processes_keep_their_name_and_volume() -> None:
+    state_dir = config()["KADENCE_STATE_DIR"]
+    for name in ("kadence-scheduler", "kadence-reaper"):
+        w = workloads()[name]
+        assert w["kind"] == "StatefulSet", name
+        [claim] = w["spec"]["volumeClaimTemplates"]
+        [c] = containers(w)
+        assert {"name": claim["metadata"]["name"], "mountPath": state_dir} in c["volumeMounts"]
+    for w in workloads().values():  # every process names itself after its pod
+        for c in containers(w):
+            if c["name"] == "api":
+                continue  # the API keeps no group membership
+            ids = [e for e in c["env"] if e["name"] == "KADENCE_INSTANCE_ID"]
+            assert ids == [
+                {
+                    "name": "KADENCE_INSTANCE_ID",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                }
+            ], c["name"]
+
+
+def test_nothing_scales_past_the_partitions_and_metrics_are_where_they_are_scraped() -> None:
+    cfg = config()
+    assert workloads()["kadence-scheduler"]["spec"]["replicas"] <= int(cfg["KADENCE_PARTITIONS"])
+    assert workloads()["kadence-worker"]["spec"]["replicas"] <= int(
+        cfg["KADENCE_EXECUTION_PARTITIONS"]
+    )
+    for name in ("kadence-scheduler", "kadence-reaper", "kadence-worker"):
+        [c] = containers(workloads()[name])
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert ports["metrics"] == int(cfg["KADENCE_METRICS_PORT"]), name
+        assert c["livenessProbe"]["httpGet"]["port"] == "metrics"
