@@ -35,10 +35,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from apps.processes import ChildProcess
-from bench.cpu import broker_pids, cpu_per_execution_us, cpu_seconds, pid_cpu_seconds
+from bench.backlog import BacklogSampler
+from bench.cpu import cpu_per_execution_us
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
+from bench.stack import Stack
 from bench.visible import Watcher
 from kadence.codec import Codec
 from kadence.models import (
@@ -55,50 +56,6 @@ from kadence.topics import Topics
 from streams.worker.fairness import default_max_running
 
 HANDLERS = "bench.handlers"
-
-
-class Stack:
-    def __init__(
-        self, settings: KadenceSettings, root: Path, workers: int, schedulers: int = 1
-    ) -> None:
-        def child(module: str, name: str, **kw: Any) -> ChildProcess:
-            mine = settings.model_copy(update={"instance_id": name, "state_dir": root / name})
-            return ChildProcess(module, mine, log=root / f"{name}.log", **kw)
-
-        names = [f"s{i}" if i else "s" for i in range(schedulers)]
-        self.schedulers = [child("apps.scheduler", name) for name in names]
-        self.reaper = child("apps.reaper", "r")
-        self.workers = [
-            child("apps.worker", f"w{i}", session_timeout_ms=6000) for i in range(workers)
-        ]
-
-    def start(self) -> Stack:
-        for proc in (*self.schedulers, self.reaper, *self.workers):
-            proc.start()
-        for s in self.schedulers:
-            s.wait_for(" restored: ", timeout=120)
-        for w in self.workers:
-            w.wait_for("partitions assigned", timeout=120)
-        return self
-
-    def stop(self) -> None:
-        for proc in (*self.workers, self.reaper, *self.schedulers):
-            proc.stop()
-
-    def pids(self) -> dict[str, list[int]]:
-        procs = {"scheduler": self.schedulers, "reaper": [self.reaper], "workers": self.workers}
-        return {k: [p.proc.pid for p in v if p.proc is not None] for k, v in procs.items()}
-
-    def cpu_s(self) -> dict[str, float]:
-        """CPU seconds (user + system) each process has used so far: the schedulers summed, the
-        reaper, and the workers summed."""
-        workers = sum(cpu_seconds(w) for w in self.workers)
-        return {
-            "scheduler": sum(cpu_seconds(s) for s in self.schedulers),
-            "reaper": cpu_seconds(self.reaper),
-            "workers": workers,
-            "broker": sum(pid_cpu_seconds(pid) for pid in broker_pids()),
-        }
 
 
 def reader(settings: KadenceSettings, topic: str) -> Consumer:
@@ -174,10 +131,18 @@ def jobs(
 
 
 def throughput(
-    settings: KadenceSettings, root: Path, n: int, workers: int, lead_s: int, *, profile: bool
+    settings: KadenceSettings,
+    root: Path,
+    n: int,
+    workers: int,
+    lead_s: int,
+    *,
+    profile: bool,
+    backlog: bool = False,
 ) -> dict[str, Any]:
-    stack = Stack(settings, root, workers).start()
+    stack = Stack(settings, root, workers, worker_metrics=backlog).start()
     sampler = None
+    signal = None
     try:
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
         print(f"throughput: {n} jobs with the Kafka topic target due at {due.isoformat()}")
@@ -192,12 +157,18 @@ def throughput(
         if profile:
             sampler = Sampler(root / "profile", stack.pids()).start()
         watcher = Watcher(settings, "out").start()
+        if backlog:
+            ports = [w.listening("metrics") for w in stack.workers]
+            signal = BacklogSampler(ports).start()
         got = succeeded(
             settings, n, timeout_s=max(120, (due - datetime.now(UTC)).total_seconds() + n / 200)
         )
         cpu_after = stack.cpu_s()
         watcher.stop()
         profiled = sampler.stop(len({o.execution_id for o in got})) if sampler else None
+        if signal is not None:
+            time.sleep(6)  # the lag is measured every 5 s: let the last sample read it
+            signal.stop()
     finally:
         stack.stop()
     ids = [o.execution_id for o in got]
@@ -222,6 +193,7 @@ def throughput(
         "duplicated_outcomes": len(ids) - len(first),
         "cpu_us_per_execution": cpu_per_execution_us(cpu_before, cpu_after, len(first)),
         **({"py_spy": profiled} if profiled else {}),
+        **(signal.summary(due.timestamp()) if signal is not None else {}),
     }
 
 
@@ -351,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--profile", action="store_true", help="throughput: sample with py-spy")
+    parser.add_argument(
+        "--backlog", action="store_true", help="throughput: sample the workers' backlog metric"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--lead", type=int, default=60, help="throughput: seconds from start to T")
@@ -370,7 +345,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "throughput":
             result = throughput(
-                settings, root, args.jobs, args.workers, args.lead, profile=args.profile
+                settings,
+                root,
+                args.jobs,
+                args.workers,
+                args.lead,
+                profile=args.profile,
+                backlog=args.backlog,
             )
         elif args.mode == "noisy":
             result = noisy(

@@ -33,9 +33,10 @@ from typing import Any
 from apps.processes import ChildProcess
 from bench import topic_volume
 from bench.cpu import cpu_per_execution_us
-from bench.execution import HANDLERS, Stack, succeeded
+from bench.execution import HANDLERS, succeeded
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles
+from bench.stack import Stack
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
 from kadence.models import (

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
-from bench.execution import Stack, jobs, succeeded
+from bench.execution import jobs, succeeded
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
+from bench.stack import Stack
 from kadence.models import ExecutionOutcome, HttpTarget
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
