@@ -11,6 +11,9 @@ burst:   loads N jobs due at T (beforehand), then measures, per execution, the d
          counts. --ahead sets KADENCE_DISPATCH_AHEAD_MS (0: dispatch at the due time).
 restore: loads N jobs, stops the scheduler, then times a cold restore (state deleted: rebuilt
          from the changelog) and a warm one (RocksDB kept), and the scheduler's RSS after each.
+ingest:  loads N daily jobs with no scheduler running, then starts one and times it from its
+         partitions' (empty) restore to its group's lag at 0: definitions per second into one
+         scheduler, the load's CPU kept out of it. --profile samples it with py-spy meanwhile.
 Figures go to bench/results/scheduler-<mode>.json.
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from apps.processes import ChildProcess
+from bench.pyspy import Sampler
 from infra.kafka.config import BrokerConfig
 from kadence.client import KadenceClient
 from kadence.codec import Codec
@@ -84,7 +88,7 @@ def load(settings: KadenceSettings, defs: Iterator[ScheduleDefinition], chunk: i
     return n / (time.monotonic() - started)
 
 
-def wait_ingested(settings: KadenceSettings, timeout_s: float) -> float:
+def wait_ingested(settings: KadenceSettings, timeout_s: float, poll_s: float = 1.0) -> float:
     """Seconds until the scheduler group has committed every schedules record."""
     started = time.monotonic()
     topic = Topics(settings).schedules
@@ -100,7 +104,7 @@ def wait_ingested(settings: KadenceSettings, timeout_s: float) -> float:
             if lag == 0:
                 print()
                 return time.monotonic() - started
-            time.sleep(1)
+            time.sleep(poll_s)
     finally:
         c.close()
     raise RuntimeError("the scheduler did not ingest the definitions in time")
@@ -194,11 +198,9 @@ def broker_disk_mib(settings: KadenceSettings) -> dict[str, int]:
     return {topic: round(size / 2**20) for topic, size in sorted(sizes.items()) if size >= 2**20}
 
 
-def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[str, Any]:
-    sched = Scheduler(settings, state_dir)
-    sched.start_timed()
-    print(f"restore: {n} daily jobs")
-    jobs = (
+def daily_jobs(n: int) -> Iterator[ScheduleDefinition]:
+    """B5's definitions: N daily cron jobs spread over the day, 1 000 tenants."""
+    return (
         ScheduleDefinition(
             tenant=f"tenant-{i % 1000}",
             job_id=f"job-{i}",
@@ -208,8 +210,39 @@ def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[st
         )
         for i in range(n)
     )
+
+
+def ingest_bench(
+    settings: KadenceSettings, n: int, state_dir: Path, profile: bool
+) -> dict[str, Any]:
+    print(f"ingest: {n} daily jobs, loaded before the scheduler starts")
+    load_rate = load(settings, daily_jobs(n))
+    sched = Scheduler(settings, state_dir)
+    sched.start_timed()
+    sampler = None
+    if profile:
+        assert sched.proc is not None
+        sampler = Sampler(state_dir / "profile", {"scheduler": [sched.proc.pid]}).start()
+    ingest_s = wait_ingested(settings, timeout_s=max(3600, n / 500), poll_s=0.2)
+    profiled = sampler.stop(n) if sampler is not None else None
+    rss = sched.rss_mib()
+    sched.stop()
+    return {
+        "jobs": n,
+        "load_defs_per_s": round(load_rate),
+        "ingest_s": round(ingest_s, 1),
+        "ingest_defs_per_s": round(n / ingest_s),
+        "rss_mib_after_ingest": round(rss),
+        **({"py_spy_us_per_definition": profiled} if profiled else {}),
+    }
+
+
+def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[str, Any]:
+    sched = Scheduler(settings, state_dir)
+    sched.start_timed()
+    print(f"restore: {n} daily jobs")
     started = time.monotonic()
-    rate = load(settings, jobs)
+    rate = load(settings, daily_jobs(n))
     load_s = time.monotonic() - started
     ingest_s = wait_ingested(settings, timeout_s=max(3600, n / 500))
     rss_loaded = sched.rss_mib()
@@ -243,7 +276,7 @@ def restore_bench(settings: KadenceSettings, n: int, state_dir: Path) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=["burst", "restore"])
+    parser.add_argument("mode", choices=["burst", "restore", "ingest"])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--lead", type=int, default=150, help="burst: seconds from start to T")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
@@ -254,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         help="burst: look-ahead ms",
     )
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--profile", action="store_true", help="ingest: py-spy the scheduler")
     args = parser.parse_args(argv)
     settings = KadenceSettings(
         bootstrap_servers=args.bootstrap,
@@ -265,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "burst":
             result = burst(settings, args.jobs, args.lead, state_dir)
+        elif args.mode == "ingest":
+            result = ingest_bench(settings, args.jobs, state_dir, args.profile)
         else:
             result = restore_bench(settings, args.jobs, state_dir)
     finally:

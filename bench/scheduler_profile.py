@@ -16,6 +16,9 @@ by cumulative and by own time.
 `--shape cron` is B2's steady state instead: N per-second cron jobs (overlap allowed,
 dispatched 30 s ahead as by default), each second of due time fired and its outcomes settled
 the second after; the first 35 s (the look-ahead filling) are not counted.
+
+`--shape ingest` is B5's load: N new daily cron definitions (`bench.scheduler`'s) admitted into
+a RocksDB task and committed every 2 000, as the runtime does; prints µs per definition.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.scheduler import daily_jobs
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
@@ -214,6 +218,27 @@ def run_cron(jobs: int, seconds: int, profiler: cProfile.Profile | None) -> tupl
     return cpu / max(1, counted) * 1e6, counted
 
 
+def run_ingest(jobs: int, profiler: cProfile.Profile | None) -> float:
+    """CPU µs per new definition: decoded, admitted, its state written and committed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RocksStore(Path(tmp) / "0")
+        bench = Bench(jobs, store)
+        encoded = [(d.key.encode(), bench.codec.encode(d)) for d in daily_jobs(jobs)]
+        started = time.process_time()
+        if profiler:
+            profiler.enable()
+        for i, (key, value) in enumerate(encoded, 1):
+            bench._process(bench.topics.schedules, key, value, T0)
+            if i % 2_000 == 0:
+                bench.commit()
+        bench.commit()
+        if profiler:
+            profiler.disable()
+        spent = time.process_time() - started
+        store.close()
+    return spent / jobs * 1e6
+
+
 def _print_profile(profiler: cProfile.Profile, top: int) -> None:
     for order in ("cumulative", "tottime"):
         text = io.StringIO()
@@ -231,9 +256,17 @@ def main() -> None:
     parser.add_argument("--store", choices=["memory", "rocksdb"], default="memory")
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many")
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
-    parser.add_argument("--shape", choices=["burst", "cron"], default="burst")
+    parser.add_argument("--shape", choices=["burst", "cron", "ingest"], default="burst")
     parser.add_argument("--seconds", type=int, default=60, help="cron: seconds of due time")
     args = parser.parse_args()
+    if args.shape == "ingest":
+        us = min(run_ingest(args.jobs, None) for _ in range(args.repeat))
+        print(f"{args.jobs} new daily definitions, best of {args.repeat}: {us:.1f} µs CPU each")
+        if args.profile:
+            profiler = cProfile.Profile()
+            run_ingest(args.jobs, profiler)
+            _print_profile(profiler, args.profile)
+        return
     if args.shape == "cron":
         best = min(run_cron(args.jobs, args.seconds, None) for _ in range(args.repeat))
         print(
