@@ -19,6 +19,7 @@ error.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +29,8 @@ Reader = Callable[[bytes, int], tuple[dict[str, Any], int]]
 """(data, start) -> (datum, end): the caller checks that `end` is the end of the data."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DOUBLE = struct.Struct("<d")
+"""Avro double: 8 bytes, IEEE 754, little-endian."""
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _SMALL = [bytes([(n << 1) if n >= 0 else ((-n << 1) - 1)]) for n in range(-64, 64)]
 """Zig-zag varints of -64..63: one byte each (lengths, counts, union and enum indexes)."""
@@ -92,6 +95,8 @@ class _Source:
             "millis": millis,
             "read_long": read_long,
             "timestamp": _timestamp,
+            "unpack_double": _DOUBLE.unpack_from,
+            "pack_double": _DOUBLE.pack,
         }
         self.named: dict[str, dict[str, Any]] = {}
         self._n = 0
@@ -169,6 +174,8 @@ def _write(src: _Source, schema: Any, value: str, depth: int) -> None:  # noqa: 
         src.emit(depth, f"w(write_long({value}))")
     elif kind == "timestamp-millis":
         src.emit(depth, f"w(write_long(millis({value})))")
+    elif kind == "double":
+        src.emit(depth, f"w(pack_double({value}))")
     elif kind in ("string", "bytes"):
         raw = src.var()
         encode = ".encode()" if kind == "string" else ""
@@ -251,6 +258,9 @@ def _read(src: _Source, schema: Any, target: str, depth: int) -> None:
     elif kind == "timestamp-millis":
         src.read_long(depth, target)
         src.emit(depth, f"{target} = timestamp({target})")
+    elif kind == "double":
+        src.emit(depth, f"({target},) = unpack_double(b, p)")
+        src.emit(depth, "p += 8")
     elif kind in ("string", "bytes"):
         size, end = src.var(), src.var()
         src.read_long(depth, size)

@@ -42,7 +42,7 @@ from kadence.errors import (
     UnexpectedRecordTypeError,
     UnknownSchemaError,
 )
-from kadence.models import RECORD_TYPES, WireModel
+from kadence.models import RECORD_TYPES, ScheduleDefinition, WireModel
 from kadence.schema_files import schemas_dir
 
 MAGIC = b"\xc3\x01"
@@ -171,6 +171,10 @@ def describe_validation_error(exc: ValidationError) -> list[str]:
     return errors
 
 
+VALIDATED: tuple[type[WireModel], ...] = (ScheduleDefinition,)
+"""Records from users read by a compiled reader (faster than fastavro's for these), then
+validated by pydantic as on the generic path: a scheduler admits ten thousand a second."""
+
 _COMPILED: dict[bytes, tuple[avro_fast.Writer, avro_fast.Reader]] = {}
 """Compiled writer and reader by schema fingerprint (the fingerprint names the schema)."""
 
@@ -206,6 +210,11 @@ class Codec:
             build = fast_models.builder(model)
             if build is not None:
                 self._readers[fp] = (compiled[1], build)
+        for model in VALIDATED if fast else ():
+            parsed, fp = self.schemas.current[model.avro_fullname()]
+            compiled = _compiled(parsed, fp)
+            if compiled is not None:
+                self._readers[fp] = (compiled[1], functools.partial(self._validate, model))
 
     # -- encode ---------------------------------------------------------------------------
 

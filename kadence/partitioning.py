@@ -7,6 +7,7 @@ librdkafka (`partitioner=murmur2_random`) and Kadence land the same key on the s
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 
 _M = 0x5BD1E995
@@ -14,19 +15,22 @@ _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
+_WORDS = [struct.Struct(f"<{n}I") for n in range(64)]
+"""Little-endian 32-bit words: the whole blocks of a key unpacked in one call."""
+
+
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2) as an unsigned 32-bit int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
-    end = length - length % 4
-    for i in range(0, end, 4):
-        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
-        k = (k * _M) & _MASK
+    n = length >> 2
+    words = _WORDS[n].unpack_from(data) if n < 64 else struct.unpack_from(f"<{n}I", data)
+    for word in words:
+        k = (word * _M) & _MASK
         k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = (h * _M) & _MASK
-        h ^= k
-    rest = length % 4
+        h = ((h * _M) ^ (k * _M)) & _MASK  # masking commutes with the xor
+    end = n << 2
+    rest = length - end
     if rest == 3:
         h ^= data[end + 2] << 16
     if rest >= 2:

@@ -56,7 +56,7 @@ def compile_schedule(
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
     end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
-    rule = CronRule(cron, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms)
+    rule = _rule(cron, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms)
     spread_s = spread_window_s(schedule, cron)
     compiled = CompiledSchedule(job_key, zone, rule, spread_ms=spread_offset_ms(job_key, spread_s))
     if end_ms is not None:
@@ -72,6 +72,11 @@ def compile_schedule(
     if errors:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     return compiled
+
+
+_rule = functools.lru_cache(maxsize=65_536)(CronRule)
+"""Jobs with equal rules share one (its hash is computed once, and so are the searches the
+engine caches by rule): a million jobs on a thousand expressions build a thousand rules."""
 
 
 def _bound_errors(schedule: CronSchedule) -> list[str]:
@@ -116,6 +121,7 @@ def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | 
     return []
 
 
+@functools.lru_cache(maxsize=4_096)
 def whole_minutes(zone: tzinfo, from_ms: int) -> bool:
     """Whether `zone`'s offset at `from_ms`, and its offsets and transition instants in that
     year and the next, are whole minutes (true of every zone since 1972: Africa/Monrovia's

@@ -192,18 +192,23 @@ class RocksStore:
 
     def apply(self, batch: Batch) -> None:
         wb = WriteBatch(raw_mode=True)
+        get, due = self.db.get, self._due
         for key, value in batch.values.items():
-            old, new = wake_of(self.get(key)), wake_of(value)
+            old = get(key)
             if value is None:
                 wb.delete(key)
             else:
                 wb.put(key, value)
-            if old == new:
+            # a value starts with its wake time, big-endian: its first 8 bytes (sign bit clear:
+            # a time, -1: none) are the due index's prefix, compared as they are
+            was = old[:8] if old is not None and old[0] < 0x80 else None
+            now = value[:8] if value is not None and value[0] < 0x80 else None
+            if was == now:
                 continue
-            if old is not None:
-                wb.delete(due_key(old, key), self._due)
-            if new is not None:
-                wb.put(due_key(new, key), b"", self._due)
+            if was is not None:
+                wb.delete(was + key, due)
+            if now is not None:
+                wb.put(now + key, b"", due)
         if batch.changelog_offset is not None:
             wb.put(_OFFSET_KEY, struct.pack(">q", batch.changelog_offset), self._meta)
         self.db.write(wb)

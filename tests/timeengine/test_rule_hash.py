@@ -17,7 +17,8 @@ def rule(expression: str = "0 2 * * *", zone: str = "Europe/Paris", **kw: object
 
 
 def test_equal_rules_hash_alike_and_different_ones_compare_different() -> None:
-    a, b = rule(), rule()
+    a = rule()
+    b = replace(a)  # an equal rule, another object
     assert a is not b and a == b and hash(a) == hash(b)
     others = [
         rule("0 3 * * *"),
@@ -37,3 +38,9 @@ def test_a_copy_with_a_change_gets_the_hash_of_what_it_now_holds() -> None:
     moved = replace(a, start_ms=5)
     assert hash(replace(moved, start_ms=a.start_ms)) == hash(a)
     assert {a: 1}[replace(moved, start_ms=a.start_ms)] == 1
+
+
+def test_jobs_with_equal_schedules_share_one_rule() -> None:
+    """Built once per distinct rule (compile_schedule's cache), not once per job."""
+    assert rule() is rule()
+    assert rule("0 4 * * *") is not rule()
