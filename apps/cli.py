@@ -9,15 +9,13 @@ preview, token.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from apps import cli_acls, cli_api, cli_redrive, cli_tail
+from apps import cli_acls, cli_api, cli_put, cli_redrive, cli_tail
 from apps.api.auth import new_token
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -49,23 +47,6 @@ def _topics(settings: KadenceSettings, create: bool, ingress: list[str] | None =
             f"{spec.name(settings.namespace)}\t{partitions_of(spec, settings)}\t{spec.cleanup}"
             f"\tkey={spec.key}"
         )
-    return 0
-
-
-def _put(settings: KadenceSettings, path: str) -> int:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"{path}: not JSON: {exc}", [f"(file): {exc}"]) from exc
-    docs = doc if isinstance(doc, list) else [doc]
-    with KadenceClient(settings) as client:
-        for item in docs:
-            if isinstance(item.get("payload"), dict | list):
-                item["payload"] = json.dumps(item["payload"]).encode()
-        written = client.put_many(docs)
-    for w in written:
-        print(f"written {w.topic}[{w.partition}]@{w.offset}")
     return 0
 
 
@@ -124,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         help="create the tenant's ingress topics (<ns>.from.<tenant>.schedules|commands), "
         "which it may produce to with kcat; repeatable",
     )
-    put = sub.add_parser(
-        "put", help="create/update jobs from a JSON file (object or list), - for stdin"
-    )
-    put.add_argument("file")
+    cli_put.add_command(sub)
     delete = sub.add_parser("delete", help="delete a job: tenant/job_id")
     delete.add_argument("job")
     delete.add_argument("--concurrency-key", default=None)
@@ -161,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "acls": lambda: cli_acls.acls(KadenceSettings(), args),
         "preview": lambda: _preview(args),
         "topics": lambda: _topics(KadenceSettings(), args.create, args.ingress),
-        "put": lambda: _put(KadenceSettings(), args.file),
+        "put": lambda: cli_put.put(KadenceSettings(), args),
         "delete": lambda: _delete(KadenceSettings(), args.job, args.concurrency_key),
     }
     try:

@@ -13,7 +13,8 @@ it has one), the same way every Kadence producer routes them.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -29,6 +30,7 @@ from pydantic import ValidationError
 
 from kadence.codec import Codec, describe_validation_error
 from kadence.errors import (
+    BulkInputError,
     DeliveryError,
     InvalidInputError,
     KadenceError,
@@ -59,6 +61,22 @@ class Written:
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What `put_stream` wrote: every definition acknowledged by the broker."""
+
+    count: int
+    seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else float(self.count)
+
+
+STREAM_CHUNK = 10_000
+"""Definitions `put_stream` has in flight at most before it waits for their acknowledgements."""
 
 
 def routing_key(tenant: str, job_id: str, concurrency_key: str | None) -> str:
@@ -106,6 +124,62 @@ class KadenceClient:
                 )
             )
         return self._await(pending)
+
+    def put_stream(
+        self,
+        definitions: Iterable[ScheduleDefinition | Mapping[str, Any]],
+        *,
+        progress: Callable[[int], None] | None = None,
+        chunk: int = STREAM_CHUNK,
+    ) -> Loaded:
+        """Write definitions as they come (a generator of millions is fine): each validated
+        as `put` does, at most `chunk` in flight; after each chunk is acknowledged,
+        `progress(written so far)`. An invalid item (or one the iterable fails to produce
+        with an `InvalidInputError`) stops the load with a `BulkInputError` saying which and
+        how many before it were written; nothing after it is."""
+        if chunk < 1:
+            raise ValueError("chunk must be >= 1")
+        started = time.monotonic()
+        pending: list[list[Message | KafkaError | None]] = []
+        written, index = 0, 0
+        items = iter(definitions)
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            except InvalidInputError as exc:
+                self._stopped(exc, index, written + len(self._await(pending)))
+            try:
+                definition = self._validated(item)
+                self._check_payload(definition.payload)
+            except InvalidInputError as exc:
+                self._stopped(exc, index, written + len(self._await(pending)))
+            pending.append(
+                self._produce(
+                    self.topics.schedules, definition.key, definition.routing_key, definition
+                )
+            )
+            index += 1
+            if len(pending) >= chunk:
+                written += len(self._await(pending))
+                pending = []
+                if progress is not None:
+                    progress(written)
+        if pending:
+            written += len(self._await(pending))
+            if progress is not None:
+                progress(written)
+        return Loaded(written, time.monotonic() - started)
+
+    @staticmethod
+    def _stopped(exc: InvalidInputError, index: int, written: int) -> typing.NoReturn:
+        raise BulkInputError(
+            f"item {index}: {exc}; the {written} before it were written, none after",
+            exc.errors,
+            index=index,
+            written=written,
+        ) from exc
 
     def delete(self, tenant: str, job_id: str, concurrency_key: str | None = None) -> Written:
         """Delete a job: a tombstone on every partition of the schedules topic, so the job is

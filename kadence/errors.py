@@ -68,6 +68,16 @@ class InvalidInputError(KadenceError):
         self.errors = errors
 
 
+class BulkInputError(InvalidInputError):
+    """Item `index` (from 0) of a bulk load is invalid: the `written` items before it were
+    written and acknowledged, none after it was."""
+
+    def __init__(self, message: str, errors: list[str], *, index: int, written: int) -> None:
+        super().__init__(message, errors)
+        self.index = index
+        self.written = written
+
+
 class InvalidRecordError(InvalidInputError, DecodeError):
     """A record read from a topic parsed but failed validation."""
 
