@@ -73,8 +73,11 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     instance_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "0"
     """Names this process among its app's processes: its transactional id and state folder.
     Two live processes of one app must not share it; a restarted one should keep it."""
-    session_timeout_ms: Annotated[int, Field(ge=3_000, le=300_000)] = 10_000
-    """How long the group waits for a silent process before moving its partitions."""
+    session_timeout_ms: Annotated[int, Field(ge=3_000, le=300_000)] = 6_000
+    """How long the group waits for a silent process before moving its partitions: the most of
+    a take-over (the brokers' default floor, group.min.session.timeout.ms, is 6 s). Heartbeats
+    go from librdkafka's own thread every fifth of it, so a busy loop does not miss them; only
+    a host frozen that long loses its partitions."""
     standby: bool = True
     """Schedulers and reapers keep a warm copy of every partition's store they do not own
     (streams/runtime/standby.py): one that takes a partition over restores only the tail."""

@@ -19,8 +19,8 @@ CODEC = Codec()
 
 
 class SchedulerProcess(ChildProcess):
-    """A scheduler subprocess with its own instance id and state folder; a 6 s session timeout
-    so failover tests are quick."""
+    """A scheduler subprocess with its own instance id and state folder (and the default 6 s
+    session timeout, set here so a change of the default does not slow the failover tests)."""
 
     def __init__(
         self, settings: KadenceSettings, instance: str, state_dir: Path, **env: str | int
