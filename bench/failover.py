@@ -14,7 +14,10 @@ fast, so lateness is the fault's alone); 20 s in (`--fault-at`), one fault:
 At scale (`--idle-jobs N`, issue 30): N daily definitions (B5's, none due during the run) are
 loaded and ingested first, so the schedulers' state is that big; `--wipe` deletes the killed
 scheduler's state directory (its host is lost); `--no-standby` runs the schedulers without
-standby copies (KADENCE_STANDBY=false), to compare.
+standby copies (KADENCE_STANDBY=false), to compare; `--ahead MS` sets the schedulers' look-ahead
+(KADENCE_DISPATCH_AHEAD_MS; 0: each run dispatched at its due time, so a take-over is not hidden
+by runs already dispatched ahead). For a scheduler fault, `takeover_s` is the time from the kill
+until the survivor had restored the last of the partitions it took.
 From the target's log (every HTTP call, with the execution's due time): start lateness
 before and after the fault, the time from the fault until the last start later than 1 s
 ("back on time"), and the checker's lost and duplicated counts.
@@ -29,6 +32,7 @@ import shutil
 import signal
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +150,7 @@ def failover(
         for line in log.read_text(errors="replace").splitlines()
         if " restored: " in line
     ]
+    after = [ms for ms in map(_logged_ms, restores) if ms is not None and ms > fault_ms]
     result = {
         "fault": fault,
         "jobs_every_second": jobs,
@@ -155,13 +160,28 @@ def failover(
         "ingest_s": round(ingest_s, 1),
         "state_wiped": wipe,
         "standby": run.settings.standby,
+        "dispatch_ahead_ms": run.settings.dispatch_ahead_ms,
         **measure(events, fault_ms),
         "survivor_restores": restores[-3:],
+        **(
+            {"takeover_s": round((max(after) - fault_ms) / 1000, 2)}
+            if fault == "scheduler" and after
+            else {}
+        ),
         "log": run.log,
     }
     if result["checker_ok"]:
         run.cleanup()
     return result
+
+
+def _logged_ms(line: str) -> int | None:
+    """The epoch ms of a log line's `asctime` (this host's local time), None if it has none."""
+    try:
+        at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")  # the log is in local time
+    except ValueError:
+        return None
+    return int(at.timestamp() * 1000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-jobs", type=int, default=0, help="daily definitions loaded first")
     parser.add_argument("--wipe", action="store_true", help="delete the killed scheduler's state")
     parser.add_argument("--no-standby", action="store_true", help="KADENCE_STANDBY=false")
+    parser.add_argument("--ahead", type=int, default=None, help="KADENCE_DISPATCH_AHEAD_MS")
     args = parser.parse_args(argv)
+    if args.ahead is not None:
+        os.environ["KADENCE_DISPATCH_AHEAD_MS"] = str(args.ahead)
     if args.no_standby:
         os.environ["KADENCE_STANDBY"] = "false"  # the harness's settings, hence its children
     faults = ["worker", "scheduler", "broker"] if args.fault == "all" else [args.fault]
