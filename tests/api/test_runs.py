@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from kadence.models import Decision
+from testkit.scheduler_process import executions, history
 from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -97,7 +99,13 @@ def test_backfill_dry_run_lists_exactly_what_the_real_run_dispatches(api: Api) -
     planned = [o["execution_id"] for o in dry.json()["occurrences"]]
     assert len(planned) == 5
     assert dry.json()["dry_run"] is True
-    assert "request_id" not in dry.json()  # a dry run sends no command (ran == planned below)
+    assert "request_id" not in dry.json()
+    # The dry run asks the scheduler for its facts with a dry-run Backfill, answered by a
+    # `backfill_planned` history record in the transaction that would hold any run it started:
+    # the answer came, so had it dispatched anything, that would be on `executions` now.
+    facts = [h for h in history(api.settings, 50, timeout_s=3) if h.job_id == "hourly"]
+    assert [h.decision for h in facts] == [Decision.backfill_planned]
+    assert [e for e in executions(api.settings, 1, timeout_s=3) if e.job_id == "hourly"] == []
     real = api.http.post(
         "/v1/jobs/hourly/backfill", json={**window, "dry_run": False, "request_id": "bf"}, headers=h
     )

@@ -537,11 +537,26 @@ def test_backoff_is_deterministic_and_bounded() -> None:
         retry={"initial_backoff_ms": 1_000, "max_backoff_ms": 5_000, "multiplier": 3}
     )
     c = ctx(T0)
+    caps = [1_000, 3_000, 5_000, 5_000, 5_000]
     values = [outcomes.backoff_ms(state, c, "x", n) for n in range(1, 6)]
     assert values == [outcomes.backoff_ms(state, c, "x", n) for n in range(1, 6)]
-    assert all(
-        0 <= v <= cap for v, cap in zip(values, [1_000, 3_000, 5_000, 5_000, 5_000], strict=True)
+    assert all(0 <= v <= cap for v, cap in zip(values, caps, strict=True))
+    # full jitter: uniform in [0, cap] across executions, not pinned to 0 or to the cap
+    spread = [outcomes.backoff_ms(state, c, f"acme/j@{i}", 2) for i in range(2_000)]
+    assert min(spread) < 0.05 * 3_000 and max(spread) > 0.95 * 3_000
+    assert 0.45 * 3_000 < sum(spread) / len(spread) < 0.55 * 3_000
+    assert len(set(spread)) > 1_000
+    assert spread[:20] != [outcomes.backoff_ms(state, c, f"acme/j@{i}", 3) for i in range(20)]
+    # no jitter: the exponential ceilings themselves
+    exact, _ = _first_run(
+        retry={
+            "initial_backoff_ms": 1_000,
+            "max_backoff_ms": 5_000,
+            "multiplier": 3,
+            "jitter": "none",
+        }
     )
+    assert [outcomes.backoff_ms(exact, c, "x", n) for n in range(1, 6)] == caps
 
 
 def test_a_late_outcome_of_an_older_attempt_does_not_overwrite() -> None:

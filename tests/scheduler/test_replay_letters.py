@@ -91,11 +91,23 @@ def test_a_deleted_job_s_letter_runs_once_as_it_holds_it(store: Store) -> None:
     [fired] = s.take(HistoryRecord)
     assert fired.decision is Decision.fired
     assert "not retried" in (fired.reason or "")
+    s.out.clear()
+    replay(s, letter.execution, "r3", now + 500, letter=letter.execution)  # while it may run
+    assert s.take(ExecutionRequested) == []
+    [refused] = s.take(HistoryRecord)
+    assert refused.decision is Decision.refused
+    assert "may still be running" in (refused.reason or "")
     failed = make_outcome(again, OutcomeStatus.failed, retryable=True)
     s.out.clear()
     s.feed(s.topics.outcomes, again.key, CODEC.encode(failed), now + 1_000)
     [said] = s.take(HistoryRecord)
     assert "it is not retried" in (said.reason or "")
+    assert s.take(ExecutionRequested) == []  # failed, retryable: still not retried
+    s.out.clear()
+    replay(s, letter.execution, "r4", now + 2_000, letter=letter.execution)  # it has ended
+    [third] = s.take(ExecutionRequested)
+    assert (third.execution_id, third.attempt) == (letter.execution.execution_id, 1)
+    assert third.dispatched_at == ms_to_datetime(now + 2_000)
 
 
 def test_a_letter_must_be_the_commands_own() -> None:
