@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Counter
 
+from apps.api import openapi
 from apps.api.body_limit import BodyLimit
 from apps.api.deps import Services
 from apps.api.quotas import install as install_quotas
@@ -68,4 +69,5 @@ def create_app(settings: KadenceSettings) -> FastAPI:
     )
     for module in ROUTERS:
         app.include_router(module.router)
+    openapi.install(app)  # a job's body typed as JobSpec
     return app

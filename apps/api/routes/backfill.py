@@ -19,6 +19,7 @@ from pydantic import Field
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, check_id
 from apps.api.routes.commands import RequestIn, send
+from apps.api.schemas import BackfillProgress, BackfillShown
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.models import Backfill, ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
@@ -44,7 +45,9 @@ class BackfillIn(RequestIn):
     max_occurrences: int = Field(default=1_000, ge=1, le=100_000)
 
 
-@router.post("/v1/jobs/{job_id}/backfill")
+@router.post(
+    "/v1/jobs/{job_id}/backfill", response_model=BackfillShown, response_model_exclude_unset=True
+)
 def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     """Dry run (the default): the occurrences in [start, end) a real run fires, computed on the
     scheduler's facts. A real run sends them to the scheduler, which fires them paced (at most
@@ -89,7 +92,11 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     return {**planned, **out, "dry_run": False}
 
 
-@router.get("/v1/jobs/{job_id}/backfill/{request_id}")
+@router.get(
+    "/v1/jobs/{job_id}/backfill/{request_id}",
+    response_model=BackfillProgress,
+    response_model_exclude_unset=True,
+)
 def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
     """A backfill's progress as the scheduler reports it: runs fired so far, occurrences left
     out as already dispatched, whether it is done, and (when done) what was left out past

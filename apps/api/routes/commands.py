@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, check_id, invalid
+from apps.api.schemas import Accepted, Triggered
 from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
 from kadence.timeengine.identity import manual_execution_id
 
@@ -63,18 +64,33 @@ def request_id(body: RequestIn | None) -> str:
     return (body.request_id if body and body.request_id else None) or uuid.uuid4().hex
 
 
-@router.post("/v1/jobs/{job_id}/pause", status_code=202)
+@router.post(
+    "/v1/jobs/{job_id}/pause",
+    status_code=202,
+    response_model=Accepted,
+    response_model_exclude_unset=True,
+)
 def pause(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
     reason = body.reason if body else ""
     return send(svc, tenant_of(who), job_id, PauseJob, body, reason=reason)
 
 
-@router.post("/v1/jobs/{job_id}/resume", status_code=202)
+@router.post(
+    "/v1/jobs/{job_id}/resume",
+    status_code=202,
+    response_model=Accepted,
+    response_model_exclude_unset=True,
+)
 def resume(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
     return send(svc, tenant_of(who), job_id, ResumeJob, body)
 
 
-@router.post("/v1/jobs/{job_id}/trigger", status_code=202)
+@router.post(
+    "/v1/jobs/{job_id}/trigger",
+    status_code=202,
+    response_model=Triggered,
+    response_model_exclude_unset=True,
+)
 def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> Any:
     """Run once now. Idempotent by request_id: the run's execution id derives from it.
     429 past the tenant's triggers per minute."""
@@ -86,7 +102,12 @@ def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> 
     return {**out, "execution_id": eid}
 
 
-@router.post("/v1/jobs/{job_id}/runs/{run_id:path}/cancel", status_code=202)
+@router.post(
+    "/v1/jobs/{job_id}/runs/{run_id:path}/cancel",
+    status_code=202,
+    response_model=Accepted,
+    response_model_exclude_unset=True,
+)
 def cancel(svc: Svc, who: Auth, job_id: str, run_id: str, body: RequestIn | None = None) -> Any:
     """Stop a run in flight, a pending retry, or a run dispatched ahead of its due time."""
     tenant = tenant_of(who)

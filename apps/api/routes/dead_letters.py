@@ -13,19 +13,27 @@ from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, invalid
 from apps.api.replays import letter_request_id
 from apps.api.routes.commands import RequestIn, send
+from apps.api.schemas import Accepted, DeadLetterShown
 from kadence.models import ExecutionRequested, ReplayDeadLetter
 
 router = APIRouter(tags=["dead letters"])
 
 
-@router.get("/v1/dead-letters")
+@router.get(
+    "/v1/dead-letters", response_model=list[DeadLetterShown], response_model_exclude_unset=True
+)
 def dead_letters(svc: Svc, who: Auth) -> Any:
     """Dead letters of the tenant (an admin without a tenant: all), with their state:
     dead, replayed, succeeded."""
     return svc.view.get("/dead-letters", tenant=who.tenant)
 
 
-@router.post("/v1/dead-letters/{run_id:path}/replay", status_code=202)
+@router.post(
+    "/v1/dead-letters/{run_id:path}/replay",
+    status_code=202,
+    response_model=Accepted,
+    response_model_exclude_unset=True,
+)
 def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> Any:
     """Run a dead-lettered execution again (same execution id, attempt 1): any dead letter the
     topic still holds (180 days), also one the job no longer remembers among its last 100, and

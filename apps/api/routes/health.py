@@ -12,19 +12,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apps.api.auth import ADMIN, token_tenant
 from apps.api.deps import Svc
+from apps.api.schemas import Health, Readiness
 from kadence.errors import KadenceError
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={200: {"model": Readiness}, 503: {"model": Readiness, "description": "not ready"}},
+)
 def readyz(svc: Svc, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
     """The broker answers and the query view has caught up with the topics.
 
@@ -58,6 +62,10 @@ def readyz(svc: Svc, authorization: Annotated[str | None, Header()] = None) -> J
     )
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def metrics(svc: Svc) -> Response:
     return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)

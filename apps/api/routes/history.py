@@ -8,11 +8,16 @@ from fastapi import APIRouter, Query
 
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Svc, check_id
+from apps.api.schemas import HistoryEvent, RunShown
 
 router = APIRouter(tags=["history"])
 
 
-@router.get("/v1/jobs/{job_id}/history")
+@router.get(
+    "/v1/jobs/{job_id}/history",
+    response_model=list[HistoryEvent],
+    response_model_exclude_unset=True,
+)
 def history(
     svc: Svc,
     who: Auth,
@@ -27,7 +32,9 @@ def history(
     return svc.view.get(f"/jobs/{tenant}/{job_id}/history", limit=limit)
 
 
-@router.get("/v1/jobs/{job_id}/runs")
+@router.get(
+    "/v1/jobs/{job_id}/runs", response_model=list[RunShown], response_model_exclude_unset=True
+)
 def runs(
     svc: Svc,
     who: Auth,

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, check_id, invalid
+from apps.api.schemas import JobShown
 from kadence.models import ScheduleDefinition
 
 router = APIRouter(tags=["jobs"])
@@ -21,7 +22,7 @@ SPEC_DOC = (
 )
 
 
-@router.get("/v1/jobs")
+@router.get("/v1/jobs", response_model=list[JobShown], response_model_exclude_unset=True)
 def list_jobs(
     svc: Svc,
     who: Auth,
@@ -32,7 +33,9 @@ def list_jobs(
     return svc.view.get("/jobs", tenant=who.tenant, limit=limit, after=after)  # type: ignore[no-any-return]
 
 
-@router.post("/v1/jobs/{job_id}", status_code=201)
+@router.post(
+    "/v1/jobs/{job_id}", status_code=201, response_model=JobShown, response_model_exclude_unset=True
+)
 def create_job(
     svc: Svc,
     who: Auth,
@@ -48,7 +51,7 @@ def create_job(
         return _put(svc, tenant, job_id, spec, 1)
 
 
-@router.put("/v1/jobs/{job_id}")
+@router.put("/v1/jobs/{job_id}", response_model=JobShown, response_model_exclude_unset=True)
 def update_job(
     svc: Svc,
     who: Auth,
@@ -62,7 +65,7 @@ def update_job(
     return _put(svc, tenant, job_id, spec, int(current["version"]) + 1)
 
 
-@router.get("/v1/jobs/{job_id}")
+@router.get("/v1/jobs/{job_id}", response_model=JobShown, response_model_exclude_unset=True)
 def get_job(svc: Svc, who: Auth, job_id: str) -> Any:
     check_id(job_id)
     return svc.job(tenant_of(who), job_id)

@@ -1,0 +1,254 @@
+"""The API's request and response bodies, as models: what `/openapi.json` and `/docs` show.
+
+A job's body (`JobSpec`) is the wire model's (`ScheduleDefinition`) fields without the three the
+API fills in (tenant from the token, job_id from the path, version from the current one); it is
+validated as a whole definition, as every door does (one contract: the SDK, the CLI and a topic
+refuse the same input with the same errors), so the route reads it as JSON and this model is its
+documentation. Responses are validated against these models on the way out and keep exactly the
+fields the query view gave (`exclude_unset`); the nested definition and schedule are documented
+by the wire models' schemas and passed through as the view stores them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
+
+from kadence.models import ScheduleDefinition
+
+FILLED_IN = {"tenant", "job_id", "version"}
+COMPONENTS = "#/components/schemas/{model}"
+
+EXAMPLE_JOB: dict[str, Any] = {
+    "schedule": {"kind": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin"},
+    "target": {
+        "kind": "http",
+        "url": "https://hooks.example.com/report",
+        "method": "POST",
+        "headers": {"X-Team": "finance"},
+        "secret_ref": "reports",
+    },
+    "payload": {"report": "daily"},
+    "retry": {"max_attempts": 5, "initial_backoff_ms": 2000, "multiplier": 2.0},
+    "timeout_ms": 60000,
+    "overlap": "skip",
+    "description": "weekday report at 09:00 Berlin time",
+}
+
+_SPEC_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field)
+    for name, field in ScheduleDefinition.model_fields.items()
+    if name not in FILLED_IN
+}
+JobSpec: type[BaseModel] = create_model(
+    "JobSpec",
+    __config__=ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_JOB]}),
+    __doc__=(
+        "A job's definition without tenant, job_id and version (the token, the path and the "
+        "current version give them). `payload` is a string, a JSON object or array (stored as "
+        "its compact JSON) or null."
+    ),
+    **_SPEC_FIELDS,
+)
+
+PAYLOAD_SCHEMA = {
+    "description": "the body each run sends: text, or a JSON object or array (sent as its "
+    "compact JSON); null for none",
+    "anyOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}, {"type": "null"}],
+}
+
+
+def spec_schemas() -> dict[str, Any]:
+    """JobSpec and the models it uses, as OpenAPI components (added by apps/api/openapi.py)."""
+    schema = JobSpec.model_json_schema(ref_template=COMPONENTS)
+    defs = schema.pop("$defs", {})
+    schema["properties"]["payload"] = PAYLOAD_SCHEMA
+    return {**defs, "JobSpec": schema}
+
+
+def _as(ref: str, description: str) -> Any:
+    """A field documented as component `ref`, passed through as the view stores it."""
+    return WithJsonSchema({"$ref": COMPONENTS.format(model=ref), "description": description})
+
+
+Definition = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "description": "the definition as written: JobSpec's fields with tenant, job_id "
+            "and version; a payload that is not UTF-8 text is base64 with "
+            '`"payload_encoding": "base64"` beside it',
+            "allOf": [{"$ref": COMPONENTS.format(model="JobSpec")}],
+            "type": "object",
+        }
+    ),
+]
+ScheduleShown = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "description": "the job's schedule as defined",
+            "oneOf": [
+                {"$ref": COMPONENTS.format(model="CronSchedule")},
+                {"$ref": COMPONENTS.format(model="OnceSchedule")},
+            ],
+        }
+    ),
+]
+
+
+class Shown(BaseModel):
+    """A response: the fields the view gave, in order, none added."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorShown(Shown):
+    type: str = Field(description="the error's kind (an exception name, an HTTP status)")
+    message: str = ""
+    code: str | None = None
+
+
+class HistoryEvent(Shown):
+    """One recorded event of a job, newest first. `kind` says which fields it has: a
+    scheduler's `decision` (fired, skipped, paused, retry_scheduled, ... with its reason), a
+    worker's `outcome` of an attempt (status, when it started and how late), a `dead_letter`."""
+
+    kind: Literal["decision", "outcome", "dead_letter"]
+    at: str = Field(description="when, UTC (ISO 8601)")
+    execution_id: str | None = None
+    decision: str | None = None
+    status: str | None = Field(default=None, description="an outcome's: succeeded, failed, ...")
+    nominal_at: str | None = None
+    due_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    lateness_s: float | None = Field(default=None, description="started_at - due_at")
+    attempt: int | None = None
+    delivery: int | None = None
+    worker_id: str | None = None
+    reason: str | None = None
+    error: ErrorShown | None = None
+    details: dict[str, str] | None = None
+
+
+class RunShown(Shown):
+    """One occurrence of a job (execution id), folded from its events."""
+
+    execution_id: str
+    nominal_at: str | None
+    due_at: str | None
+    status: str = Field(
+        description="pending, scheduled, retrying, succeeded, failed, timed_out, cancelled, "
+        "not_run (skipped: see reason) or dead_lettered"
+    )
+    started_at: str | None
+    finished_at: str | None
+    lateness_s: float | None = Field(description="how late its first attempt started, s")
+    attempts: int
+    deliveries: int
+    last_error: ErrorShown | None
+    reason: str
+    events: int
+
+
+class RefusedShown(Shown):
+    reason: str | None = None
+    source: str | None = None
+
+
+class JobShown(Shown):
+    """A job: its current definition, state and next due times."""
+
+    tenant: str
+    job_id: str
+    version: int
+    state: Literal["active", "paused"]
+    paused_reason: str = ""
+    schedule: ScheduleShown
+    next_runs: list[str] = Field(description="the next due times, UTC (ISO 8601)")
+    last_run: HistoryEvent | None = Field(description="the last attempt's outcome, if any")
+    definition: Definition
+    source: str | None = Field(
+        default=None, description="where the accepted definition is on the schedules topic"
+    )
+    refused: RefusedShown | None = Field(
+        default=None, description="the last write of this job the scheduler refused, and why"
+    )
+
+
+class Accepted(Shown):
+    """A command is on its topic (202): the scheduler applies it next."""
+
+    request_id: str = Field(description="the same id again changes nothing")
+    accepted: bool
+    offset: int = Field(description="its offset on the topic")
+
+
+class Triggered(Accepted):
+    execution_id: str = Field(description="the run this trigger starts (derived from request_id)")
+
+
+class Occurrence(Shown):
+    execution_id: str
+    nominal_at: str
+
+
+class BackfillShown(Shown):
+    """A backfill's plan (dry run) or, for a real run, the plan it sent."""
+
+    dry_run: bool
+    occurrences: list[Occurrence]
+    already_dispatched: list[Occurrence]
+    already_dispatched_count: int
+    left_out: int = Field(description="occurrences past max_occurrences, not in this plan")
+    truncated: bool = Field(description="the plan stopped before the window's end")
+    resume_at: str | None = Field(description="where a next window should start")
+    not_reached_from: str | None = Field(description="the job had not got this far yet")
+    definition_version: int
+    request_id: str | None = None
+    accepted: bool | None = None
+    offset: int | None = None
+
+
+class BackfillProgress(Shown):
+    request_id: str
+    fired: int
+    already_dispatched: int
+    done: bool
+    left_out: int
+    left_out_counted_all: bool
+    resume_at: str | None
+    not_reached_from: str | None
+    reason: str
+    at: str
+
+
+class DeadLetterShown(Shown):
+    """An execution that gave up, and what happened to it since: dead, replayed, succeeded."""
+
+    kind: Literal["dead_letter"]
+    at: str
+    execution_id: str
+    tenant: str
+    job_id: str
+    reason: str = Field(description="why it was dead-lettered")
+    attempt: int
+    nominal_at: str | None
+    due_at: str | None
+    error: ErrorShown | None
+    state: Literal["dead", "replayed", "succeeded"]
+    state_at: str | None = None
+    replays: int
+    deaths: int
+    source: str = Field(description="partition:offset on the dead-letter topic")
+
+
+class Health(Shown):
+    status: Literal["ok"]
+
+
+class Readiness(Shown):
+    ready: bool
+    problems: list[str]
