@@ -20,44 +20,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-EXIT = {401: 5, 403: 5, 404: 4, 409: 6, 413: 3, 422: 3, 429: 7}
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, detail: Any, retry_after_s: float | None = None) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.retry_after_s = retry_after_s
-        """A 429's Retry-After: waiting this long helps (None: it does not)."""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT.get(self.status, 2)
-
-
-class Api:
-    def __init__(self, url: str, token: str | None) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=url, headers=headers, timeout=30)
-
-    def call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            r = self.http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            raise ApiError(0, f"cannot reach the API at {self.http.base_url}: {exc}") from exc
-        if r.status_code >= 400:
-            try:
-                detail = r.json().get("detail", r.text)
-            except ValueError:
-                detail = r.text
-            raise ApiError(r.status_code, detail, _retry_after(r.headers.get("retry-after")))
-        return None if r.status_code == 204 else r.json()
+from kadence.api_client import ApiClient, ApiError
 
 
 def add_commands(sub: Any) -> None:
@@ -96,7 +63,7 @@ def add_commands(sub: Any) -> None:
 
 def run(args: argparse.Namespace, out: Console | None = None) -> int:
     console = out or Console()
-    api = Api(
+    api = ApiClient(
         os.environ.get("KADENCE_API_URL", "http://127.0.0.1:8080"), os.environ.get("KADENCE_TOKEN")
     )
     try:
@@ -116,11 +83,11 @@ def run(args: argparse.Namespace, out: Console | None = None) -> int:
     return 0
 
 
-def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # noqa: PLR0911, PLR0912, PLR0915
+def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any:  # noqa: PLR0911, PLR0912, PLR0915
     c = args.command
     job = getattr(args, "job_id", None)
     if c == "jobs":
-        jobs = api.call("GET", "/v1/jobs")
+        jobs = list(api.jobs())  # every page
         if not args.json:
             _table(
                 console,
@@ -186,7 +153,7 @@ def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # n
                 ["run", "status", "started", "late (s)", "attempts", "error / reason"],
                 [
                     [
-                        r["execution_id"].split("@", 1)[1],
+                        r["execution_id"],  # whole: what `kadence cancel` takes
                         r["status"],
                         r["started_at"] or "-",
                         "-" if r["lateness_s"] is None else f"{r['lateness_s']:.3f}",
@@ -240,7 +207,7 @@ def _dispatch(api: Api, args: argparse.Namespace, console: Console) -> Any:  # n
     raise ApiError(422, f"unknown command {c}")
 
 
-def _backfill(api: Api, args: argparse.Namespace, console: Console) -> Any:
+def _backfill(api: ApiClient, args: argparse.Namespace, console: Console) -> Any:
     """A dry run lists the occurrences the scheduler would fire and says what it leaves out;
     --run sends them in chunks of at most 100 occurrences, paced at --rate, and shows progress
     as runs the scheduler fired (not chunks sent). Past the tenant's backfill quota the API
@@ -332,7 +299,7 @@ def _plan_summary(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _fired(api: Api, job_id: str, requests: dict[str, tuple[int, bool]]) -> tuple[int, bool]:
+def _fired(api: ApiClient, job_id: str, requests: dict[str, tuple[int, bool]]) -> tuple[int, bool]:
     """Runs the scheduler fired for `requests` so far (request id -> fired, done; those not
     done are asked again), and whether every one is done."""
     for rid, (_, done) in list(requests.items()):
@@ -357,14 +324,6 @@ def _fitting_chunk(exc: ApiError, asked: int) -> int:
     raise exc
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds (the API sends seconds, never a date)."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _instant(text: str, name: str) -> datetime:
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -377,8 +336,8 @@ def _instant(text: str, name: str) -> datetime:
 
 def _table(console: Console, title: str, head: list[str], rows: list[list[str]]) -> None:
     table = Table(title=title)
-    for h in head:
-        table.add_column(h)
+    for i, h in enumerate(head):
+        table.add_column(h, no_wrap=i == 0)  # an id whole, to copy into the next command
     for row in rows:
         table.add_row(*[str(x) for x in row])
     console.print(table)

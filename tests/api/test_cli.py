@@ -55,6 +55,7 @@ def test_jobs_lifecycle_with_exit_codes(
     )
     assert cli.main(["runs", "cli-job"]) == 0
     table = capsys.readouterr().out
+    assert eid in table, table  # the whole run id, as `kadence cancel` takes it
     assert "dead-lettered" in table, table  # the reason
     assert "503" in table, table  # and the target's error
     assert cli.main(["dlq", "--json"]) == 0

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from apps import cli_api
 from apps.api.quotas import BACKFILL, JOBS, TRIGGERS, JobQuota, QuotaExceededError, RateQuota
-from apps.cli_api import ApiError
+from kadence.api_client import ApiError
 
 
 class Clock:
