@@ -58,7 +58,9 @@ class OverlapPolicy(StrEnum):
 
 
 class MissedRunMode(StrEnum):
-    """What to do with occurrences that fell due while the scheduler was down or the job paused."""
+    """What to do with occurrences noticed after their misfire grace: no scheduler ran the job in
+    time (down, or its partition unowned). A paused job's occurrences are skipped, not missed
+    (docs/decisions/0008); resuming does not bring them back."""
 
     latest_once = "latest_once"
     """Fire the most recent missed occurrence once, if inside the catch-up window (default)."""
