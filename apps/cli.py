@@ -9,9 +9,12 @@ preview, token.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,31 +33,54 @@ from kadence.timeengine.preview import preview
 from kadence.topics import ALL_TOPICS, partitions_of
 
 
-def _topics(settings: KadenceSettings, create: bool, ingress: list[str] | None = None) -> int:
-    if create:
-        created = provision(settings)
-        print(f"created {len(created)} topics" if created else "all topics present and matching")
-    if ingress:
-        for tenant in ingress:
+def _topics(settings: KadenceSettings, args: argparse.Namespace) -> int:
+    out: dict[str, Any] = {}
+    if args.create:
+        out["created"] = created = provision(settings)
+        if not args.json:
+            print(
+                f"created {len(created)} topics" if created else "all topics present and matching"
+            )
+    if args.ingress:
+        out["ingress"] = []
+        for tenant in args.ingress:
             if not IDENT_RE.fullmatch(tenant):
                 raise InvalidInputError(f"{tenant!r} is not a tenant id", ["tenant: not an id"])
             made = set(provision_ingress(settings, tenant))
             for name in ingress_topics(settings, tenant):
-                print(f"{name}\t{'created' if name in made else 'present'}")
-        return 0
-    for spec in ALL_TOPICS:
-        print(
-            f"{spec.name(settings.namespace)}\t{partitions_of(spec, settings)}\t{spec.cleanup}"
-            f"\tkey={spec.key}"
-        )
+                state = "created" if name in made else "present"
+                out["ingress"].append({"topic": name, "state": state})
+                if not args.json:
+                    print(f"{name}\t{state}")
+        return _json(out) if args.json else 0
+    out["topics"] = [
+        {
+            "topic": spec.name(settings.namespace),
+            "partitions": partitions_of(spec, settings),
+            "cleanup": spec.cleanup,
+            "key": spec.key,
+        }
+        for spec in ALL_TOPICS
+    ]
+    if args.json:
+        return _json(out)
+    for t in out["topics"]:
+        print(f"{t['topic']}\t{t['partitions']}\t{t['cleanup']}\tkey={t['key']}")
     return 0
 
 
-def _delete(settings: KadenceSettings, key: str, concurrency_key: str | None) -> int:
-    tenant, job_id = split_job_key(key)
+def _json(doc: Any) -> int:
+    print(json.dumps(doc, indent=2))
+    return 0
+
+
+def _delete(settings: KadenceSettings, args: argparse.Namespace) -> int:
+    tenant, job_id = split_job_key(args.job)
     with KadenceClient(settings) as client:
-        w = client.delete(tenant, job_id, concurrency_key)
-    print(f"deleted {key}: tombstone at {w.topic}[{w.partition}]@{w.offset}")
+        w = client.delete(tenant, job_id, args.concurrency_key)
+    if args.json:
+        return _json({"deleted": args.job, **asdict(w)})
+    print(f"deleted {args.job}: tombstone at {w.topic}[{w.partition}]@{w.offset}")
     return 0
 
 
@@ -73,6 +99,8 @@ def _preview(args: argparse.Namespace) -> int:
     if after.tzinfo is None:
         raise InvalidInputError("--after needs an offset", ["after: add Z or +HH:MM"])
     rows = preview(compiled, datetime_to_ms(after), args.n)
+    if args.json:
+        return _json([asdict(r) for r in rows])
     spread = any(r.due_utc != r.nominal_utc for r in rows)
     due_head = f"{'due (UTC)':<26}" if spread else ""
     print(f"{'UTC (nominal)':<26}{due_head}{'local':<27}{'zone':<7}note".rstrip())
@@ -84,8 +112,10 @@ def _preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _token() -> int:
+def _token(as_json: bool) -> int:
     token, digest = new_token()
+    if as_json:
+        return _json({"token": token, "hash": digest})
     print(
         f"token:  {token}\nhash:   {digest}\n"
         f'configure: KADENCE_API_TOKENS=\'{{"{digest}": "<tenant>"}}\'  ("*" is the admin role)'
@@ -93,7 +123,7 @@ def _token() -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kadence", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     topics = sub.add_parser("topics", help="list the namespace's topics; --create provisions")
@@ -125,22 +155,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     prev.add_argument("--job", default="preview/job", help="job key (for H fields and spread)")
     sub.add_parser("token", help="make an API token and the hash to put in KADENCE_API_TOKENS")
+    for name in ("topics", "delete", "preview", "token"):
+        sub.choices[name].add_argument("--json", action="store_true", help="machine-readable")
     cli_api.add_commands(sub)
     cli_tail.add_command(sub)
     cli_redrive.add_command(sub)
     cli_acls.add_command(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if getattr(args, "api", False):
         return cli_api.run(args)
     commands: dict[str, Callable[[], int]] = {
-        "token": _token,
+        "token": lambda: _token(args.json),
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
         "acls": lambda: cli_acls.acls(KadenceSettings(), args),
         "preview": lambda: _preview(args),
-        "topics": lambda: _topics(KadenceSettings(), args.create, args.ingress),
+        "topics": lambda: _topics(KadenceSettings(), args),
         "put": lambda: cli_put.put(KadenceSettings(), args),
-        "delete": lambda: _delete(KadenceSettings(), args.job, args.concurrency_key),
+        "delete": lambda: _delete(KadenceSettings(), args),
     }
     try:
         return commands[args.command]()

@@ -33,6 +33,7 @@ def add_command(sub: Any) -> None:
         "(default User:kadence-<who>, User:<tenant>; repeatable)",
     )
     p.add_argument("--format", choices=FORMATS, default="kafka-acls")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--bootstrap-server", default=None, help="for the printed commands (default: settings')"
     )
@@ -58,9 +59,12 @@ def acls(settings: KadenceSettings, args: argparse.Namespace) -> int:
     wanted = bindings(ns, tenants, chosen)
     if args.apply:
         sent = apply(AdminClient(settings.kafka_common()), wanted)
-        print(f"created {sent} ACL bindings on {settings.bootstrap_servers}")
+        if args.json:
+            print(json.dumps({"created": sent}))
+        else:
+            print(f"created {sent} ACL bindings on {settings.bootstrap_servers}")
         return 0
-    if args.format == "json":
+    if args.format == "json" or args.json:
         print(json.dumps([asdict(a) for a in wanted], indent=1))
         return 0
     bootstrap = args.bootstrap_server or settings.bootstrap_servers

@@ -37,6 +37,7 @@ def add_command(sub: Any) -> None:
         metavar="N",
         help="start at line N (JSON Lines) or item N (a list): resume a stopped load",
     )
+    put.add_argument("--json", action="store_true", help="machine-readable")
 
 
 @dataclass
@@ -143,7 +144,10 @@ def put(settings: KadenceSettings, args: argparse.Namespace) -> int:
                 f"--from {where.at}",
                 exc.errors,
             ) from exc
-    if where.single:
+    if args.json:
+        doc = {"written": loaded.count, "topic": client.topics.schedules}
+        print(json.dumps({**doc, "seconds": round(loaded.seconds, 3)}))
+    elif where.single:
         print(f"written 1 definition to {client.topics.schedules}")
     else:
         print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ def add_command(sub: Any) -> None:
     p.add_argument("--reason", default=None, help="only this dead-letter reason")
     p.add_argument("--max", type=int, default=MAX_DEFAULT, help=f"at most (default {MAX_DEFAULT})")
     p.add_argument("--run", action="store_true", help="send the replays (default: list them)")
+    p.add_argument("--json", action="store_true", help="machine-readable")
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,22 @@ def redrive(settings: KadenceSettings, args: argparse.Namespace) -> int:
         raise InvalidInputError("--end must be after --start", ["end: not after start"])
     chosen = plan(_letters(settings, window), window)
     kept, left_out = chosen[: args.max], len(chosen) - min(len(chosen), args.max)
-    for d in kept:
-        ex = d.execution
-        print(f"{d.dead_lettered_at.isoformat()}\t{ex.execution_id}\t{d.reason.value}")
+    listed = [
+        {
+            "dead_lettered_at": d.dead_lettered_at.isoformat(),
+            "execution_id": d.execution.execution_id,
+            "reason": d.reason.value,
+        }
+        for d in kept
+    ]
+    say = _quiet if args.json else print
+    for row in listed:
+        say(f"{row['dead_lettered_at']}\t{row['execution_id']}\t{row['reason']}")
     more = f"; {left_out} more past --max {args.max}" if left_out else ""
     if not args.run:
-        print(f"{len(kept)} dead letters would be replayed{more} (dry run: nothing sent; --run)")
+        say(f"{len(kept)} dead letters would be replayed{more} (dry run: nothing sent; --run)")
+        if args.json:
+            print(json.dumps({"letters": listed, "left_out": left_out, "sent": 0}, indent=2))
         return 0
     with KadenceClient(settings) as client:
         for i, d in enumerate(kept, 1):
@@ -98,9 +110,15 @@ def redrive(settings: KadenceSettings, args: argparse.Namespace) -> int:
             )
             client.send(cmd, ex.concurrency_key)
             if i % 100 == 0:
-                print(f"... {i} of {len(kept)} sent", flush=True)
-    print(f"{len(kept)} replays sent{more}")
+                say(f"... {i} of {len(kept)} sent")
+    say(f"{len(kept)} replays sent{more}")
+    if args.json:
+        print(json.dumps({"letters": listed, "left_out": left_out, "sent": len(kept)}, indent=2))
     return 0
+
+
+def _quiet(_line: str) -> None:
+    """With --json, the lines for people are not printed."""
 
 
 def _instant(text: str) -> datetime:

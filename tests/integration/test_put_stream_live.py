@@ -82,3 +82,5 @@ def test_kadence_put_loads_json_lines_stops_at_a_bad_line_and_resumes(
     assert "written 151 definitions" in capsys.readouterr().out
     topic = Topics(settings).schedules
     assert written_ids(kafka_bootstrap, topic, 300) == sorted(f"j{i}" for i in range(1, 301))
+    assert cli.main(["put", str(path), "--from", "300", "--json"]) == 0  # the last line again
+    assert json.loads(capsys.readouterr().out)["written"] == 1

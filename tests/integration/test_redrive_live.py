@@ -5,6 +5,7 @@ request ids a rerun repeats."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -46,6 +47,9 @@ def test_redrive_lists_then_replays_a_tenant_s_window(
         monkeypatch.setenv(f"KADENCE_{name}", value)
     window = ["redrive", "acme", "--start", (now - timedelta(hours=1)).isoformat(),
               "--end", now.isoformat()]  # fmt: skip
+    assert cli.main([*window, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert (len(listed["letters"]), listed["sent"]) == (2, 0)
     assert cli.main(window) == 0
     out = capsys.readouterr().out
     assert "2 dead letters would be replayed" in out
