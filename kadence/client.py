@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import (
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -331,6 +332,29 @@ class KadenceClient:
         self._producer.poll(0)
         return slot
 
+    def _below_end(self, topic: str, partition: int) -> int:
+        """An offset at or after a write the broker stored without saying where: the idempotent
+        producer retried a write the broker already had (a slow answer), and librdkafka reports
+        that duplicate as delivered with no offset. It is in the log, so below the partition's
+        end now: waiting for a reader to pass the end's last offset waits for it."""
+        consumer = Consumer(
+            {
+                **self.settings.kafka_common(),
+                "group.id": "kadence-position",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            tp = TopicPartition(topic, partition)
+            _low, high = consumer.get_watermark_offsets(
+                tp, timeout=self.settings.delivery_timeout_s
+            )
+            return max(0, high - 1)
+        except KafkaException as exc:
+            raise DeliveryError(f"stored, but its position is unknown: {exc}") from exc
+        finally:
+            consumer.close()
+
     def _await(self, slots: list[list[Message | KafkaError | None]]) -> list[Written]:
         remaining = self._producer.flush(self.settings.delivery_timeout_s)
         out = []
@@ -345,7 +369,9 @@ class KadenceClient:
             if isinstance(result, KafkaError):
                 raise DeliveryError(f"write failed: {result.str()}")
             topic, partition, offset = result.topic(), result.partition(), result.offset()
-            if topic is None or partition is None or offset is None:
+            if topic is None or partition is None:
                 raise DeliveryError("the broker acknowledged a write without its position")
+            if offset is None:  # stored, but where is not said: see `_below_end`
+                offset = self._below_end(topic, partition)
             out.append(Written(topic, partition, offset))
         return out
