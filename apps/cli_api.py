@@ -57,7 +57,9 @@ def add_commands(sub: Any) -> None:
     bf.add_argument("--run", action="store_true", help="really dispatch (default: dry run)")
     bf.add_argument("--force", action="store_true", help="also occurrences already dispatched")
     bf.add_argument("--rate", type=float, default=100.0, help="occurrences per second")
-    cmd("dlq", "the dead-letter queue")
+    dlq = cmd("dlq", "the dead-letter queue (every page)")
+    dlq.add_argument("--job", default="", help="only this job's")
+    dlq.add_argument("--state", default="", choices=["", "dead", "replayed", "succeeded"])
     cmd("replay", "replay a dead-lettered run", "run_id")
 
 
@@ -190,7 +192,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     if c == "backfill":
         return _backfill(api, args, console)
     if c == "dlq":
-        dead = api.call("GET", "/v1/dead-letters")
+        dead = list(api.dead_letters(job_id=args.job, state=args.state))
         if not args.json:
             _table(
                 console,

@@ -81,6 +81,18 @@ class ApiClient:
         path = f"/v1/jobs/{_part(job_id)}/history"
         return self.call("GET", path, params={"limit": limit})  # type: ignore[no-any-return]
 
+    def dead_letters(self, page: int = 200, **match: str) -> Iterator[dict[str, Any]]:
+        """Every dead letter of the tenant in execution id order, `page` at a time; `match`
+        (job_id, state, reason) keeps those whose field equals it."""
+        after = ""
+        while True:
+            params = {"limit": page, "after": after, **{k: v for k, v in match.items() if v}}
+            got = self.call("GET", "/v1/dead-letters", params=params)
+            yield from got
+            if len(got) < page:
+                return
+            after = got[-1]["execution_id"]
+
     # -- writing -----------------------------------------------------------------------------
 
     def create(self, job_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:

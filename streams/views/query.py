@@ -4,7 +4,7 @@ why it did not run), and dead letters."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
 from kadence.clock import ms_to_datetime
@@ -131,9 +131,25 @@ class ViewQueries:
             run.pop("revoked_ahead", None)  # the fold's own note, not part of the answer
         return [runs[eid] for eid in reversed(order)][:limit]
 
-    def dead_letters(self, tenant: str | None, limit: int = 200) -> list[Doc]:
+    def dead_letters(
+        self,
+        tenant: str | None,
+        limit: int = 200,
+        after: str = "",
+        match: Mapping[str, str] | None = None,
+    ) -> list[Doc]:
+        """Dead letters in execution id order: those after the execution id `after` (a page's
+        last), with every field of `match` equal (job_id, state, reason), `limit` at most."""
         prefix = b"D" + SEP.encode() + (f"{tenant}{SEP}".encode() if tenant else b"")
-        return list(_take(self.store.scan(prefix), limit))
+        cursor = (after.split("/", 1)[0], after)
+        wanted = {k: v for k, v in (match or {}).items() if v}
+        kept = (
+            d
+            for d in self.store.scan(prefix)
+            if (d["tenant"], d["execution_id"]) > cursor
+            and all(str(d.get(k)) == v for k, v in wanted.items())
+        )
+        return list(_take(kept, limit))
 
     def dead_letter(self, tenant: str, execution_id: str) -> Doc | None:
         return self.store.get(dead_key(tenant, execution_id))

@@ -9,7 +9,7 @@ Only the API is answered: a loopback Host and the shared token (streams/views/ac
     GET /jobs/<tenant>/<job_id>?preview=
     GET /jobs/<tenant>/<job_id>/history?limit=&before_ms=
     GET /jobs/<tenant>/<job_id>/runs?limit=
-    GET /dead-letters?tenant=
+    GET /dead-letters?tenant=&limit=&after=&job_id=&state=&reason=
     GET /dead-letters/<tenant>/<execution_id>
 """
 
@@ -101,7 +101,10 @@ def serve(
                     case ["jobs", tenant, job_id, "runs"]:
                         return queries.runs(tenant, job_id, min(int(q.get("limit", 50)), 500))
                     case ["dead-letters"]:
-                        return queries.dead_letters(q.get("tenant") or None)
+                        limit = min(int(q.get("limit", 200)), 1000)
+                        match = {k: q.get(k, "") for k in ("job_id", "state", "reason")}
+                        after = q.get("after", "")
+                        return queries.dead_letters(q.get("tenant") or None, limit, after, match)
                     case ["dead-letters", tenant, execution_id]:
                         dead = queries.dead_letter(tenant, execution_id)
                         if dead is None:

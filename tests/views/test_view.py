@@ -342,3 +342,40 @@ def test_a_fired_record_for_a_series_shows_each_run_scheduled(tmp_path: Path) ->
     runs = {r["execution_id"]: r for r in ViewQueries(store).runs("acme", "tick")}
     assert [runs[eid(m)]["status"] for m in range(3)] == ["scheduled", "succeeded", "scheduled"]
     assert runs[eid(2)]["due_at"] == "2026-12-01T09:02:00Z"
+
+
+def test_dead_letters_come_a_page_at_a_time_and_filtered(tmp_path: Path) -> None:
+    """Issue 31, item 4: paged by execution id (`after`: a page's last), filtered by job,
+    state and reason; another tenant's letters are never in a tenant's pages."""
+    store = ViewStore(tmp_path / "view")
+    base = _dead_doc()
+    ex = base["execution"]
+    assert isinstance(ex, ExecutionRequested)
+    for tenant, job, minute in [("acme", "a", m) for m in range(5)] + [
+        ("acme", "b", 0),
+        ("globex", "a", 0),
+    ]:
+        execution_id = f"{tenant}/{job}@2026-12-01T09:{minute:02d}:00.000Z"
+        moved = ex.model_copy(
+            update={"tenant": tenant, "job_id": job, "execution_id": execution_id}
+        )
+        letter = DeadLetter.model_validate({**base, "execution": moved})
+        apply.apply_dead_letter(store, letter, f"d-{tenant}-{job}-{minute}")
+    store.flush()
+    q = ViewQueries(store)
+    pages, after = [], ""
+    while True:
+        page = q.dead_letters("acme", limit=2, after=after)
+        pages.append([d["execution_id"] for d in page])
+        if len(page) < 2:
+            break
+        after = page[-1]["execution_id"]
+    seen = [e for p in pages for e in p]
+    assert [len(p) for p in pages] == [2, 2, 2, 0]
+    assert seen == sorted(seen) and len(set(seen)) == 6
+    assert all(e.startswith("acme/") for e in seen)
+    only_b = q.dead_letters("acme", match={"job_id": "b"})
+    assert [d["job_id"] for d in only_b] == ["b"]
+    assert q.dead_letters("acme", match={"state": "succeeded"}) == []
+    assert len(q.dead_letters("acme", match={"reason": "retries_exhausted", "state": "dead"})) == 6
+    assert len(q.dead_letters(None, limit=1000)) == 7  # the admin's view: every tenant

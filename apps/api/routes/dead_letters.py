@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import ValidationError
 
 from apps.api.auth import tenant_of
@@ -22,10 +22,30 @@ router = APIRouter(tags=["dead letters"])
 @router.get(
     "/v1/dead-letters", response_model=list[DeadLetterShown], response_model_exclude_unset=True
 )
-def dead_letters(svc: Svc, who: Auth) -> Any:
-    """Dead letters of the tenant (an admin without a tenant: all), with their state:
-    dead, replayed, succeeded."""
-    return svc.view.get("/dead-letters", tenant=who.tenant)
+def dead_letters(
+    svc: Svc,
+    who: Auth,
+    *,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    after: Annotated[
+        str, Query(max_length=600, description="the last execution_id of a page")
+    ] = "",
+    job_id: Annotated[str, Query(max_length=128)] = "",
+    state: Annotated[Literal["", "dead", "replayed", "succeeded"], Query()] = "",
+    reason: Annotated[str, Query(max_length=64)] = "",
+) -> Any:
+    """Dead letters of the tenant (an admin without a tenant: all), in execution id order, a
+    page at a time (`after`: the previous page's last execution_id), with their state: dead,
+    replayed, succeeded. `job_id`, `state` and `reason` keep only those that match."""
+    return svc.view.get(
+        "/dead-letters",
+        tenant=who.tenant,
+        limit=limit,
+        after=after,
+        job_id=job_id,
+        state=state,
+        reason=reason,
+    )
 
 
 @router.post(
