@@ -35,12 +35,16 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
+    """SASL login for every client (with KADENCE_KAFKA_SECURITY_PROTOCOL SASL_SSL or
+    SASL_PLAINTEXT); the password is never logged or written to a topic."""
     kafka_ssl_ca_location: Path | None = None
     """The CA bundle that signed the brokers' certificates (PEM); None: the system's."""
     kafka_ssl_certificate_location: Path | None = None
     """A client certificate (PEM), for brokers that authenticate clients by TLS."""
     kafka_ssl_key_location: Path | None = None
     kafka_ssl_key_password: SecretStr | None = None
+    """The client's private key (PEM) for mutual TLS, with the certificate above, and its
+    password if it has one."""
     kafka_options: dict[str, str] = Field(default_factory=dict)
     """Any other librdkafka option for every client, as JSON (KADENCE_KAFKA_OPTIONS=
     '{"socket.keepalive.enable": "true"}'); applied last."""
@@ -65,7 +69,10 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     allow_under_replicated: bool = False
     """Create topics with fewer copies than the cluster's size (up to 3) allows."""
     max_payload_bytes: Annotated[int, Field(ge=0, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
+    """The largest payload a job or a trigger may carry (bytes, at most 512 KiB): every record
+    Kadence writes must fit the broker's limit with its payload in it."""
     client_id: str = "kadence"
+    """The Kafka client id the SDK and the tools announce (brokers log and quota by it)."""
     delivery_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     """How long the SDK waits for the broker to acknowledge a write."""
     state_dir: Path = Path(".run/state")
@@ -156,7 +163,7 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     purpose (docker-compose.yml sets 0.0.0.0 inside its container)."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
-    """The HTTP API and dashboard (apps/api/)."""
+    """Where the HTTP API and dashboard listen (apps/api/; port 0: one the system picks)."""
     api_max_connections: Annotated[int, Field(ge=1, le=100_000)] = 256
     """Connections (and requests in progress) the API holds at once at most (uvicorn's
     `limit_concurrency`); past it a request is answered 503 at once. Bounds what a flood of
