@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from apps import cli_acls, cli_api, cli_put, cli_redrive, cli_tail
+from apps import cli_acls, cli_api, cli_put, cli_receive, cli_redrive, cli_tail
 from apps.api.auth import new_token
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_tail.add_command(sub)
     cli_redrive.add_command(sub)
     cli_acls.add_command(sub)
+    cli_receive.add_command(sub)
     return parser
 
 
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
         "acls": lambda: cli_acls.acls(KadenceSettings(), args),
+        "receive": lambda: cli_receive.receive(args),
         "preview": lambda: _preview(args),
         "topics": lambda: _topics(KadenceSettings(), args),
         "put": lambda: cli_put.put(KadenceSettings(), args),
