@@ -215,7 +215,11 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     view_url that names another host (JSON list). Any other Host header is refused (DNS
     rebinding)."""
     history_retention_days: Annotated[int, Field(ge=1, le=3_650)] = 30
-    """History older than this is dropped from the query view (the topics keep their own)."""
+    """History older than this is dropped from the query view (the topics keep their own),
+    each event first folded into its job's roll-up for its day (streams/views/rollup.py)."""
+    history_rollup_days: Annotated[int, Field(ge=1, le=36_500)] = 400
+    """How long the query view keeps a job's daily roll-ups: runs by status, decisions, dead
+    letters and start lateness per day, shown by `GET /v1/jobs/{job_id}/rollups`."""
     clock_offset_ms: int = 0
     """Added to the wall clock (fault tests jump time with it). Leave 0 in production."""
 

@@ -153,6 +153,23 @@ class RunShown(Shown):
     events: int
 
 
+class RollupShown(Shown):
+    """One day of a job's history past its hot period (KADENCE_HISTORY_RETENTION_DAYS), in
+    counts: attempts by status, the scheduler's decisions, dead letters, start lateness."""
+
+    tenant: str
+    job_id: str
+    day: str = Field(description="UTC date, YYYY-MM-DD")
+    events: int
+    attempts: dict[str, int] = Field(description="attempts by final status (succeeded, ...)")
+    decisions: dict[str, int] = Field(description="decisions by kind (fired, skipped_overlap, ...)")
+    dead_letters: int
+    started: int = Field(description="attempts with a start lateness")
+    lateness_p50_s: float | None = Field(description="at most (a bucket's upper bound)")
+    lateness_p99_s: float | None = Field(description="at most (a bucket's upper bound)")
+    lateness_max_s: float | None
+
+
 class RefusedShown(Shown):
     reason: str | None = None
     source: str | None = None

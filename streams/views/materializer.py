@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
@@ -24,7 +25,7 @@ from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import MessageLike
 from streams.kafkaio.reading import ready
 from streams.kafkaio.retry import retrying
-from streams.views import apply
+from streams.views import apply, rollup
 from streams.views.store import ViewStore, offset_key
 
 log = logging.getLogger(__name__)
@@ -213,15 +214,32 @@ class Materializer:
         self.applied += 1
 
     def sweep(self) -> int:
-        """Drop history older than the retention; returns how many events went."""
-        cutoff = self.clock.now_ms() - self.settings.history_retention_days * 86_400_000
+        """Drop history older than the retention, each event folded into its job's roll-up
+        for its day first (streams/views/rollup.py), and roll-ups older than theirs; returns
+        how many events went."""
+        now = self.clock.now_ms()
+        cutoff = now - self.settings.history_retention_days * 86_400_000
         dropped = 0
+        rolled: dict[bytes, dict[str, Any]] = {}
         with self.changed:
             for key in self.store.keys(b"H"):
-                at_ms = int(key.split(b"\0")[3])
+                _h, tenant, job_id, at, _seq = key.decode().split("\0", 4)
+                at_ms = int(at)
                 if at_ms < cutoff:
+                    event = self.store.get(key)
+                    if event is not None:
+                        rk = rollup.rollup_key(tenant, job_id, rollup.day_of(at_ms))
+                        doc = rolled.get(rk) or self.store.get(rk)
+                        doc = doc or rollup.empty(tenant, job_id, rollup.day_of(at_ms))
+                        rolled[rk] = rollup.fold(doc, event)
                     self.store.put(key, None)
                     dropped += 1
+            for rk, doc in rolled.items():
+                self.store.put(rk, doc)
+            oldest = rollup.day_of(now - self.settings.history_rollup_days * 86_400_000)
+            for key in list(self.store.keys(b"R")):
+                if key.decode().rsplit("\0", 1)[1] < oldest:
+                    self.store.put(key, None)
             for key in list(self.store.keys(b"B")):  # backfill progress, as old as its history
                 doc = self.store.get(key)
                 if doc is not None and doc.get("at_ms", 0) < cutoff:

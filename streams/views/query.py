@@ -11,6 +11,7 @@ from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
 from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
+from streams.views import rollup
 from streams.views.apply import definition_of
 from streams.views.store import SEP, Doc, ViewStore, backfill_key, dead_key, history_prefix, job_key
 
@@ -114,6 +115,11 @@ class ViewQueries:
         """The latest word of the scheduler on one backfill request: its dry-run facts or
         its progress."""
         return self.store.get(backfill_key(tenant, job_id, request_id))
+
+    def rollups(self, tenant: str, job_id: str, limit: int = 90) -> list[Doc]:
+        """The job's daily roll-ups of history past its hot period, newest day first."""
+        docs = self.store.scan(rollup.rollup_prefix(tenant, job_id), reverse=True, limit=limit)
+        return [rollup.shown(d) for d in docs]
 
     def runs(self, tenant: str, job_id: str, limit: int = 50) -> list[Doc]:
         """One entry per occurrence (execution id), newest first, from the last events."""

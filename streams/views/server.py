@@ -9,6 +9,7 @@ Only the API is answered: a loopback Host and the shared token (streams/views/ac
     GET /jobs/<tenant>/<job_id>?preview=
     GET /jobs/<tenant>/<job_id>/history?limit=&before_ms=
     GET /jobs/<tenant>/<job_id>/runs?limit=
+    GET /jobs/<tenant>/<job_id>/rollups?limit=
     GET /dead-letters?tenant=&limit=&after=&job_id=&state=&reason=
     GET /dead-letters/<tenant>/<execution_id>
 """
@@ -63,7 +64,7 @@ def serve(
             except (ValueError, KeyError) as exc:
                 self._send(400, {"detail": f"bad query: {exc}"})
 
-        def _route(self, parts: list[str], q: dict[str, str]) -> Any:  # noqa: PLR0911
+        def _route(self, parts: list[str], q: dict[str, str]) -> Any:  # noqa: PLR0911, PLR0912 - one route per case
             now = materializer.clock.now_ms()
             with materializer.changed:  # a consistent read between two batches
                 match parts:
@@ -100,6 +101,8 @@ def serve(
                         return found
                     case ["jobs", tenant, job_id, "runs"]:
                         return queries.runs(tenant, job_id, min(int(q.get("limit", 50)), 500))
+                    case ["jobs", tenant, job_id, "rollups"]:
+                        return queries.rollups(tenant, job_id, min(int(q.get("limit", 90)), 400))
                     case ["dead-letters"]:
                         limit = min(int(q.get("limit", 200)), 1000)
                         match = {k: q.get(k, "") for k in ("job_id", "state", "reason")}

@@ -379,3 +379,35 @@ def test_dead_letters_come_a_page_at_a_time_and_filtered(tmp_path: Path) -> None
     assert q.dead_letters("acme", match={"state": "succeeded"}) == []
     assert len(q.dead_letters("acme", match={"reason": "retries_exhausted", "state": "dead"})) == 6
     assert len(q.dead_letters(None, limit=1000)) == 7  # the admin's view: every tenant
+
+
+def test_history_past_retention_is_rolled_up_per_job_per_day(tmp_path: Path) -> None:
+    """Issue 31, item 4: the sweep folds each event it drops into its job's roll-up for its
+    day (attempts by status, decisions, dead letters, start lateness), keeps the roll-up, and a
+    second sweep counts nothing twice; roll-ups past KADENCE_HISTORY_ROLLUP_DAYS go."""
+    store = filled(tmp_path)  # minute 0: fired, succeeded 0.25 s late; 1: skipped; 2: fired,
+    # failed 0.2 s late, dead-lettered at 2:05
+    clock = FakeClock(datetime_to_ms(T0 + timedelta(days=31)))
+    m = Materializer(KadenceSettings(history_retention_days=30), store, clock)
+    assert m.sweep() == 6
+    assert m.sweep() == 0
+    q = ViewQueries(store)
+    assert q.history("acme", "tick") == []
+    [day] = q.rollups("acme", "tick")
+    assert (day["day"], day["events"], day["dead_letters"]) == ("2026-12-01", 6, 1)
+    assert day["attempts"] == {"succeeded": 1, "failed": 1}
+    assert day["decisions"] == {"fired": 2, "skipped_overlap": 1}
+    assert (day["started"], day["lateness_p50_s"], day["lateness_p99_s"]) == (2, 0.25, 0.25)
+    assert day["lateness_max_s"] == 0.25
+    apply.apply_outcome(store, outcome(3, "succeeded", late_s=40.0), "o3")  # a late one, later
+    store.flush()
+    clock.set(datetime_to_ms(T0 + timedelta(days=31, minutes=5)))
+    assert m.sweep() == 1
+    [day] = q.rollups("acme", "tick")
+    assert day["attempts"] == {"succeeded": 2, "failed": 1}
+    assert (day["started"], day["lateness_p99_s"], day["lateness_max_s"]) == (3, 60, 40.0)
+    assert q.rollups("globex", "tick") == []
+    keep = KadenceSettings(history_retention_days=30, history_rollup_days=40)
+    clock.set(datetime_to_ms(T0 + timedelta(days=41)))
+    Materializer(keep, store, clock).sweep()
+    assert q.rollups("acme", "tick") == []

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Svc, check_id
-from apps.api.schemas import HistoryEvent, RunShown
+from apps.api.schemas import HistoryEvent, RollupShown, RunShown
 
 router = APIRouter(tags=["history"])
 
@@ -47,3 +47,22 @@ def runs(
     check_id(job_id)
     svc.job(tenant, job_id)
     return svc.view.get(f"/jobs/{tenant}/{job_id}/runs", limit=limit)
+
+
+@router.get(
+    "/v1/jobs/{job_id}/rollups",
+    response_model=list[RollupShown],
+    response_model_exclude_unset=True,
+)
+def rollups(
+    svc: Svc,
+    who: Auth,
+    job_id: str,
+    limit: Annotated[int, Query(ge=1, le=400)] = 90,
+) -> Any:
+    """The job's history past its hot period (KADENCE_HISTORY_RETENTION_DAYS), a day at a
+    time, newest first: attempts by status, decisions, dead letters, start lateness p50/p99."""
+    tenant = tenant_of(who)
+    check_id(job_id)
+    svc.job(tenant, job_id)
+    return svc.view.get(f"/jobs/{tenant}/{job_id}/rollups", limit=limit)
