@@ -95,7 +95,8 @@ class ReplayDeadLetter(_JobCommand):
 
 
 class PauseJob(_JobCommand):
-    """Stop firing until resumed; occurrences in between follow the missed-run policy."""
+    """Stop firing until resumed; occurrences in between are skipped, each with a history record
+    (docs/decisions/0008: paused means skipped; backfill runs them if they are wanted)."""
 
     avro_name = "PauseJob"
     reason: Annotated[str, Field(max_length=512)] = ""
