@@ -6,11 +6,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from apps.api.auth import tenant_of
-from apps.api.deps import Auth, Svc, check_id
+from apps.api.auth import Principal, tenant_of
+from apps.api.deps import Auth, Services, Svc, check_id
 from apps.api.schemas import HistoryEvent, RollupShown, RunShown
 
 router = APIRouter(tags=["history"])
+
+
+def _of_job(svc: Services, who: Principal, job_id: str, what: str, limit: int) -> Any:
+    """The view's `what` of the caller's job (404 when the tenant has no such job)."""
+    tenant = tenant_of(who)
+    check_id(job_id)
+    svc.job(tenant, job_id)
+    return svc.view.get(f"/jobs/{tenant}/{job_id}/{what}", limit=limit)
 
 
 @router.get(
@@ -26,10 +34,7 @@ def history(
 ) -> Any:
     """Every recorded event of the job, newest first: decisions with their reasons,
     attempts with outcome and error, dead letters."""
-    tenant = tenant_of(who)
-    check_id(job_id)
-    svc.job(tenant, job_id)
-    return svc.view.get(f"/jobs/{tenant}/{job_id}/history", limit=limit)
+    return _of_job(svc, who, job_id, "history", limit)
 
 
 @router.get(
@@ -43,10 +48,7 @@ def runs(
 ) -> Any:
     """One entry per occurrence, newest first: status, when it started, how late, attempts
     and deliveries, the last error, or the reason it did not run."""
-    tenant = tenant_of(who)
-    check_id(job_id)
-    svc.job(tenant, job_id)
-    return svc.view.get(f"/jobs/{tenant}/{job_id}/runs", limit=limit)
+    return _of_job(svc, who, job_id, "runs", limit)
 
 
 @router.get(
@@ -62,7 +64,4 @@ def rollups(
 ) -> Any:
     """The job's history past its hot period (KADENCE_HISTORY_RETENTION_DAYS), a day at a
     time, newest first: attempts by status, decisions, dead letters, start lateness p50/p99."""
-    tenant = tenant_of(who)
-    check_id(job_id)
-    svc.job(tenant, job_id)
-    return svc.view.get(f"/jobs/{tenant}/{job_id}/rollups", limit=limit)
+    return _of_job(svc, who, job_id, "rollups", limit)
