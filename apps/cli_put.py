@@ -14,12 +14,12 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kadence.client import KadenceClient
-from kadence.errors import BulkInputError, InvalidInputError
+from kadence.client import STREAM_CHUNK, KadenceClient
+from kadence.errors import BulkInputError, BulkWriteError, DeliveryError, InvalidInputError
 from kadence.settings import KadenceSettings
 
 
@@ -48,6 +48,16 @@ class Reading:
     at: int = 0
     single: bool = False
     """The file is one JSON object (not a list, not JSON Lines)."""
+    given: int = 0
+    """Definitions given so far."""
+    starts: dict[int, int] = field(default_factory=dict)
+    """The line (or item) of every STREAM_CHUNK-th definition given (0, 10 000, ...): where a
+    load whose acknowledged count is a multiple of the chunk resumes."""
+
+    def gave(self) -> None:
+        if self.given % STREAM_CHUNK == 0:
+            self.starts[self.given] = self.at
+        self.given += 1
 
 
 def definitions(stream: TextIO, start: int, where: Reading) -> Iterator[dict[str, Any]]:
@@ -105,6 +115,7 @@ def _chain(first: str, stream: TextIO) -> Iterator[str]:
 
 
 def _definition(item: Any, where: Reading) -> dict[str, Any]:
+    where.gave()
     if not isinstance(item, dict):
         raise InvalidInputError(
             f"a definition is a JSON object, not {type(item).__name__}",
@@ -136,7 +147,16 @@ def put(settings: KadenceSettings, args: argparse.Namespace) -> int:
     where = Reading()
     with _open(args.file) as stream, KadenceClient(settings) as client:
         try:
-            loaded = client.put_stream(definitions(stream, args.start, where), progress=Progress())
+            loaded = client.put_stream(
+                definitions(stream, args.start, where), progress=Progress(), chunk=STREAM_CHUNK
+            )
+        except BulkWriteError as exc:
+            resume = where.starts.get(exc.written, where.at)
+            raise DeliveryError(
+                f"{exc}. The first {exc.written} definitions were written: resume with "
+                f"--from {resume} (a definition written twice is refused the second time as "
+                "not newer: nothing changes)"
+            ) from exc
         except BulkInputError as exc:
             raise InvalidInputError(
                 f"{args.file}, {where.unit} {where.at}: {exc.__cause__}. The {exc.written} "

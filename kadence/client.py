@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from kadence.codec import Codec, describe_validation_error
 from kadence.errors import (
     BulkInputError,
+    BulkWriteError,
     DeliveryError,
     InvalidInputError,
     KadenceError,
@@ -150,12 +151,12 @@ class KadenceClient:
             except StopIteration:
                 break
             except InvalidInputError as exc:
-                self._stopped(exc, index, written + len(self._await(pending)))
+                self._stopped(exc, index, written + self._acked(pending, written))
             try:
                 definition = self._validated(item)
                 self._check_payload(definition.payload)
             except InvalidInputError as exc:
-                self._stopped(exc, index, written + len(self._await(pending)))
+                self._stopped(exc, index, written + self._acked(pending, written))
             pending.append(
                 self._produce(
                     self.topics.schedules, definition.key, definition.routing_key, definition
@@ -163,15 +164,25 @@ class KadenceClient:
             )
             index += 1
             if len(pending) >= chunk:
-                written += len(self._await(pending))
+                written += self._acked(pending, written)
                 pending = []
                 if progress is not None:
                     progress(written)
         if pending:
-            written += len(self._await(pending))
+            written += self._acked(pending, written)
             if progress is not None:
                 progress(written)
         return Loaded(written, time.monotonic() - started)
+
+    def _acked(self, pending: list[list[Message | KafkaError | None]], written: int) -> int:
+        """How many of `pending` the broker acknowledged (all, or a BulkWriteError saying
+        how many before them were)."""
+        try:
+            return len(self._await(pending))
+        except DeliveryError as exc:
+            raise BulkWriteError(
+                f"{exc}; the first {written} were written", written=written
+            ) from exc
 
     @staticmethod
     def _stopped(exc: InvalidInputError, index: int, written: int) -> typing.NoReturn:

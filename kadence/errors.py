@@ -116,6 +116,15 @@ class DeliveryError(KadenceError):
     """The broker did not acknowledge a produced record."""
 
 
+class BulkWriteError(DeliveryError):
+    """A bulk load's writes stopped being acknowledged: the first `written` items are stored;
+    what came after may or may not be (written again, a definition is refused as not newer)."""
+
+    def __init__(self, message: str, *, written: int) -> None:
+        super().__init__(message)
+        self.written = written
+
+
 # --- writing records -------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ import pytest
 from apps import cli
 from kadence.client import KadenceClient
 from kadence.codec import Codec
-from kadence.errors import BulkInputError
+from kadence.errors import BulkInputError, BulkWriteError, DeliveryError
 from kadence.models import ScheduleDefinition
 from kadence.topics import Topics
 from testkit.topic_reader import read_topic
@@ -84,3 +84,38 @@ def test_kadence_put_loads_json_lines_stops_at_a_bad_line_and_resumes(
     assert written_ids(kafka_bootstrap, topic, 300) == sorted(f"j{i}" for i in range(1, 301))
     assert cli.main(["put", str(path), "--from", "300", "--json"]) == 0  # the last line again
     assert json.loads(capsys.readouterr().out)["written"] == 1
+
+
+def test_a_load_the_broker_stops_acknowledging_says_where_to_resume(
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The broker stops answering after the first chunk: the SDK says how many were written
+    (BulkWriteError.written), and `kadence put` the line to resume from."""
+    settings = provisioned(kafka_bootstrap)
+    real = KadenceClient._await
+    calls = [0]
+
+    def second_fails(self: KadenceClient, slots: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise DeliveryError("the broker did not acknowledge the write within 30 s")
+        return real(self, slots)
+
+    monkeypatch.setattr(KadenceClient, "_await", second_fails)
+    with KadenceClient(settings) as client, pytest.raises(BulkWriteError) as stopped:
+        client.put_stream((job(i) for i in range(250)), chunk=100)
+    assert stopped.value.written == 100 and "the first 100 were written" in str(stopped.value)
+
+    for name, value in (("BOOTSTRAP_SERVERS", kafka_bootstrap), ("NAMESPACE", settings.namespace),
+                        ("PARTITIONS", str(settings.partitions))):  # fmt: skip
+        monkeypatch.setenv(f"KADENCE_{name}", value)
+    monkeypatch.setattr("apps.cli_put.STREAM_CHUNK", 100)
+    calls[0] = 0
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(["", *(json.dumps(job(i)) for i in range(250))]) + "\n")
+    assert cli.main(["put", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "The first 100 definitions were written: resume with --from 102" in err, err
