@@ -41,12 +41,10 @@ from kadence.models import (
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics, target_topic
-from streams.runtime.store import payload_of
-from streams.scheduler.state import load_state
 from testkit import history_io
 from testkit.checker import Event, Report, check
 from testkit.netproxy import NetProxy
-from testkit.scheduler_process import SchedulerProcess
+from testkit.scheduler_process import SchedulerProcess, job_cursors
 from testkit.stack import ReaperProcess, WorkerProcess, execution_settings
 from testkit.target_server import TargetServer
 from testkit.topic_reader import read_topic
@@ -354,14 +352,10 @@ class Run:
                     "at_ms": int(hit.at * 1000),
                 }
             )
-        cursors: dict[str, int | None] = {}
-        changelog = Topics(self.settings).scheduler_changelog
-        for m in read_topic(self.settings.bootstrap_servers, changelog, 10**7, self.state_read_s):
-            key = (m.key() or b"").decode()
-            if key.startswith("~"):
-                continue
-            value = m.value()
-            cursors[key] = load_state(payload_of(value)).cursor_ms if value else None
+        created = {
+            f"{e['job']['tenant']}/{e['job']['job_id']}" for e in events if e["kind"] == "created"
+        }
+        cursors = job_cursors(self.settings, created, self.state_read_s)
         events += [{"kind": "cursor", "key": k, "cursor_ms": c} for k, c in cursors.items()]
         return events
 
