@@ -101,7 +101,11 @@ def receive(args: argparse.Namespace) -> int:
             self._take()
 
         def _take(self) -> None:
-            size = int(self.headers.get("content-length") or 0)
+            length = self.headers.get("content-length") or "0"
+            if not length.isdigit():
+                self.send_error(400, "content-length is not a number")
+                return
+            size = int(length)
             if size > MAX_BODY:
                 self.send_error(413)
                 return

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,13 @@ def post(port: int, body: bytes, headers: dict[str, str]) -> int:
             return int(r.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def raw_request(port: int, request: bytes) -> int:
+    """The status a hand-written request gets (what urllib would not send)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        return int(conn.recv(1024).split(b" ", 2)[1])
 
 
 def run_headers(body: bytes, run: str, due_ago_s: float) -> dict[str, str]:
@@ -59,6 +67,9 @@ def test_receive_checks_signatures_prints_runs_and_stops_after_count() -> None:
         assert post(port, body, good) == 200
         assert post(port, body + b" ", good) == 401  # the body changed on the way
         assert post(port, body, {"content-type": "application/json"}) == 401  # not signed
+        too_big = b"POST / HTTP/1.1\r\ncontent-length: 2000000\r\n\r\n"
+        assert raw_request(port, too_big) == 413  # refused before a byte of it is read
+        assert raw_request(port, b"POST / HTTP/1.1\r\ncontent-length: lots\r\n\r\n") == 400
         again = run_headers(body, "demo/report@2026-12-01T09:01:00.000Z", due_ago_s=0)
         assert post(port, body, again) == 200
         assert proc.wait(timeout=10) == 0  # --count 2: two runs taken, then it stops
