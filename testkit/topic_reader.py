@@ -9,15 +9,9 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, Message, TopicPartition
 
 
-def read_topic(
-    bootstrap: str,
-    topic: str,
-    expect: int,
-    timeout_s: float = 20.0,
-    isolation: str = "read_committed",
-) -> list[Message]:
-    """Read `topic` from offset 0 until `expect` records arrived or `timeout_s` passed."""
-    consumer = Consumer(
+def _reader(bootstrap: str, isolation: str) -> Consumer:
+    """A consumer of a group of its own that commits nothing: it reads, and is gone."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
@@ -26,6 +20,17 @@ def read_topic(
             "auto.offset.reset": "earliest",
         }
     )
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    expect: int,
+    timeout_s: float = 20.0,
+    isolation: str = "read_committed",
+) -> list[Message]:
+    """Read `topic` from offset 0 until `expect` records arrived or `timeout_s` passed."""
+    consumer = _reader(bootstrap, isolation)
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
@@ -46,15 +51,7 @@ def read_to_end(
     """Every record of `topic` up to where each partition ended when reading began, as it is
     read (a changelog of millions is streamed, not held); raises TimeoutError if that end is
     not reached within `timeout_s`."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = _reader(bootstrap, isolation)
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         ends = {}
