@@ -26,7 +26,11 @@ def _wait(check: object, what: str) -> None:
 def test_a_sleeping_child_and_its_child_are_found_and_killed() -> None:
     child = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])
     try:
-        _wait(lambda: len(process_tree.descendants(child.pid)) == 1, "grandchild")
+        # the shell's fork shows up before its exec: wait for the grandchild to be `sleep`
+        _wait(
+            lambda: [p.command for p in process_tree.descendants(child.pid)] == ["sleep 300"],
+            "grandchild running sleep",
+        )
         left = {p.pid: p for p in process_tree.leftovers(os.getpid())}
         assert child.pid in left
         assert left[child.pid].ppid == os.getpid()
