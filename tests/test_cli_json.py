@@ -32,3 +32,10 @@ def test_preview_and_token_print_json(capsys: pytest.CaptureFixture[str]) -> Non
     assert cli.main(["token", "--json"]) == 0
     made = json.loads(capsys.readouterr().out)
     assert set(made) == {"token", "hash"} and made["token"] != made["hash"]
+
+
+def test_preview_shows_quartz_month_days(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["preview", "0 9 L-3 * *", "--tz", "Asia/Tokyo", "--after", "2027-01-01T00:00:00Z"]
+    assert cli.main([*argv, "-n", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["local"][:10] for r in rows] == ["2027-01-28", "2027-02-25", "2027-03-28"]

@@ -81,7 +81,8 @@ class CronSchedule(WireModel):
 
     kind: Literal["cron"] = "cron"
     expression: Annotated[str, Field(min_length=1, max_length=256)]
-    """5 fields (minute first), or 6 with seconds first; macros like @hourly; L, W, #, H."""
+    """5 fields (minute first), or 6 with seconds first; macros like @hourly; L, LW, L-n, W, #,
+    H (docs/scheduling.md)."""
     timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
     """IANA zone name (e.g. Europe/London). The name is stored, never an offset."""
     start_at: UtcDatetime | None = None

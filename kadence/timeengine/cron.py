@@ -2,15 +2,17 @@
 
 Accepted: 5 fields (minute hour day-of-month month day-of-week); 6 fields with seconds *first*
 (as Quartz and Spring write it); macros (@yearly, @annually, @monthly, @weekly, @daily,
-@midnight, @hourly); `L` (last day of month) and `nW` (nearest weekday) in day-of-month; `d#n`
-(n-th weekday) and `Ld` or `dL` (last weekday d of the month) in day-of-week; Jenkins-style `H`
+@midnight, @hourly); `L` (last day of month), `LW` (its last weekday, Monday to Friday), `L-n`
+(n days before the last day) and `nW` (nearest weekday) in day-of-month; `d#n` (n-th weekday)
+and `Ld` or `dL` (last weekday d of the month) in day-of-week; Jenkins-style `H`
 hashed fields, hashed from the job key so they are stable per job. Day-of-month and day-of-week
 combine with OR when both are restricted, as in Vixie cron, where a field that starts with `*`
 (`*`, `*/2`) is unrestricted: `0 0 */2 * 1` means odd days that are Mondays, and
 `0 0 1,15 * 1` means the 1st, the 15th and every Monday.
 
 croniter does the matching on naive local times; the engine (engine.py) owns the conversion
-to UTC and the DST policy.
+to UTC and the DST policy. `LW` and `L-n`, which croniter cannot evaluate, are resolved month by
+month into the day numbers they name there, and croniter matches the rest (month_days.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from datetime import datetime, timedelta
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
 from kadence.errors import InvalidScheduleError
+from kadence.timeengine import month_days
 
 MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -35,16 +38,11 @@ MACROS = {
 }
 FIELD = "schedule.expression"
 SEARCH_YEARS = 9
+LAST_YEAR = 9990
+"""The calendar ends at 9999: no search walks past this year."""
 """A spec with no match in 9 years never matches (Feb 29 needs up to 8: 2096 -> 2104)."""
 _QUARTZ_LAST_DOW = re.compile(r"^([0-7]|sun|mon|tue|wed|thu|fri|sat)l$")
 _SINGLE_RANGE = re.compile(r"^(\w+)-\1(/\d+)?$")
-_QUARTZ_ONLY_DOM = {
-    re.compile(r"^lw$"): "`LW` (the last weekday of the month, Quartz) is not supported: use "
-    "`L` (the last day) or, for one weekday, `5L` in day-of-week (the last Friday)",
-    re.compile(r"^l-\d+$"): "`L-n` (n days before the last day, Quartz) is not supported: use "
-    "`L` (the last day) or a day number",
-}
-"""Quartz day-of-month forms croniter cannot evaluate: refused with what to write instead."""
 """`5-5`: croniter 7 expands a one-value range to `*` (every value); we rewrite it to `5`."""
 
 
@@ -64,15 +62,23 @@ class CronSpec:
     hour_is_wildcard_or_step: bool = False
     """The hour field, as written, has `*` or `/`; decides the `auto` fold policy: such jobs
     fire in both copies of a repeated hour."""
+    month_days: bool = False
+    """Day-of-month has `LW` or `L-n`: resolved month by month (month_days.py)."""
 
     def next_local(self, after: datetime) -> datetime | None:
         """First matching local wall time strictly after `after` (naive), within the horizon."""
         return _next_local(self, after.replace(microsecond=0))
 
     def matches(self, local: datetime) -> bool:
+        normalized = self.normalized
+        if self.month_days:
+            resolved = month_days.resolve(normalized, self.day_or, local.year, local.month)
+            if resolved is None:
+                return False
+            normalized = resolved
         return bool(
             croniter.match(
-                self.normalized, local, day_or=self.day_or, second_at_beginning=self.has_seconds
+                normalized, local, day_or=self.day_or, second_at_beginning=self.has_seconds
             )
         )
 
@@ -98,11 +104,7 @@ def _normalize(expression: str) -> tuple[str, bool, bool]:
             ],
         )
     for part in fields[-3].split(","):
-        for pattern, why in _QUARTZ_ONLY_DOM.items():
-            if pattern.match(part):
-                raise InvalidScheduleError(
-                    f"cron expression {expression!r}: {why}", [f"{FIELD}: {why}"]
-                )
+        month_days.check(part, expression)
     hour = fields[2] if len(fields) == 6 else fields[1]
     fields = [
         ",".join(
@@ -141,7 +143,8 @@ def _parse(expression: str, hash_key: str | None) -> CronSpec:
     hash_id = hash_key.encode() if hash_key is not None else None
     day_fields = normalized.split(" ")[-3::2]  # day-of-month, day-of-week
     day_or = not any(f.startswith("*") for f in day_fields)
-    spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or, hour_wild)
+    dynamic = month_days.has_month_days(normalized.split(" ")[-3])
+    spec = CronSpec(expression, normalized, has_seconds, hash_id, day_or, hour_wild, dynamic)
     try:
         _compile(spec)
     except (CroniterError, ValueError, KeyError, IndexError) as exc:
@@ -158,8 +161,11 @@ def _parse(expression: str, hash_key: str | None) -> CronSpec:
 
 
 def _compile(spec: CronSpec) -> croniter:
+    normalized = spec.normalized
+    if spec.month_days:  # checks the rest of the expression; the month's days are checked above
+        normalized = month_days.resolve(normalized, True, 2024, 1) or normalized
     return croniter(
-        spec.normalized,
+        normalized,
         datetime(2024, 1, 1),
         hash_id=spec.hash_id,
         day_or=spec.day_or,
@@ -170,18 +176,41 @@ def _compile(spec: CronSpec) -> croniter:
 @functools.lru_cache(maxsize=65_536)
 def _next_local(spec: CronSpec, after: datetime) -> datetime | None:
     """Cached per (spec, instant): a burst of jobs sharing an expression walks croniter once."""
+    if spec.month_days:
+        return _next_by_month(spec, after)
+    return _first_after(spec, spec.normalized, after, SEARCH_YEARS)
+
+
+def _first_after(spec: CronSpec, normalized: str, after: datetime, years: int) -> datetime | None:
     it = croniter(
-        spec.normalized,
+        normalized,
         after,
         hash_id=spec.hash_id,
         day_or=spec.day_or,
         second_at_beginning=spec.has_seconds,
-        max_years_between_matches=SEARCH_YEARS,
+        max_years_between_matches=years,
     )
     try:
         found: datetime = it.get_next(datetime)
     except (CroniterBadDateError, CroniterBadCronError):
         return None
-    if found - after > timedelta(days=366 * SEARCH_YEARS):
+    if found - after > timedelta(days=366 * years):
         return None
     return found
+
+
+def _next_by_month(spec: CronSpec, after: datetime) -> datetime | None:
+    """`LW`/`L-n`: the first match after `after` in its month, else in the next month, ...,
+    for SEARCH_YEARS years; each month with the days it names resolved for croniter."""
+    year, month, start = after.year, after.month, after
+    for _ in range(12 * SEARCH_YEARS + 1):
+        normalized = month_days.resolve(spec.normalized, spec.day_or, year, month)
+        if normalized is not None:
+            found = _first_after(spec, normalized, start, 1)
+            if found is not None and (found.year, found.month) == (year, month):
+                return found
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+        if year > LAST_YEAR:
+            return None
+        start = datetime(year, month, 1) - timedelta(seconds=1)
+    return None

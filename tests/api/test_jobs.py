@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -33,6 +34,26 @@ def test_create_read_list_update_delete(api: Api) -> None:
     assert api.http.get("/v1/jobs/crud/next?n=3", headers=h).json()[0].endswith("T12:00:00Z")
     assert api.http.delete("/v1/jobs/crud", headers=h).status_code == 204
     assert api.http.get("/v1/jobs/crud", headers=h).status_code == 404
+
+
+def test_quartz_month_days_run_on_the_day_they_name_and_a_bad_one_is_refused(api: Api) -> None:
+    h = api.as_("acme")
+    lw = {"kind": "cron", "expression": "0 18 LW * *", "timezone": "Europe/Paris"}
+    r = api.http.post("/v1/jobs/month-end", json={**api.job(), "schedule": lw}, headers=h)
+    assert r.status_code == 201, r.text
+    runs = api.http.get("/v1/jobs/month-end/next?n=6", headers=h).json()
+    for run in runs:
+        local = datetime.fromisoformat(run).astimezone(ZoneInfo("Europe/Paris"))
+        after = local.date() + timedelta(days=1)
+        weekdays_left = [after + timedelta(days=d) for d in range(7)]
+        assert local.hour == 18 and local.weekday() < 5, run
+        assert all(d.weekday() >= 5 for d in weekdays_left if d.month == local.month), (
+            f"{run} is not the month's last weekday"
+        )
+    assert len({run[:7] for run in runs}) == 6  # one per month
+    bad = {**lw, "expression": "0 18 L-31 * *"}
+    r = api.http.post("/v1/jobs/month-end-bad", json={**api.job(), "schedule": bad}, headers=h)
+    assert r.status_code == 422 and "L-31" in r.text and "0 to 30" in r.text
 
 
 def test_validation_errors_name_the_field(api: Api) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 
 NAIVE_EPOCH = datetime(1970, 1, 1)
 
@@ -32,6 +32,24 @@ def _values(field: str, lo: int, hi: int) -> frozenset[int]:
             if step != 1:
                 b = hi
         out.update(range(a, b + 1, step))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _month_days(dom: str, year: int, month: int) -> frozenset[int]:
+    """Day-of-month values in one month: Quartz's `LW` (the last Monday-to-Friday) and `L-n`
+    (n days before the last) counted back from the month's length, the rest as numbers."""
+    length = (date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)).day
+    plain = [p for p in dom.split(",") if not p.startswith("L")]
+    out = set(_values(",".join(plain), 1, 31)) if plain else set()
+    for part in dom.split(","):
+        if part == "LW":
+            day = length
+            while date(year, month, day).weekday() >= 5:
+                day -= 1
+            out.add(day)
+        elif part.startswith("L-") and length - int(part[2:]) >= 1:
+            out.add(length - int(part[2:]))
     return frozenset(out)
 
 
@@ -60,7 +78,7 @@ class Fields:
             return False
         if w.month not in _values(self.month, 1, 12):
             return False
-        dom_ok = w.day in _values(self.dom, 1, 31)
+        dom_ok = w.day in _month_days(self.dom, w.year, w.month)
         dows = {d % 7 for d in _values(self.dow, 0, 7)}
         dow_ok = (w.weekday() + 1) % 7 in dows
         if self.dom.startswith("*") or self.dow.startswith("*"):

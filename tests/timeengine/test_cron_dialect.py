@@ -1,5 +1,5 @@
-"""What `L`, `nW`, `d#n` and `dL` match, against an oracle built from the calendar module (not
-croniter), over random months; and the Quartz forms refused with what to write instead."""
+"""What `L`, `LW`, `L-n`, `nW`, `d#n` and `dL` match, against an oracle built from the calendar
+module (not croniter), over random months; and the forms that name no day refused."""
 
 from __future__ import annotations
 
@@ -75,19 +75,67 @@ def test_d_l_is_the_last_such_weekday(ym: tuple[int, int], dow: int, form: str) 
     assert fired_days(f"0 0 * * {form.format(d=dow)}", *ym) == weekdays_named(*ym, dow)[-1:]
 
 
+def last_weekday(year: int, month: int) -> int:
+    day = calendar.monthrange(year, month)[1]
+    while calendar.weekday(year, month, day) >= calendar.SATURDAY:
+        day -= 1
+    return day
+
+
+@settings(max_examples=300, deadline=None)
+@given(MONTHS)
+def test_lw_is_the_last_weekday_of_the_month(ym: tuple[int, int]) -> None:
+    assert fired_days("0 0 LW * *", *ym) == [last_weekday(*ym)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(MONTHS, st.integers(0, 30))
+def test_l_minus_n_is_n_days_before_the_last_and_none_in_a_shorter_month(
+    ym: tuple[int, int], n: int
+) -> None:
+    day = calendar.monthrange(*ym)[1] - n
+    assert fired_days(f"0 0 L-{n} * *", *ym) == ([day] if day >= 1 else [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(MONTHS, st.sets(st.integers(1, 31), max_size=4), st.integers(0, 9))
+def test_month_days_combine_with_day_numbers_as_a_list(
+    ym: tuple[int, int], numbers: set[int], n: int
+) -> None:
+    last = calendar.monthrange(*ym)[1]
+    dom = ",".join([*map(str, sorted(numbers)), "LW", f"L-{n}"])
+    expected = {d for d in numbers if d <= last} | {last_weekday(*ym), last - n}
+    assert fired_days(f"0 0 {dom} * *", *ym) == sorted(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(MONTHS, DOW, st.sampled_from(["LW", "L-2", "L-29"]))
+def test_month_days_with_a_weekday_match_either_as_vixie_cron(
+    ym: tuple[int, int], dow: int, dom: str
+) -> None:
+    last = calendar.monthrange(*ym)[1]
+    named = last_weekday(*ym) if dom == "LW" else last - int(dom[2:])
+    days = set(weekdays_named(*ym, dow)) | ({named} if named >= 1 else set())
+    assert fired_days(f"0 0 {dom} * {dow}", *ym) == sorted(days)
+
+
+def test_month_days_are_matched_and_a_month_without_one_is_skipped() -> None:
+    spec = parse_cron("30 6 L-29 * *")  # only in 30- and 31-day months
+    assert spec.matches(datetime(2025, 3, 2, 6, 30)) and not spec.matches(datetime(2025, 3, 1))
+    assert spec.next_local(datetime(2025, 1, 31)) == datetime(2025, 3, 2, 6, 30)  # not Feb
+    assert parse_cron("0 0 LW 2 *").next_local(datetime(2027, 3, 1)) == datetime(2028, 2, 29)
+
+
 @pytest.mark.parametrize(
-    ("expression", "names"),
+    ("expression", "error"),
     [
-        ("0 0 LW * *", "`L` (the last day) or, for one weekday, `5L`"),
-        ("0 0 L-3 * *", "`L` (the last day) or a day number"),
-        ("0 0 1,L-2 * *", "`L` (the last day) or a day number"),
+        ("0 0 L-31 * *", "`L-31`: n in `L-n` must be 0 to 30"),
+        ("0 0 LW/2 * *", "malformed cron expression '0 0 LW/2 * *'"),
+        ("0 0 L-3W * *", "malformed cron expression '0 0 L-3W * *'"),
     ],
 )
-def test_quartz_forms_croniter_cannot_evaluate_are_refused_with_the_alternative(
-    expression: str, names: str
-) -> None:
+def test_month_day_forms_that_name_no_day_are_refused(expression: str, error: str) -> None:
     with pytest.raises(InvalidScheduleError) as refused:
         parse_cron(expression)
-    [error] = refused.value.errors
-    assert error.startswith("schedule.expression: ")
-    assert "is not supported" in error and names in error
+    [message] = refused.value.errors
+    assert message.startswith("schedule.expression: ") and error in message

@@ -56,7 +56,12 @@ def _field(lo: int, hi: int, hot: list[int] | None = None) -> st.SearchStrategy[
 
 MINUTE = _field(0, 59, [0, 15, 30, 45, 59])
 HOUR = _field(0, 23, [0, 1, 2, 3, 23])
-DOM = st.one_of(st.just("*"), st.just("*"), _field(1, 31))
+DOM = st.one_of(
+    st.just("*"),
+    st.just("*"),
+    _field(1, 31),
+    st.sampled_from(["LW", "L-0", "L-1", "L-3", "L-6", "1,LW", "L-2,15"]),  # Quartz, per month
+)
 MONTH = st.one_of(st.just("*"), st.just("*"), st.just("*"), _field(1, 12))
 DOW = st.one_of(st.just("*"), st.just("*"), _field(0, 6))
 FIELDS = st.builds(Fields, minute=MINUTE, hour=HOUR, dom=DOM, month=MONTH, dow=DOW)
