@@ -2,7 +2,8 @@
 jobs, runs, history, commands, backfill, dead letters. KADENCE_API_URL and KADENCE_TOKEN say
 where and who. Tables for people, `--json` for scripts, and exit codes scripts can trust:
 
-    0 done   2 error (API unreachable, server error)   3 invalid input (422)
+    0 done   1 a run waited for (trigger --wait) did not succeed, or not in time
+    2 error (API unreachable, server error)   3 invalid input (422)
     4 not found (404)   5 not authenticated (401)   6 conflict (409)   7 over a quota (429)
 
 `kadence backfill --run` waits out a 429 (Retry-After) and goes on.
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from apps.cli_runs import err, wait_run, why
 from kadence.api_client import ApiClient, ApiError
 
 
@@ -47,6 +49,14 @@ def add_commands(sub: Any) -> None:
     cmd("resume", "resume a job", "job_id")
     trig = cmd("trigger", "run a job now (idempotent by --request-id)", "job_id")
     trig.add_argument("--request-id", default=None)
+    trig.add_argument(
+        "--wait",
+        type=float,
+        default=0,
+        metavar="S",
+        help="wait up to S seconds for the run to finish and say how it went (exit 1 unless "
+        "it succeeded)",
+    )
     cmd("next", "the next due times", "job_id").add_argument("-n", type=int, default=10)
     cmd("runs", "one line per occurrence: status, lateness, attempts, error or reason", "job_id")
     cmd("history", "every recorded event of a job, newest first", "job_id")
@@ -137,7 +147,17 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
         if not args.json:
             console.print(
                 f"{c} {job}: accepted (request {got['request_id']})"
-                + (f", run {got['execution_id']}" if c == "trigger" else "")
+                + (f", run {got['execution_id']}" if c == "trigger" else ""),
+                soft_wrap=True,
+            )
+        if c == "trigger" and args.wait > 0:
+            got["run"] = wait_run(
+                api,
+                args.job_id,
+                got["execution_id"],
+                timeout_s=args.wait,
+                console=console,
+                quiet=args.json,
             )
         return got
     if c == "next":
@@ -160,7 +180,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                         r["started_at"] or "-",
                         "-" if r["lateness_s"] is None else f"{r['lateness_s']:.3f}",
                         f"{r['attempts']}/{r['deliveries']}",
-                        _why(r),
+                        why(r),
                     ]
                     for r in runs
                 ],
@@ -178,7 +198,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                         e["at"],
                         e.get("decision") or e.get("status") or e["kind"],
                         (e.get("execution_id") or "").split("@", 1)[-1],
-                        e.get("reason") or _err(e.get("error")),
+                        e.get("reason") or err(e.get("error")),
                     ]
                     for e in events
                 ],
@@ -198,7 +218,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                 console,
                 "dead letters",
                 ["run", "reason", "state", "error"],
-                [[d["execution_id"], d["reason"], d["state"], _err(d["error"])] for d in dead],
+                [[d["execution_id"], d["reason"], d["state"], err(d["error"])] for d in dead],
             )
         return dead
     if c == "replay":
@@ -351,11 +371,3 @@ def _sched(s: dict[str, Any]) -> str:
 
 def _last(run: dict[str, Any] | None) -> str:
     return "-" if not run else f"{run['status']} {run['started_at']}"
-
-
-def _err(error: dict[str, Any] | None) -> str:
-    return "" if not error else f"{error.get('type', '')}: {error.get('message', '')}"[:120]
-
-
-def _why(run: dict[str, Any]) -> str:
-    return "; ".join(x for x in (run["reason"], _err(run["last_error"])) if x)

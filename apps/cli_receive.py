@@ -1,10 +1,12 @@
 """`kadence receive`: a webhook receiver for trying Kadence out, and the shape of a real one.
 
+    kadence receive --secret-file .run/dev-webhook-secret       # make run's tenant demo
     KADENCE_RECEIVE_SECRET=... kadence receive --port 8099
 
 It listens for the runs of HTTP-target jobs (a job's target `http://127.0.0.1:8099/...`; a
-local address must be allowed, KADENCE_TARGET_ALLOW_CIDRS='["127.0.0.1/32"]'), checks each
-request's signature with the secret the job's `secret_ref` names (KADENCE_RECEIVE_SECRET: the
+local address must be allowed, as `make run` does for tenant demo, else
+KADENCE_TARGET_ALLOW_CIDRS='["127.0.0.1/32"]'), checks each request's signature with the
+secret the job's `secret_ref` names (read from --secret-file or KADENCE_RECEIVE_SECRET: the
 same value as in KADENCE_WEBHOOK_SECRETS; never on the command line, where `ps` shows it),
 answers 401 to one that does not verify and 200 to the rest, and prints one line per run: when
 it came, the run's id and attempt, how late it started, whether it was signed, and the body.
@@ -20,6 +22,7 @@ import sys
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from apps.processes import announce, stop_event
@@ -35,6 +38,11 @@ def add_command(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8099, help="0: one the system picks (printed)")
     p.add_argument("--count", type=int, default=0, help="exit after this many runs (0: never)")
     p.add_argument("--json", action="store_true", help="one JSON object per run")
+    p.add_argument(
+        "--secret-file",
+        type=Path,
+        help=f"read the signing secret from this file (else ${SECRET_ENV})",
+    )
 
 
 class Receiver:
@@ -91,6 +99,15 @@ class Receiver:
 
 def receive(args: argparse.Namespace) -> int:
     secret = os.environ.get(SECRET_ENV) or None
+    if args.secret_file is not None:
+        try:
+            secret = args.secret_file.read_text().strip() or None
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"kadence receive: cannot read the secret file: {exc}", file=sys.stderr)
+            return 2
+        if secret is None:
+            print(f"kadence receive: {args.secret_file} is empty", file=sys.stderr)
+            return 2
     receiver = Receiver(secret, args.json, args.count)
 
     class Handler(BaseHTTPRequestHandler):

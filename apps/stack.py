@@ -37,6 +37,10 @@ PROCESSES = (
     "apps.api",
 )
 DEV_TOKEN_FILE = Path(".run/dev-token")
+DEV_WEBHOOK_SECRET_FILE = Path(".run/dev-webhook-secret")
+DEV_TENANT = "demo"
+DEV_SECRET_REF = "demo-hooks"  # noqa: S105 - the name jobs give, not a secret
+DEV_LOOPBACK = "127.0.0.1/32"
 METRICS_PORTS = {"apps.scheduler": 9101, "apps.reaper": 9102, "apps.worker": 9103}
 """Where `make run` serves each process's /metrics (infra/prometheus/prometheus.yml scrapes
 these; the API serves its own on its port). KADENCE_METRICS_PORT=0 turns them off."""
@@ -100,6 +104,33 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
         f"CLI: export KADENCE_TOKEN=$(cat {DEV_TOKEN_FILE})"
     )
     return settings.model_copy(update={"api_tokens": {token_hash(token): "demo"}})
+
+
+def dev_webhooks(settings: KadenceSettings) -> KadenceSettings:
+    """For the `demo` tenant of a development run: a signing secret named `demo-hooks` (kept in
+    .run/dev-webhook-secret, which `kadence receive --secret-file` reads), and its HTTP targets
+    allowed to reach 127.0.0.1, where `kadence receive` listens. Loopback stays refused to every
+    other tenant; either is left as it is when the settings already give demo one."""
+    secrets_now = dict(settings.webhook_secrets)
+    demo_secrets = dict(secrets_now.get(DEV_TENANT, {}))
+    if DEV_SECRET_REF not in demo_secrets:
+        if DEV_WEBHOOK_SECRET_FILE.exists():
+            DEV_WEBHOOK_SECRET_FILE.chmod(0o600)
+            secret = DEV_WEBHOOK_SECRET_FILE.read_text().strip()
+        else:
+            secret = secrets.token_urlsafe(32)
+            write_private(DEV_WEBHOOK_SECRET_FILE, secret + "\n")
+        demo_secrets[DEV_SECRET_REF] = SecretStr(secret)
+        secrets_now[DEV_TENANT] = demo_secrets
+    allowed = dict(settings.target_allow_cidrs_by_tenant)
+    allowed.setdefault(DEV_TENANT, [DEV_LOOPBACK])
+    print(
+        f"kadence: tenant '{DEV_TENANT}' signs webhooks with secret_ref '{DEV_SECRET_REF}' (its "
+        f"value is in {DEV_WEBHOOK_SECRET_FILE}) and may call {', '.join(allowed[DEV_TENANT])}"
+    )
+    return settings.model_copy(
+        update={"webhook_secrets": secrets_now, "target_allow_cidrs_by_tenant": allowed}
+    )
 
 
 def write_private(path: Path, text: str) -> None:
@@ -188,7 +219,8 @@ def main() -> int:
         dev_tenant = not settings.api_tokens
         settings = view_token(dev_tokens(settings))
         if dev_tenant:  # the README's kcat example writes to demo's ingress topic
-            provision_ingress(settings, "demo")
+            settings = dev_webhooks(settings)
+            provision_ingress(settings, DEV_TENANT)
         start_processes(settings, procs)
         url = wait_ready(procs, stop)
         print(f"kadence: ready at {url}. Ctrl-C stops what this command started.", flush=True)

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from connectors.http import sign
 
@@ -86,3 +87,47 @@ def test_receive_checks_signatures_prints_runs_and_stops_after_count() -> None:
     ]
     assert 0.2 <= lines[0]["late_s"] < 5
     assert lines[0]["body"] == '{"report": "daily"}'
+
+
+def test_receive_reads_the_secret_from_a_file_and_refuses_an_empty_one(tmp_path: Path) -> None:
+    secret_file = tmp_path / "dev-webhook-secret"
+    secret_file.write_text(SECRET + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "KADENCE_RECEIVE_SECRET"}
+    cmd = [sys.executable, "-m", "apps.cli", "receive", "--port", "0", "--count", "1", "--json"]
+    proc = subprocess.Popen(
+        [*cmd, "--secret-file", str(secret_file)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        assert found
+        body = b"{}"
+        bad = run_headers(body, "demo/x@2026-12-01T09:00:00.000Z", 0)
+        bad["webhook-signature"] = sign(
+            "another-secret", "demo/x@2026-12-01T09:00:00.000Z", 1, body
+        )
+        assert post(int(found.group(1)), body, bad) == 401
+        good = run_headers(body, "demo/x@2026-12-01T09:00:00.000Z", 0)
+        assert post(int(found.group(1)), body, good) == 200
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    secret_file.write_text("\n")
+    empty = subprocess.run(
+        [*cmd, "--secret-file", str(secret_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert empty.returncode == 2 and "is empty" in empty.stderr
+    missing = subprocess.run(
+        [*cmd, "--secret-file", str(tmp_path / "nope")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2 and "cannot read the secret file" in missing.stderr

@@ -4,6 +4,7 @@ exit codes scripts can trust."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,25 @@ def test_jobs_lifecycle_with_exit_codes(
     assert cli.main(["dlq", "--json"]) == 0
     assert eid in [d["execution_id"] for d in json.loads(capsys.readouterr().out)]
     assert cli.main(["rm", "cli-job"]) == 0
+
+
+def test_trigger_wait_says_how_the_run_went_and_exits_1_unless_it_succeeded(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    for job_id, path in (("wait-ok", "/ok"), ("wait-fail", "/fail"), ("wait-slow", "/slow?s=3")):
+        spec = tmp_path / f"{job_id}.json"
+        spec.write_text(json.dumps(api.job(path=path)))
+        assert cli.main(["create", job_id, str(spec)]) == 0
+    capsys.readouterr()
+    assert cli.main(["trigger", "wait-ok", "--wait", "60"]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"run acme/wait-ok@manual:\w+: succeeded, started [\d.]+ s late", said), said
+    assert cli.main(["trigger", "wait-fail", "--wait", "60", "--json"]) == 1
+    refused = capsys.readouterr()
+    assert "dead_lettered" in refused.err and "503" in refused.err, refused.err
+    assert cli.main(["trigger", "wait-slow", "--wait", "0.5"]) == 1  # its target takes 3 s
+    assert "not finished after 0.5 s" in capsys.readouterr().err
 
 
 def test_unauthenticated_and_unreachable(as_acme: Api, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,3 +65,31 @@ def test_writing_over_a_wide_file_narrows_it_first(tmp_path: Path) -> None:
     stack.write_private(path, "new\n")
     assert mode(path) == 0o600
     assert path.read_text() == "new\n"
+
+
+def test_the_dev_webhook_secret_is_private_kept_and_loopback_opens_to_demo_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret_file = tmp_path / ".run" / "dev-webhook-secret"
+    monkeypatch.setattr(stack, "DEV_WEBHOOK_SECRET_FILE", secret_file)
+    old = os.umask(0)
+    try:
+        first = stack.dev_webhooks(KadenceSettings())
+    finally:
+        os.umask(old)
+    assert mode(secret_file) == 0o600
+    secret = secret_file.read_text().strip()
+    assert len(secret) >= 32
+    assert first.webhook_secrets["demo"]["demo-hooks"].get_secret_value() == secret
+    assert first.target_allow_cidrs_by_tenant == {"demo": ["127.0.0.1/32"]}
+    assert first.target_allow_cidrs == []  # no other tenant may reach loopback
+    again = stack.dev_webhooks(KadenceSettings())
+    assert again.webhook_secrets["demo"]["demo-hooks"].get_secret_value() == secret  # kept
+    configured = KadenceSettings(
+        webhook_secrets={"demo": {"demo-hooks": "mine"}, "acme": {"a": "b"}},
+        target_allow_cidrs_by_tenant={"demo": ["10.0.0.0/8:443"]},
+    )
+    kept = stack.dev_webhooks(configured)
+    assert kept.webhook_secrets["demo"]["demo-hooks"].get_secret_value() == "mine"
+    assert kept.webhook_secrets["acme"]["a"].get_secret_value() == "b"
+    assert kept.target_allow_cidrs_by_tenant == {"demo": ["10.0.0.0/8:443"]}
