@@ -13,6 +13,7 @@ import secrets
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,12 +91,7 @@ def dev_tokens(settings: KadenceSettings) -> KadenceSettings:
         return settings
     from apps.api.auth import new_token, token_hash  # noqa: PLC0415
 
-    if DEV_TOKEN_FILE.exists():
-        DEV_TOKEN_FILE.chmod(0o600)  # one left readable by others (an older copy) is narrowed
-        token = DEV_TOKEN_FILE.read_text().strip()
-    else:
-        token, _ = new_token()
-        write_private(DEV_TOKEN_FILE, token + "\n")
+    token = kept_private(DEV_TOKEN_FILE, lambda: new_token()[0])
     url = f"http://{settings.api_host}:{settings.api_port}"
     print(
         f"kadence: no KADENCE_API_TOKENS set; a development token for tenant 'demo' is in "
@@ -114,12 +110,7 @@ def dev_webhooks(settings: KadenceSettings) -> KadenceSettings:
     secrets_now = dict(settings.webhook_secrets)
     demo_secrets = dict(secrets_now.get(DEV_TENANT, {}))
     if DEV_SECRET_REF not in demo_secrets:
-        if DEV_WEBHOOK_SECRET_FILE.exists():
-            DEV_WEBHOOK_SECRET_FILE.chmod(0o600)
-            secret = DEV_WEBHOOK_SECRET_FILE.read_text().strip()
-        else:
-            secret = secrets.token_urlsafe(32)
-            write_private(DEV_WEBHOOK_SECRET_FILE, secret + "\n")
+        secret = kept_private(DEV_WEBHOOK_SECRET_FILE, lambda: secrets.token_urlsafe(32))
         demo_secrets[DEV_SECRET_REF] = SecretStr(secret)
         secrets_now[DEV_TENANT] = demo_secrets
     allowed = dict(settings.target_allow_cidrs_by_tenant)
@@ -133,15 +124,30 @@ def dev_webhooks(settings: KadenceSettings) -> KadenceSettings:
     )
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write `text` to `path`, readable by the owner only from the moment it exists: created
-    0600 whatever the umask (never written first and narrowed after), and an existing file's
-    mode narrowed before anything is written to it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as file:
-        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: narrow it
-        file.write(text)
+def kept_private(path: Path, make: Callable[[], str]) -> str:
+    """The value kept in `path`, made by `make` and written owner-only when there is none yet.
+    Two `make run`s starting at once agree on one value: the file is created exclusively, and
+    the one that finds it there reads what the other wrote (waiting a moment if it is still
+    empty). A file left readable by others (an older copy) is narrowed first."""
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            continue
+        except FileExistsError:
+            path.chmod(0o600)
+            value = path.read_text().strip()
+            if value:
+                return value
+            time.sleep(0.05)  # another process created it and is writing it
+            continue
+        value = make()
+        with os.fdopen(fd, "w") as file:
+            os.fchmod(fd, 0o600)
+            file.write(value + "\n")
+        return value
+    raise KadenceError(f"{path} stays empty: delete it and start again")
 
 
 def view_token(settings: KadenceSettings) -> KadenceSettings:
@@ -218,7 +224,7 @@ def main() -> int:
         describe(settings, provision(settings))
         dev_tenant = not settings.api_tokens
         settings = view_token(dev_tokens(settings))
-        if dev_tenant:  # the README's kcat example writes to demo's ingress topic
+        if dev_tenant:  # docs/kafka.md's kcat example writes to demo's ingress topic
             settings = dev_webhooks(settings)
             provision_ingress(settings, DEV_TENANT)
         start_processes(settings, procs)

@@ -53,7 +53,7 @@ def ingress(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chil
 
 
 def kcat(bootstrap: str, topic: str, lines: list[str], *flags: str) -> None:
-    """`kcat -P -K '|'`, one record a line, as the README shows a tenant doing it."""
+    """`kcat -P -K '|'`, one record a line, as docs/kafka.md shows a tenant doing it."""
     if shutil.which("kcat") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("kcat is not installed (.ci/run installs it)")

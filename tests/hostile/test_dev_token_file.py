@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,13 +60,19 @@ def test_an_existing_token_file_readable_by_others_is_narrowed(token_file: Path)
     assert settings.api_tokens == {token_hash("kdn_old"): "demo"}
 
 
-def test_writing_over_a_wide_file_narrows_it_first(tmp_path: Path) -> None:
-    path = tmp_path / "secret"
-    path.write_text("old")
-    path.chmod(0o666)
-    stack.write_private(path, "new\n")
+def test_make_runs_starting_at_once_agree_on_one_value(tmp_path: Path) -> None:
+    path = tmp_path / ".run" / "value"
+    made = iter(range(1000))
+    start = threading.Barrier(8)
+
+    def one() -> str:
+        start.wait()
+        return stack.kept_private(path, lambda: f"value-{next(made)}")
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: one(), range(8)))
+    assert len(set(got)) == 1 and path.read_text() == got[0] + "\n"
     assert mode(path) == 0o600
-    assert path.read_text() == "new\n"
 
 
 def test_the_dev_webhook_secret_is_private_kept_and_loopback_opens_to_demo_only(

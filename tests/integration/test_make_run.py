@@ -45,13 +45,13 @@ def _wait_status(url: str, headers: dict[str, str], timeout_s: float = 60) -> in
 
 
 def _readme_ingress_example(bootstrap: str, namespace: str, job_url: str, token: str) -> None:
-    """The README's kcat lines for a tenant, as written (the namespace aside): the demo tenant's
+    """docs/kafka.md's kcat lines for a tenant, as written (the namespace aside): the demo tenant's
     job goes in through its ingress topic and shows in the API; the null value deletes it."""
     if shutil.which("kcat") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("kcat is not installed (.ci/run installs it)")
         pytest.skip("kcat is not installed")
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "kafka.md").read_text()
     block = text[text.index("A **tenant** produces to") :]
     block = block[block.index("```sh\n") + 6 : block.index("```", block.index("```sh") + 5)]
     put, delete = block.split("\necho 'demo/hello|' ")
@@ -68,11 +68,11 @@ def _readme_ingress_example(bootstrap: str, namespace: str, job_url: str, token:
     run(put)
     deadline = time.monotonic() + 60
     while _wait_status(job_url, auth) != 200:
-        assert time.monotonic() < deadline, "the README's job never showed in the API"
+        assert time.monotonic() < deadline, "the documented job never showed in the API"
         time.sleep(0.5)
     run(delete)
     while _wait_status(job_url, auth) != 404:
-        assert time.monotonic() < deadline, "the README's delete never took effect"
+        assert time.monotonic() < deadline, "the documented delete never took effect"
         time.sleep(0.5)
 
 

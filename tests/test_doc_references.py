@@ -1,0 +1,83 @@
+"""No document names a file that is not there (issue 31): every relative link, and every path
+in backticks that starts at one of the repository's folders, resolves in the checkout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = (
+    "apps",
+    "bench",
+    "connectors",
+    "docs",
+    "infra",
+    "kadence",
+    "schemas",
+    "streams",
+    "testkit",
+    "tests",
+    ".ci",
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE = re.compile(r"`([^`\s]+)`")
+PATH = re.compile(rf"^(?:{'|'.join(re.escape(f) for f in FOLDERS)})/[\w./-]*$")
+GENERATED = {".run", ".venv"}
+
+
+def documents() -> list[Path]:
+    return sorted([*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"), *REPO.glob("infra/**/*.md")])
+
+
+def referenced(doc: Path) -> set[str]:
+    text = doc.read_text()
+    out = set()
+    for link in LINK.findall(text):
+        if "://" in link or link.startswith(("#", "mailto:")):
+            continue
+        out.add(str((doc.parent / link.split("#", 1)[0]).resolve().relative_to(REPO)))
+    for code in CODE.findall(text):
+        path = code.split("::", 1)[0].rstrip(".,:;")
+        if PATH.match(path) and not re.search(r"[<>*{}]", path):
+            out.add(path.split("#", 1)[0])
+    return out
+
+
+def exists(path: str) -> bool:
+    """The file, or a module's attribute written `streams/scheduler/backfill.plan`."""
+    if path.split("/", 1)[0] in GENERATED or (REPO / path).exists():
+        return True
+    module, dot, _ = path.rpartition(".")
+    return bool(dot) and (REPO / f"{module}.py").is_file()
+
+
+def missing() -> list[str]:
+    return [
+        f"{doc.relative_to(REPO)}: {path}"
+        for doc in documents()
+        for path in sorted(referenced(doc))
+        if not exists(path)
+    ]
+
+
+def test_every_document_names_only_files_that_exist() -> None:
+    assert len(documents()) >= 10
+    assert missing() == []
+
+
+def test_the_check_finds_a_missing_file(tmp_path: Path) -> None:
+    text = (
+        "see [the plan](no-such-plan.md), `kadence/no_such_module.py`, `docs/api.md` and "
+        "`streams/scheduler/backfill.plan`"
+    )
+    fake = REPO / "docs" / f"zz-{tmp_path.name}.md"
+    fake.write_text(text)
+    try:
+        found = [m for m in missing() if m.startswith(f"docs/{fake.name}")]
+    finally:
+        fake.unlink()
+    assert found == [
+        f"docs/{fake.name}: docs/no-such-plan.md",
+        f"docs/{fake.name}: kadence/no_such_module.py",
+    ]
