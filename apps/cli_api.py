@@ -366,7 +366,20 @@ def _table(console: Console, title: str, head: list[str], rows: list[list[str]])
 
 
 def _sched(s: dict[str, Any]) -> str:
+    if s.get("kind") == "interval":
+        offset = f" +{_duration(s['offset_s'])}" if s.get("offset_s") else ""
+        return f"every {_duration(s['every_s'])}{offset} {s.get('timezone', '')}".strip()
     return f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
+
+
+def _duration(seconds: int) -> str:
+    """90 s as 1m30s, 86400 as 1d."""
+    out = ""
+    for size, unit in ((86_400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        if seconds >= size:
+            out += f"{seconds // size}{unit}"
+            seconds %= size
+    return out or "0s"
 
 
 def _last(run: dict[str, Any] | None) -> str:

@@ -24,6 +24,7 @@ from kadence.models import (
     COMMAND_TYPES,
     CronSchedule,
     HttpTarget,
+    IntervalSchedule,
     KafkaTarget,
     OnceSchedule,
     ScheduleDefinition,
@@ -57,6 +58,9 @@ def test_union_members_keep_their_type() -> None:
     cron = CODEC.decode_as(CODEC.encode(schedule_definition()), ScheduleDefinition)
     assert isinstance(cron.schedule, CronSchedule)
     assert isinstance(cron.target, HttpTarget)
+    every = IntervalSchedule(every_s=5400, offset_s=900, timezone="Europe/Paris", spread_s=30)
+    interval = schedule_definition().model_copy(update={"schedule": every})
+    assert CODEC.decode_as(CODEC.encode(interval), ScheduleDefinition).schedule == every
 
 
 def test_json_input_as_kcat_would_send_it() -> None:

@@ -92,6 +92,7 @@ ScheduleShown = Annotated[
             "oneOf": [
                 {"$ref": COMPONENTS.format(model="CronSchedule")},
                 {"$ref": COMPONENTS.format(model="OnceSchedule")},
+                {"$ref": COMPONENTS.format(model="IntervalSchedule")},
             ],
         }
     ),

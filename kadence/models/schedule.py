@@ -103,6 +103,43 @@ class CronSchedule(WireModel):
         return self
 
 
+MAX_INTERVAL_S = 366 * 86_400
+
+
+class IntervalSchedule(WireModel):
+    """Every `every_s` seconds of elapsed time: the instants `offset_s + k * every_s` seconds
+    after 1970-01-01T00:00:00Z, as Temporal's IntervalSpec. Elapsed time, not wall-clock time:
+    clock changes never move them, so "every 90 minutes" stays 90 minutes apart across DST, and
+    `every_s` 86400 keeps the UTC time of day (the local time moves an hour with the clocks;
+    a cron expression keeps the local one). The zone names how the instants are shown."""
+
+    kind: Literal["interval"] = "interval"
+    every_s: Annotated[int, Field(ge=1, le=MAX_INTERVAL_S)]
+    """The interval, 1 s to 366 days."""
+    offset_s: Annotated[int, Field(ge=0, le=MAX_INTERVAL_S)] = 0
+    """The phase: `every_s` 3600 with `offset_s` 900 runs at a quarter past each UTC hour. Below
+    `every_s`."""
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    """IANA zone the run times are shown in; it never changes when they are."""
+    start_at: UtcDatetime | None = None
+    """No occurrence before this instant."""
+    end_at: UtcDatetime | None = None
+    """No occurrence after this instant."""
+    spread_s: Annotated[int, Field(ge=0, le=3600)] = 0
+    """Deterministic forward-only offset within this window, per job (as for cron); below
+    `every_s`. 0 (the default): exactly on the instants."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IntervalSchedule:
+        if self.offset_s >= self.every_s:
+            raise ValueError("offset_s must be below every_s")
+        if self.spread_s and self.spread_s >= self.every_s:
+            raise ValueError("spread_s must be below every_s")
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        return self
+
+
 class OnceSchedule(WireModel):
     """A one-off job: run once at an instant."""
 
@@ -110,7 +147,7 @@ class OnceSchedule(WireModel):
     run_at: UtcDatetime
 
 
-Schedule = Annotated[CronSchedule | OnceSchedule, Field(discriminator="kind")]
+Schedule = Annotated[CronSchedule | OnceSchedule | IntervalSchedule, Field(discriminator="kind")]
 
 
 MAX_TARGET_HEADERS = 64

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, tzinfo
 
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.errors import InvalidScheduleError
-from kadence.models import CronSchedule, OnceSchedule
+from kadence.models import CronSchedule, IntervalSchedule, OnceSchedule
 from kadence.timeengine.cron import CronSpec, parse_cron
-from kadence.timeengine.engine import HORIZON_S, CompiledSchedule, CronRule
+from kadence.timeengine.engine import HORIZON_S, CompiledSchedule, CronRule, IntervalRule
 from kadence.timeengine.spread import spread_offset_ms
 from kadence.timeengine.zones import load_zone, offset_s, year_transitions
 
@@ -33,13 +33,15 @@ around them, and Python's calendar ends at year 9999."""
 
 
 def compile_schedule(
-    schedule: CronSchedule | OnceSchedule,
+    schedule: CronSchedule | OnceSchedule | IntervalSchedule,
     job_key: str,
     zones: ZoneProvider = load_zone,
 ) -> CompiledSchedule:
     """Validate and compile; raises InvalidScheduleError listing every bad field."""
     if isinstance(schedule, OnceSchedule):
         return CompiledSchedule(job_key, UTC, None, once_ms=datetime_to_ms(schedule.run_at))
+    if isinstance(schedule, IntervalSchedule):
+        return _compile_interval(schedule, job_key, zones)
     errors: list[str] = []
     zone: tzinfo | None = None
     cron: CronSpec | None = None
@@ -74,12 +76,34 @@ def compile_schedule(
     return compiled
 
 
+def _compile_interval(
+    schedule: IntervalSchedule, job_key: str, zones: ZoneProvider
+) -> CompiledSchedule:
+    errors = list(_bound_errors(schedule))
+    zone: tzinfo = UTC
+    try:
+        zone = zones(schedule.timezone)
+    except InvalidScheduleError as exc:
+        errors.extend(exc.errors)
+    start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
+    end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
+    rule = IntervalRule(schedule.every_s * 1000, schedule.offset_s * 1000, start_ms, end_ms)
+    if not errors and end_ms is not None:
+        first = rule.next_after((start_ms if start_ms is not None else end_ms) - 1)
+        if first is None and start_ms is not None:
+            errors.append("schedule.end_at: no occurrence between start_at and end_at")
+    if errors:
+        raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
+    spread_ms = spread_offset_ms(job_key, schedule.spread_s)
+    return CompiledSchedule(job_key, zone, None, spread_ms=spread_ms, interval=rule)
+
+
 _rule = functools.lru_cache(maxsize=65_536)(CronRule)
 """Jobs with equal rules share one (its hash is computed once, and so are the searches the
 engine caches by rule): a million jobs on a thousand expressions build a thousand rules."""
 
 
-def _bound_errors(schedule: CronSchedule) -> list[str]:
+def _bound_errors(schedule: CronSchedule | IntervalSchedule) -> list[str]:
     """start_at and end_at inside the calendar the engine walks (outside, it would fail with a
     ValueError past year 9999), and in order."""
     errors = [

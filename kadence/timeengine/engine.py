@@ -198,15 +198,32 @@ def local_time(zone: tzinfo, at_ms: int) -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
+class IntervalRule:
+    """Elapsed-time instants `offset_ms + k * every_ms` after the epoch, inside the bounds."""
+
+    every_ms: int
+    offset_ms: int
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+    def next_after(self, cursor_ms: int) -> int | None:
+        """The first instant strictly after `cursor_ms` (and not before start_ms)."""
+        floor = cursor_ms if self.start_ms is None else max(cursor_ms, self.start_ms - 1)
+        at = self.offset_ms + ((floor - self.offset_ms) // self.every_ms + 1) * self.every_ms
+        return None if self.end_ms is not None and at > self.end_ms else at
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledSchedule:
     """A job's validated schedule, ready to answer "what is next after this cursor?"."""
 
     job_key: str
     zone: tzinfo
     rule: CronRule | None
-    """None for a one-off."""
+    """None for a one-off or an interval."""
     once_ms: int | None = None
     spread_ms: int = 0
+    interval: IntervalRule | None = None
 
     def next_after(self, cursor_ms: int) -> Occurrence | None:
         """The next occurrence to fire strictly after `cursor_ms` (UTC ms), or None if none."""
@@ -214,6 +231,12 @@ class CompiledSchedule:
 
     def next_with_skipped(self, cursor_ms: int) -> tuple[Occurrence | None, tuple[Occurrence, ...]]:
         """Also returns the occurrences skipped by dst_gap=skip between cursor and the next."""
+        if self.interval is not None:
+            at = self.interval.next_after(cursor_ms)
+            if at is None:
+                return None, ()
+            wall = local_time(self.zone, at).replace(tzinfo=None)
+            return Occurrence(at, at + self.spread_ms, wall), ()
         if self.rule is None:
             if self.once_ms is not None and self.once_ms > cursor_ms:
                 return Occurrence(self.once_ms, self.once_ms, _wall(self.once_ms // 1000)), ()

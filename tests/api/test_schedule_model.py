@@ -1,0 +1,56 @@
+"""The schedule model's features through the live stack (issue 31): each through the API, the
+CLI and the dashboard, with runs arriving at a real HTTP target."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from apps import cli
+from tests.api.conftest import TOKENS, Api
+from tests.api.test_dashboard import _chromium
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+@pytest.fixture
+def as_acme(api: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
+    monkeypatch.setenv("KADENCE_API_URL", api.url)
+    monkeypatch.setenv("KADENCE_TOKEN", TOKENS["acme"])
+    monkeypatch.setenv("COLUMNS", "200")
+    return api
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_an_interval_job_runs_every_n_seconds_at_its_offset(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    every = {"kind": "interval", "every_s": 2, "offset_s": 1, "timezone": "Asia/Kolkata"}
+    job = {**api.job(path="/every"), "schedule": every}
+    r = api.http.post("/v1/jobs/every-2s", json=job, headers=h)
+    assert r.status_code == 201, r.text
+    assert r.json()["schedule"]["every_s"] == 2
+    upcoming = [_ms(t) for t in api.http.get("/v1/jobs/every-2s/next?n=4", headers=h).json()]
+    assert all(t % 2000 == 1000 for t in upcoming), upcoming  # offset 1 s, every 2 s (UTC)
+    assert [b - a for a, b in itertools.pairwise(upcoming)] == [2000] * 3
+    hits = api.target.wait(3, "/every")
+    runs = sorted(_ms(hit.headers["kadence-due-at"]) for hit in hits[:3])
+    assert all(t % 2000 == 1000 for t in runs) and runs[-1] - runs[0] == 4000
+    for hit in hits[:3]:  # never early
+        assert hit.at * 1000 >= _ms(hit.headers["kadence-due-at"])
+    assert cli.main(["jobs"]) == 0
+    assert "every 2s +1s Asia/Kolkata" in capsys.readouterr().out
+    dom = _chromium(f"{api.url}/#token={TOKENS['acme']}", tmp_path, "--dump-dom").stdout
+    assert "every 2s +1s Asia/Kolkata" in dom
+    bad = {**every, "offset_s": 2}
+    r = api.http.post("/v1/jobs/every-bad", json={**job, "schedule": bad}, headers=h)
+    assert r.status_code == 422 and "offset_s must be below every_s" in r.text
+    assert api.http.delete("/v1/jobs/every-2s", headers=h).status_code == 204
