@@ -40,7 +40,9 @@ def add_commands(sub: Any) -> None:
         p.set_defaults(api=True)
         return p
 
-    cmd("jobs", "list your jobs with state and next run")
+    cmd("jobs", "list your jobs with state and next run").add_argument(
+        "--label", default="", help="only jobs whose labels meet this: team=data,env!=dev,key,!key"
+    )
     cmd("get", "one job: definition, state, next runs", "job_id")
     for name in ("create", "update"):
         cmd(name, f"{name} a job from a JSON file (- for stdin)", "job_id", "file")
@@ -99,12 +101,14 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     c = args.command
     job = getattr(args, "job_id", None)
     if c == "jobs":
-        jobs = list(api.jobs())  # every page
+        jobs = list(api.jobs(label=args.label))  # every page
         if not args.json:
+            labelled = any(j["definition"].get("labels") for j in jobs)
             _table(
                 console,
                 "jobs",
-                ["job", "state", "schedule", "next run", "last run"],
+                ["job", "state", "schedule", "next run", "last run"]
+                + (["labels"] if labelled else []),
                 [
                     [
                         j["job_id"],
@@ -113,6 +117,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                         (j["next_runs"] or ["-"])[0],
                         _last(j["last_run"]),
                     ]
+                    + ([_labels(j["definition"].get("labels") or {})] if labelled else [])
                     for j in jobs
                 ],
             )
@@ -370,6 +375,10 @@ def _sched(s: dict[str, Any]) -> str:
         offset = f" +{_duration(s['offset_s'])}" if s.get("offset_s") else ""
         return f"every {_duration(s['every_s'])}{offset} {s.get('timezone', '')}".strip()
     return f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def _duration(seconds: int) -> str:

@@ -62,11 +62,13 @@ class ApiClient:
         """The job: `version`, `definition`, `state`, `next_runs`, `last_run` (404: ApiError)."""
         return self.call("GET", f"/v1/jobs/{_part(job_id)}")  # type: ignore[no-any-return]
 
-    def jobs(self, page: int = PAGE) -> Iterator[dict[str, Any]]:
-        """Every job of the tenant, in key order, `page` at a time."""
+    def jobs(self, page: int = PAGE, label: str = "") -> Iterator[dict[str, Any]]:
+        """Every job of the tenant, in key order, `page` at a time; with `label`, those whose
+        labels meet that selector (`team=data,env!=dev`: kadence/labels.py)."""
         after = ""
         while True:
-            got = self.call("GET", "/v1/jobs", params={"limit": page, "after": after})
+            params = {"limit": page, "after": after, **({"label": label} if label else {})}
+            got = self.call("GET", "/v1/jobs", params=params)
             yield from got
             if len(got) < page:
                 return

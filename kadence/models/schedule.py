@@ -14,6 +14,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from kadence.labels import check_labels
 from kadence.models.base import (
     MAX_TIMEOUT_MS,
     Identifier,
@@ -363,6 +364,14 @@ class ScheduleDefinition(WireModel):
     missed: MissedRunPolicy = Field(default_factory=MissedRunPolicy)
     paused: bool = False
     description: Annotated[str, Field(max_length=1024)] = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys
+    1-63 lowercase letters, digits, `.`, `_`, `-`; values up to 63 of those (kadence/labels.py)."""
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_labels(labels)
 
     @model_validator(mode="after")
     def _target_topic_fits(self) -> ScheduleDefinition:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
+from kadence.labels import parse_selector, selected
 from kadence.models import ScheduleDefinition
 from kadence.timeengine.compile import compile_schedule
 from streams.views import rollup
@@ -57,7 +58,16 @@ class ViewQueries:
             return None
         return self._summary(tenant, job_id, doc, now_ms, preview)
 
-    def jobs(self, tenant: str | None, now_ms: int, limit: int = 100, after: str = "") -> list[Doc]:
+    def jobs(
+        self,
+        tenant: str | None,
+        now_ms: int,
+        limit: int = 100,
+        after: str = "",
+        label: str = "",
+    ) -> list[Doc]:
+        """Jobs in key order after `after`, those whose labels meet the selector `label`."""
+        selector = parse_selector(label)
         prefix = b"J" + SEP.encode() + (f"{tenant}{SEP}".encode() if tenant else b"")
         out = []
         for key in self.store.keys(prefix):
@@ -65,7 +75,7 @@ class ViewQueries:
             if after and f"{t}/{job_id}" <= after:
                 continue
             doc = self.store.get(key)
-            if doc is not None:
+            if doc is not None and selected(selector, doc["definition"].get("labels") or {}):
                 out.append(self._summary(t, job_id, doc, now_ms, 1))
             if len(out) >= limit:
                 break

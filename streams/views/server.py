@@ -80,7 +80,13 @@ def serve(
                         }
                     case ["jobs"]:
                         limit = min(int(q.get("limit", 100)), 1000)
-                        return queries.jobs(q.get("tenant") or None, now, limit, q.get("after", ""))
+                        return queries.jobs(
+                            q.get("tenant") or None,
+                            now,
+                            limit,
+                            q.get("after", ""),
+                            q.get("label", ""),
+                        )
                     case ["jobs-count"]:
                         upto = min(int(q["upto"]), 100_000_000)
                         return {"jobs": queries.count_jobs(q["tenant"], upto)}

@@ -4,6 +4,7 @@ CLI and the dashboard, with runs arriving at a real HTTP target."""
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -54,3 +55,60 @@ def test_an_interval_job_runs_every_n_seconds_at_its_offset(
     r = api.http.post("/v1/jobs/every-bad", json={**job, "schedule": bad}, headers=h)
     assert r.status_code == 422 and "offset_s must be below every_s" in r.text
     assert api.http.delete("/v1/jobs/every-2s", headers=h).status_code == 204
+
+
+def test_labels_list_jobs_through_the_api_the_cli_and_the_dashboard(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    made = {
+        "lab-etl": {"team": "data", "env": "prod"},
+        "lab-etl-dev": {"team": "data", "env": "dev"},
+        "lab-web": {"team": "web", "env": "prod"},
+        "lab-none": {},
+    }
+    for job_id, labels in made.items():
+        r = api.http.post(f"/v1/jobs/{job_id}", json={**api.job(), "labels": labels}, headers=h)
+        assert r.status_code == 201, r.text
+    r = api.http.post(
+        "/v1/jobs/lab-other",
+        json={**api.job(), "labels": made["lab-etl"]},
+        headers=api.as_("globex"),
+    )
+    assert r.status_code == 201  # another tenant's job with the same labels
+
+    def listed(selector: str, limit: int = 100) -> list[str]:
+        got = api.http.get("/v1/jobs", params={"label": selector, "limit": limit}, headers=h)
+        assert got.status_code == 200, got.text
+        return [j["job_id"] for j in got.json() if j["job_id"].startswith("lab-")]
+
+    assert listed("team=data") == ["lab-etl", "lab-etl-dev"]
+    assert listed("team=data,env!=dev") == ["lab-etl"]
+    assert listed("env") == ["lab-etl", "lab-etl-dev", "lab-web"]
+    assert listed("!team") == ["lab-none"]
+    assert listed("team=ops") == []
+    first = api.http.get("/v1/jobs", params={"label": "env=prod", "limit": 1}, headers=h).json()
+    after = f"acme/{first[0]['job_id']}"
+    rest = api.http.get("/v1/jobs", params={"label": "env=prod", "after": after}, headers=h).json()
+    assert [j["job_id"] for j in first + rest if j["job_id"].startswith("lab-")] == [
+        "lab-etl",
+        "lab-web",
+    ]  # paged, still filtered
+    bad = api.http.get("/v1/jobs", params={"label": "Team=data"}, headers=h)
+    assert bad.status_code == 422 and "label selector part 'Team=data'" in bad.text
+    r = api.http.post("/v1/jobs/lab-bad", json={**api.job(), "labels": {"Team": "x"}}, headers=h)
+    assert r.status_code == 422 and "label key 'Team'" in r.text
+
+    assert cli.main(["jobs", "--label", "team=data,env=prod"]) == 0
+    table = capsys.readouterr().out
+    assert "lab-etl " in table and "env=prod,team=data" in table
+    assert "lab-etl-dev" not in table and "lab-web" not in table
+    assert cli.main(["jobs", "--label", "team=data", "--json"]) == 0
+    assert {j["job_id"] for j in json.loads(capsys.readouterr().out)} == {"lab-etl", "lab-etl-dev"}
+
+    url = f"{api.url}/#token={TOKENS['acme']}&view=jobs&label=team%3Ddata"
+    dom = _chromium(url, tmp_path, "--dump-dom").stdout
+    assert ">lab-etl</a>" in dom and ">lab-etl-dev</a>" in dom
+    assert ">lab-web</a>" not in dom and ">lab-none</a>" not in dom
+    assert '<td class="labels">env=prod, team=data</td>' in dom

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from apps.api.auth import tenant_of
 from apps.api.deps import Auth, Services, Svc, check_id, invalid
 from apps.api.schemas import JobShown
+from kadence.labels import MAX_SELECTOR, parse_selector
 from kadence.models import ScheduleDefinition
 
 router = APIRouter(tags=["jobs"])
@@ -28,9 +29,24 @@ def list_jobs(
     who: Auth,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: Annotated[str, Query(max_length=300)] = "",
+    label: Annotated[
+        str,
+        Query(
+            max_length=MAX_SELECTOR,
+            description="only jobs whose labels meet this selector: comma-separated "
+            "key=value, key!=value, key (has it), !key (has it not)",
+            examples=["team=data,env!=dev"],
+        ),
+    ] = "",
 ) -> list[dict[str, Any]]:
-    """The tenant's jobs with state and next run (an admin without a tenant: all)."""
-    return svc.view.get("/jobs", tenant=who.tenant, limit=limit, after=after)  # type: ignore[no-any-return]
+    """The tenant's jobs with state and next run (an admin without a tenant: all), in job id
+    order: `limit` after the job `after` (tenant/job_id, a page's last)."""
+    try:
+        parse_selector(label)
+    except ValueError as exc:
+        raise HTTPException(422, f"label: {exc}") from None
+    found = svc.view.get("/jobs", tenant=who.tenant, limit=limit, after=after, label=label)
+    return found  # type: ignore[no-any-return]
 
 
 @router.post(
