@@ -47,8 +47,10 @@ def add_commands(sub: Any) -> None:
     for name in ("create", "update"):
         cmd(name, f"{name} a job from a JSON file (- for stdin)", "job_id", "file")
     cmd("rm", "delete a job", "job_id")
-    cmd("pause", "pause a job", "job_id").add_argument("--reason", default="")
-    cmd("resume", "resume a job", "job_id")
+    for name in ("pause", "resume"):
+        cmd(name, f"{name} a job", "job_id").add_argument(
+            "--reason", default="", help="a note kept in the job's history (who, why)"
+        )
     trig = cmd("trigger", "run a job now (idempotent by --request-id)", "job_id")
     trig.add_argument("--request-id", default=None)
     trig.add_argument(
@@ -144,7 +146,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
         return {"deleted": job}
     if c in ("pause", "resume", "trigger"):
         body: dict[str, Any] = {}
-        if c == "pause" and args.reason:
+        if c in ("pause", "resume") and args.reason:
             body["reason"] = args.reason
         if c == "trigger":
             body["request_id"] = args.request_id or uuid.uuid4().hex

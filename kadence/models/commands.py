@@ -100,10 +100,15 @@ class PauseJob(_JobCommand):
 
     avro_name = "PauseJob"
     reason: Annotated[str, Field(max_length=512)] = ""
+    """A note kept in the job's history and shown while it is paused (who paused it, and why)."""
 
 
 class ResumeJob(_JobCommand):
+    """Fire again from the next occurrence; what fell due while paused stays skipped."""
+
     avro_name = "ResumeJob"
+    reason: Annotated[str, Field(max_length=512)] = ""
+    """A note kept in the job's history (who resumed it, and why)."""
 
 
 class JobMoved(_JobCommand):

@@ -72,7 +72,7 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
     elif isinstance(command, ResumeJob):
         if state.paused:  # what fell due while paused is skipped, not caught up
             state = skip_paused(state, effects, facts)
-        effects.history(state, facts, Decision.resumed, reason="resumed")
+        effects.history(state, facts, Decision.resumed, reason=command.reason or "resumed")
         effects.state = state.evolve(paused=False, paused_at_ms=None)
     elif isinstance(command, Backfill):
         effects.state = backfill.start(state, effects, command, facts)

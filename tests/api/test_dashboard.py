@@ -86,6 +86,9 @@ def test_job_list_and_dead_letters_and_no_token(api: Api, tmp_path: Path) -> Non
     jobs = _chromium(f"{api.url}/#token={TOKENS['globex']}", tmp_path, "--dump-dom").stdout
     assert ">listed</a>" in jobs
     assert ">dash</a>" not in jobs  # another tenant's job
+    page = _chromium(f"{api.url}/#view=job&job=listed", tmp_path, "--dump-dom").stdout
+    failed = page[page.index('<td class="dead_lettered">') :].split("</tr>", 1)[0]
+    assert "503" in failed, failed  # the failed run's cause: the target's answer
     dlq = _chromium(f"{api.url}/#view=dlq", tmp_path, "--dump-dom").stdout  # token remembered
     assert "globex/listed@manual:d1" in dlq
     assert "Replay</button>" in dlq

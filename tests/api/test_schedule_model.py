@@ -112,3 +112,34 @@ def test_labels_list_jobs_through_the_api_the_cli_and_the_dashboard(
     assert ">lab-etl</a>" in dom and ">lab-etl-dev</a>" in dom
     assert ">lab-web</a>" not in dom and ">lab-none</a>" not in dom
     assert '<td class="labels">env=prod, team=data</td>' in dom
+
+
+def test_a_note_on_pause_and_resume_is_kept_in_history_and_shown(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    assert api.http.post("/v1/jobs/noted", json=api.job(), headers=h).status_code == 201
+    why = "ana: the partner API is down until Monday (INC-42)"
+    r = api.http.post("/v1/jobs/noted/pause", json={"reason": why}, headers=h)
+    assert r.status_code == 202, r.text
+    api.wait(lambda: api.http.get("/v1/jobs/noted", headers=h).json()["state"] == "paused")
+    assert api.http.get("/v1/jobs/noted", headers=h).json()["paused_reason"] == why
+    dom = _chromium(
+        f"{api.url}/#token={TOKENS['acme']}&view=job&job=noted", tmp_path, "--dump-dom"
+    ).stdout
+    assert f'id="paused-note">Paused: {why}</div>' in dom
+    assert cli.main(["resume", "noted", "--reason", "bo: partner back (INC-42 closed)"]) == 0
+    capsys.readouterr()
+
+    def kept() -> list[tuple[str, str]]:
+        events = api.http.get("/v1/jobs/noted/history", headers=h).json()
+        return [(e.get("decision"), e.get("reason")) for e in events if e["kind"] == "decision"]
+
+    api.wait(lambda: ("resumed", "bo: partner back (INC-42 closed)") in kept(), what="resumed")
+    assert ("paused", why) in kept()
+    assert api.http.get("/v1/jobs/noted", headers=h).json()["state"] == "active"
+    assert cli.main(["history", "noted"]) == 0
+    assert "INC-42 closed" in capsys.readouterr().out
+    too_long = api.http.post("/v1/jobs/noted/pause", json={"reason": "x" * 513}, headers=h)
+    assert too_long.status_code == 422

@@ -22,7 +22,11 @@ router = APIRouter(tags=["commands"])
 class RequestIn(BaseModel):
     request_id: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
     """Idempotency: the same request id changes nothing the second time (default: new)."""
-    reason: str = Field(default="", max_length=512)
+    reason: str = Field(
+        default="",
+        max_length=512,
+        description="a note kept in the job's history: why it was paused, resumed or cancelled",
+    )
 
 
 class TriggerIn(RequestIn):
@@ -82,7 +86,8 @@ def pause(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> An
     response_model_exclude_unset=True,
 )
 def resume(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
-    return send(svc, tenant_of(who), job_id, ResumeJob, body)
+    reason = body.reason if body else ""
+    return send(svc, tenant_of(who), job_id, ResumeJob, body, reason=reason)
 
 
 @router.post(
