@@ -375,8 +375,11 @@ def _table(console: Console, title: str, head: list[str], rows: list[list[str]])
 def _sched(s: dict[str, Any]) -> str:
     if s.get("kind") == "interval":
         offset = f" +{_duration(s['offset_s'])}" if s.get("offset_s") else ""
-        return f"every {_duration(s['every_s'])}{offset} {s.get('timezone', '')}".strip()
-    return f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
+        text = f"every {_duration(s['every_s'])}{offset} {s.get('timezone', '')}".strip()
+    else:
+        text = f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
+    excluded = len(s.get("exclude") or ())
+    return text + (f", {excluded} exclusion{'s' * (excluded != 1)}" if excluded else "")
 
 
 def _labels(labels: dict[str, str]) -> str:

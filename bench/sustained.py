@@ -47,7 +47,7 @@ from kadence.models import (
     OverlapPolicy,
     ScheduleDefinition,
 )
-from kadence.models.schedule import Target
+from kadence.models.targets import Target
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 

@@ -43,7 +43,7 @@ from kadence.models import (
 )
 from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES, MAX_TIMEOUT_MS
 from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
-from kadence.models.schedule import Target
+from kadence.models.targets import Target
 
 Builder = Callable[[dict[str, Any]], WireModel | None]
 _ident = IDENT_RE.fullmatch
@@ -233,10 +233,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "6ed454dd46194f9f",  # SqsTarget: targets go through pydantic
+    ExecutionRequested: "ac3f287028ef6518",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "fe5e7723bb665b2f",
     HistoryRecord: "03b214a11488b7db",
-    LeaseEvent: "9840fc32f24c53b4",  # its execution: SqsTarget
+    LeaseEvent: "a8aed4945cd2be16",  # its execution (models/targets.py)
     LeaseSnapshot: "b9b7d0f0c536f199",
 }
 """What each builder was written against; update together with the builder."""

@@ -41,21 +41,25 @@ from kadence.models.execution import (
 from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
 from kadence.models.schedule import (
     CronSchedule,
-    DeliveryFormat,
     DstFoldPolicy,
     DstGapPolicy,
-    HandlerTarget,
-    HttpTarget,
+    ExcludeCron,
+    ExcludeDates,
     IntervalSchedule,
     JitterMode,
-    KafkaTarget,
     MissedRunMode,
     MissedRunPolicy,
     OnceSchedule,
     OverlapPolicy,
-    QueueFormat,
     RetryPolicy,
     ScheduleDefinition,
+)
+from kadence.models.targets import (
+    DeliveryFormat,
+    HandlerTarget,
+    HttpTarget,
+    KafkaTarget,
+    QueueFormat,
     SqsTarget,
 )
 
@@ -95,6 +99,8 @@ __all__ = [
     "DstFoldPolicy",
     "DstGapPolicy",
     "ErrorInfo",
+    "ExcludeCron",
+    "ExcludeDates",
     "ExecutionOutcome",
     "ExecutionRequested",
     "ExecutionRevoked",

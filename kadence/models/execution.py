@@ -18,7 +18,7 @@ from kadence.models.base import (
     WorkerId,
     job_key,
 )
-from kadence.models.schedule import Target
+from kadence.models.targets import Target
 
 
 class TriggerKind(StrEnum):

@@ -7,10 +7,9 @@ expression and the zone itself.
 
 from __future__ import annotations
 
-import re
+from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal
-from urllib.parse import SplitResult, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -23,6 +22,10 @@ from kadence.models.base import (
     UtcDatetime,
     WireModel,
     job_key,
+)
+from kadence.models.targets import (
+    KafkaTarget,
+    Target,
 )
 from kadence.target_topics import reserved, too_long
 
@@ -77,6 +80,47 @@ class JitterMode(StrEnum):
     none = "none"
 
 
+_DATE = r"^\d{4}-\d{2}-\d{2}$"
+MAX_EXCLUSIONS = 64
+
+
+class ExcludeDates(WireModel):
+    """Local dates in the job's zone, `start` to `end` both included (holidays, a freeze):
+    no occurrence whose local time falls on them runs."""
+
+    kind: Literal["dates"] = "dates"
+    start: Annotated[str, Field(pattern=_DATE)]
+    """YYYY-MM-DD."""
+    end: Annotated[str, Field(pattern=_DATE)] | None = None
+    """YYYY-MM-DD, not before `start`; None: `start` alone."""
+
+    @model_validator(mode="after")
+    def _real_dates(self) -> ExcludeDates:
+        first = _real_date(self.start, "start")
+        if self.end is not None and _real_date(self.end, "end") < first:
+            raise ValueError("end must not be before start")
+        return self
+
+
+def _real_date(text: str, name: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{name}: {text!r} is not a date") from None
+
+
+class ExcludeCron(WireModel):
+    """A 5-field cron expression matched against each occurrence's local time, to the minute:
+    an occurrence in a minute it names does not run (`* * * * 0,6`: weekends; `* 12 * * *`:
+    the noon hour)."""
+
+    kind: Literal["cron"] = "cron"
+    expression: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+Exclusion = Annotated[ExcludeDates | ExcludeCron, Field(discriminator="kind")]
+
+
 class CronSchedule(WireModel):
     """A cron expression evaluated in local time in an IANA zone."""
 
@@ -96,6 +140,10 @@ class CronSchedule(WireModel):
     """Deterministic forward-only offset window: due = nominal + hash(job key) % spread_s.
     None (the default): spread within the minute the expression names (60 s) when it has no
     seconds field, exactly on time when it has one. 0: exactly on time (opt out)."""
+    exclude: Annotated[list[Exclusion], Field(max_length=MAX_EXCLUSIONS)] = Field(
+        default_factory=list
+    )
+    """Occurrences that do not run: local dates and cron-named minutes (docs/scheduling.md)."""
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> CronSchedule:
@@ -129,6 +177,10 @@ class IntervalSchedule(WireModel):
     spread_s: Annotated[int, Field(ge=0, le=3600)] = 0
     """Deterministic forward-only offset within this window, per job (as for cron); below
     `every_s`. 0 (the default): exactly on the instants."""
+    exclude: Annotated[list[Exclusion], Field(max_length=MAX_EXCLUSIONS)] = Field(
+        default_factory=list
+    )
+    """Occurrences that do not run, by their local time in `timezone` (as a cron job's)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> IntervalSchedule:
@@ -149,169 +201,6 @@ class OnceSchedule(WireModel):
 
 
 Schedule = Annotated[CronSchedule | OnceSchedule | IntervalSchedule, Field(discriminator="kind")]
-
-
-MAX_TARGET_HEADERS = 64
-MAX_TARGET_HEADER_BYTES = 16 * 1024
-"""Target headers are copied into every execution, lease and scheduler state record: bounded,
-so that with the largest payload those records still fit the broker's limit."""
-_SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
-"""An HTTP header name: a token (RFC 9110, 5.1), so no spaces, colons or control characters."""
-_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
-"""What no header value may hold (a newline would start a header of its own)."""
-
-
-def http_url_parts(url: str, credentials_field: str) -> SplitResult:
-    """An absolute http(s) URL's parts; credentials in it are refused (they belong to the
-    workers' secrets, named by `credentials_field`)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an absolute http:// or https:// URL")
-    if parts.username or parts.password:
-        raise ValueError(f"must not carry credentials; use {credentials_field}")
-    return parts
-
-
-class HttpTarget(WireModel):
-    """POST the payload to a webhook. Secrets are referenced by name, never carried inline."""
-
-    kind: Literal["http"] = "http"
-    url: Annotated[str, Field(min_length=1, max_length=2048)]
-    method: Literal["POST", "PUT"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
-    secret_ref: Identifier | None = None
-    """Name of the signing/auth secret held by the workers (never the secret itself)."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        http_url_parts(url, "secret_ref")
-        return url
-
-    @field_validator("headers")
-    @classmethod
-    def _no_secrets(cls, headers: dict[str, str]) -> dict[str, str]:
-        if len(headers) > MAX_TARGET_HEADERS:
-            raise ValueError(f"at most {MAX_TARGET_HEADERS} headers")
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
-        if size > MAX_TARGET_HEADER_BYTES:
-            raise ValueError(
-                f"headers take {size} bytes; at most {MAX_TARGET_HEADER_BYTES} (names and values)"
-            )
-        for name, value in headers.items():
-            if name.strip().lower() in _SECRET_HEADERS:  # "Authorization " is one too
-                raise ValueError(
-                    f"header {name!r} carries credentials; put the secret in the worker's secret "
-                    "store and name it with secret_ref"
-                )
-            if not _HEADER_NAME.fullmatch(name):
-                raise ValueError(
-                    f"header name {name!r} is not an HTTP token: letters, digits and "
-                    "!#$%&'*+-.^_`|~ only (no spaces, colons or control characters)"
-                )
-            if _BAD_HEADER_VALUE.search(value):
-                raise ValueError(f"header {name!r}: the value holds a newline or NUL character")
-        return headers
-
-
-class DeliveryFormat(StrEnum):
-    """What a Kafka-target topic receives for each run (docs/execution.md, "Kafka topic
-    target"): always with the Kadence headers (`kadence-execution-id`, the idempotency key,
-    `kadence-tenant`, `kadence-job`, `kadence-due-at`, `kadence-attempt`, `kadence-delivery`)."""
-
-    avro = "avro"
-    """Kadence's `ExecutionRequested`, Avro single-object encoded (what connectors/consumer.py
-    reads)."""
-    json = "json"
-    """The same envelope as one JSON object (`content-type: application/json`)."""
-    payload = "payload"
-    """The job's payload alone, as its bytes, with `content-type` from the job: "send this
-    message at that time"."""
-
-
-class KafkaTarget(WireModel):
-    """Produce the execution to a tenant topic; success on the broker's acknowledgement.
-
-    The Kafka topic is `<namespace>.to.<tenant>.<topic>` (kadence/target_topics.py: one name
-    per tenant and topic); the definition is refused when that name could exceed Kafka's 249
-    characters."""
-
-    kind: Literal["kafka"] = "kafka"
-    topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
-    format: DeliveryFormat = DeliveryFormat.avro
-    """What the topic receives (see `DeliveryFormat`)."""
-
-
-class QueueFormat(StrEnum):
-    """What a queue target's message body is (docs/execution.md, "SQS queue target")."""
-
-    payload = "payload"
-    """The job's payload as the body: as text when it is text SQS accepts, else base64 with
-    the message attribute `kadence-body-encoding: base64`."""
-    json = "json"
-    """Kadence's envelope as one JSON object (the Kafka target's `json` format)."""
-
-
-_SQS_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}(\.fifo)?|[A-Za-z0-9_-]{1,80}")
-_AWS_SQS_HOST = re.compile(r"sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?")
-
-
-class SqsTarget(WireModel):
-    """Send the run to an Amazon SQS queue, or a server speaking SQS's JSON protocol (ElasticMQ,
-    LocalStack); success when the queue accepts the message. A FIFO queue (`.fifo`) gets the
-    idempotency key as its deduplication id; every message carries it as an attribute."""
-
-    kind: Literal["sqs"] = "sqs"
-    queue_url: Annotated[str, Field(min_length=1, max_length=2048)]
-    """`https://sqs.<region>.amazonaws.com/<account>/<queue>`, or the local server's."""
-    region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,32}$")] | None = None
-    """The region requests are signed for; by default the one in an AWS queue URL's host, else
-    us-east-1."""
-    credentials_ref: Identifier | None = None
-    """Names the AWS key the workers hold for the job's tenant (KADENCE_SQS_CREDENTIALS), never
-    the key itself. None: requests are sent unsigned (a local server without authentication)."""
-    message_group_id: Annotated[str, Field(pattern=r"^[!-~]{1,128}$")] | None = None
-    """A FIFO queue's message group (by default the job id: a job's runs in order)."""
-    format: QueueFormat = QueueFormat.payload
-
-    @field_validator("queue_url")
-    @classmethod
-    def _queue_url(cls, url: str) -> str:
-        parts = http_url_parts(url, "credentials_ref")
-        if parts.query or parts.fragment:
-            raise ValueError("must not have a query or a fragment")
-        segments = parts.path.split("/")
-        if len(segments) != 3 or not segments[1] or not _SQS_QUEUE_NAME.fullmatch(segments[2]):
-            raise ValueError(
-                "must end in /<account>/<queue>: a queue name of 1-80 letters, digits, - or _ "
-                "(a FIFO queue's ending in .fifo)"
-            )
-        return url
-
-    @property
-    def fifo(self) -> bool:
-        return self.queue_url.endswith(".fifo")
-
-    @property
-    def signing_region(self) -> str:
-        if self.region is not None:
-            return self.region
-        aws = _AWS_SQS_HOST.fullmatch(urlsplit(self.queue_url).hostname or "")
-        return aws.group(1) if aws else "us-east-1"
-
-
-class HandlerTarget(WireModel):
-    """Call a Python handler registered by name in the worker process."""
-
-    kind: Literal["handler"] = "handler"
-    name: Identifier
-
-
-Target = Annotated[
-    HttpTarget | KafkaTarget | HandlerTarget | SqsTarget, Field(discriminator="kind")
-]
 
 
 class RetryPolicy(WireModel):

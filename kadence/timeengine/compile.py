@@ -10,13 +10,21 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule, IntervalSchedule, OnceSchedule
 from kadence.timeengine.cron import CronSpec, parse_cron
-from kadence.timeengine.engine import HORIZON_S, CompiledSchedule, CronRule, IntervalRule
+from kadence.timeengine.engine import (
+    HORIZON_S,
+    CompiledSchedule,
+    CronRule,
+    IntervalRule,
+    ScheduleSearchError,
+)
+from kadence.timeengine.exclusions import compile_exclusions
 from kadence.timeengine.spread import spread_offset_ms
 from kadence.timeengine.zones import load_zone, offset_s, year_transitions
 
@@ -73,6 +81,34 @@ def compile_schedule(
             errors.extend(problems)
     if errors:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
+    return _excluding(compiled, schedule, start_ms)
+
+
+EXCLUSION_PROBE_FROM = datetime_to_ms(datetime(2024, 1, 1, tzinfo=UTC))
+
+
+def _excluding(
+    compiled: CompiledSchedule, schedule: CronSchedule | IntervalSchedule, start_ms: int | None
+) -> CompiledSchedule:
+    """`compiled` with the schedule's exclusions; refused when they leave no occurrence."""
+    exclusions = compile_exclusions(schedule.exclude, compiled.zone, compiled.job_key)
+    if exclusions is None:
+        return compiled
+    compiled = replace(compiled, exclusions=exclusions)
+    end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
+    if start_ms is not None:
+        origin = start_ms - 1
+    elif end_ms is not None:
+        origin = min(EXCLUSION_PROBE_FROM, end_ms - HORIZON_S * 1000)
+    else:
+        origin = EXCLUSION_PROBE_FROM
+    try:
+        left = compiled.next_after(origin)
+    except ScheduleSearchError:
+        left = None
+    if left is None:
+        why = "schedule.exclude: the exclusions leave no occurrence to run"
+        raise InvalidScheduleError(f"invalid schedule: {why}", [why])
     return compiled
 
 
@@ -95,7 +131,8 @@ def _compile_interval(
     if errors:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     spread_ms = spread_offset_ms(job_key, schedule.spread_s)
-    return CompiledSchedule(job_key, zone, None, spread_ms=spread_ms, interval=rule)
+    compiled = CompiledSchedule(job_key, zone, None, spread_ms=spread_ms, interval=rule)
+    return _excluding(compiled, schedule, start_ms)
 
 
 _rule = functools.lru_cache(maxsize=65_536)(CronRule)

@@ -23,11 +23,16 @@ from enum import StrEnum
 from kadence.errors import KadenceError
 from kadence.models import DstFoldPolicy, DstGapPolicy
 from kadence.timeengine.cron import SEARCH_YEARS, CronSpec
+from kadence.timeengine.exclusions import Exclusions
 from kadence.timeengine.zones import next_transition, offset_s
 
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 HORIZON_S = (SEARCH_YEARS + 1) * 366 * 86_400
 MAX_STEPS = 20_000
+MAX_EXCLUDED_STEPS = 200
+"""Jumps over excluded stretches in one search at most (each runs on through up to 200
+adjoining stretches: days, hours, minutes, date ranges): a schedule whose exclusions leave
+nothing is refused when compiled, and one that excludes more in a row fails its search."""
 
 
 class DstNote(StrEnum):
@@ -224,6 +229,7 @@ class CompiledSchedule:
     once_ms: int | None = None
     spread_ms: int = 0
     interval: IntervalRule | None = None
+    exclusions: Exclusions | None = None
 
     def next_after(self, cursor_ms: int) -> Occurrence | None:
         """The next occurrence to fire strictly after `cursor_ms` (UTC ms), or None if none."""
@@ -231,6 +237,21 @@ class CompiledSchedule:
 
     def next_with_skipped(self, cursor_ms: int) -> tuple[Occurrence | None, tuple[Occurrence, ...]]:
         """Also returns the occurrences skipped by dst_gap=skip between cursor and the next."""
+        occ, skipped = self._next(cursor_ms)
+        if self.exclusions is None:
+            return occ, skipped
+        excluded = self.exclusions
+        for _ in range(MAX_EXCLUDED_STEPS):
+            stretch = excluded.covering(occ.wall) if occ is not None else None
+            if occ is None or stretch is None:
+                return occ, tuple(s for s in skipped if excluded.stretch(s.wall) is None)
+            occ, more = self._next(excluded.jump_ms(occ.nominal_ms, stretch))
+            skipped += more
+        raise ScheduleSearchError(
+            f"{self.job_key}: {MAX_EXCLUDED_STEPS} excluded stretches in a row after {cursor_ms}"
+        )
+
+    def _next(self, cursor_ms: int) -> tuple[Occurrence | None, tuple[Occurrence, ...]]:
         if self.interval is not None:
             at = self.interval.next_after(cursor_ms)
             if at is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import datetime
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,41 @@ def test_a_note_on_pause_and_resume_is_kept_in_history_and_shown(
     assert "INC-42 closed" in capsys.readouterr().out
     too_long = api.http.post("/v1/jobs/noted/pause", json={"reason": "x" * 513}, headers=h)
     assert too_long.status_code == 422
+
+
+def test_excluded_occurrences_do_not_run_and_are_not_listed(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    today = datetime.now(UTC).date()
+    holiday = {
+        "kind": "dates",
+        "start": today.isoformat(),
+        "end": (today + timedelta(1)).isoformat(),
+    }
+    every_second = {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "spread_s": 0,
+        "exclude": [holiday, {"kind": "cron", "expression": "* 0-5 * * *"}],
+    }
+    job = {**api.job(path="/excluded"), "schedule": every_second}
+    r = api.http.post("/v1/jobs/excluded", json=job, headers=h)
+    assert r.status_code == 201, r.text
+    first = (today + timedelta(2)).isoformat()
+    assert api.http.get("/v1/jobs/excluded/next?n=2", headers=h).json() == [
+        f"{first}T06:00:00Z",
+        f"{first}T06:00:01Z",
+    ]
+    assert cli.main(["next", "excluded", "-n", "1"]) == 0
+    assert f"{first}T06:00:00" in capsys.readouterr().out
+    assert cli.main(["jobs"]) == 0
+    assert "* * * * * * UTC, 2 exclusions" in capsys.readouterr().out
+    dom = _chromium(f"{api.url}/#token={TOKENS['acme']}", tmp_path, "--dump-dom").stdout
+    assert "* * * * * * UTC, 2 exclusions" in dom
+    time.sleep(3)  # a per-second job: three runs would have come without the exclusions
+    assert api.target.seen("/excluded") == []
+    nothing = {**every_second, "exclude": [{"kind": "cron", "expression": "* * * * *"}]}
+    r = api.http.post("/v1/jobs/excluded-all", json={**job, "schedule": nothing}, headers=h)
+    assert r.status_code == 422 and "the exclusions leave no occurrence to run" in r.text

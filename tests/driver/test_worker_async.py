@@ -26,7 +26,7 @@ from kadence.models import (
     HttpTarget,
     OutcomeStatus,
 )
-from kadence.models.schedule import Target
+from kadence.models.targets import Target
 from kadence.settings import KadenceSettings
 from kadence.targets import Result, Stop
 from kadence.topics import OUTCOMES, Topics

@@ -12,7 +12,7 @@ from infra.kafka import kafkactl
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.models import OnceSchedule, ScheduleDefinition
-from kadence.models.schedule import KafkaTarget
+from kadence.models.targets import KafkaTarget
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from testkit.ports import free_ports
