@@ -182,7 +182,9 @@ class JobShown(Shown):
     tenant: str
     job_id: str
     version: int
-    state: Literal["active", "paused"]
+    state: Literal["active", "paused", "completed"] = Field(
+        description="completed: the job ran its max_runs scheduled runs"
+    )
     paused_reason: str = ""
     schedule: ScheduleShown
     next_runs: list[str] = Field(description="the next due times, UTC (ISO 8601)")

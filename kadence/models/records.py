@@ -54,6 +54,9 @@ class Decision(StrEnum):
     """A scheduled occurrence skipped for one of its tenant's caps (runs fired per second, runs
     in progress): the reason names the cap. Added last: older readers take it as their
     default."""
+    completed = "completed"
+    """The job ran its `max_runs` scheduled occurrences and fires no more (a new version with a
+    higher limit runs on). Added last, as `throttled`."""
 
 
 class HistoryRecord(WireModel):

@@ -252,6 +252,13 @@ class ScheduleDefinition(WireModel):
     """Jobs sharing a key never run at the same time (and share a partition)."""
     missed: MissedRunPolicy = Field(default_factory=MissedRunPolicy)
     paused: bool = False
+    max_runs: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
+    """Run at most this many scheduled occurrences in the job's life (every version; triggers,
+    backfills, retries and replays not counted), then stop: the job shows `completed` and lists
+    no next runs. A new version with a higher limit runs on. None: no limit."""
+    pause_after_failures: Annotated[int, Field(ge=1, le=1_000)] | None = None
+    """Pause the job after this many runs in a row ended failed (dead-lettered), with a history
+    record saying so; a success resets the count, and so does resuming. None: never."""
     description: Annotated[str, Field(max_length=1024)] = ""
     labels: dict[str, str] = Field(default_factory=dict)
     """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys

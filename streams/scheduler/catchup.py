@@ -40,6 +40,8 @@ def catch_up(state: JobState, effects: Effects, facts: Facts) -> JobState:
         state = _missed(state, effects, facts, occ, why, decision=decision)
     held: tuple[int, str] | None = None
     for occ in fire:
+        if state.runs_left(facts.codec) == 0:
+            break  # max_runs reached: the job fires no more (its `completed` record says so)
         over = over_tenant_cap(state, effects, facts, occ.due_ms)
         if over is not None:
             held = (occ.nominal_ms, over)

@@ -18,10 +18,9 @@ from kadence.models import (
 )
 from kadence.timeengine.identity import manual_execution_id
 from streams.scheduler import backfill
-from streams.scheduler.catchup import catch_up
 from streams.scheduler.dispatch import keep_override, revoke, room_for, start, stop_running
 from streams.scheduler.outcomes import replay
-from streams.scheduler.paused import skip_paused
+from streams.scheduler.paused import pause_job, skip_paused
 from streams.scheduler.state import JobState, kept_payloads, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
 
@@ -64,16 +63,12 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
             state = keep_override(state, facts, exec_id, command.payload)
         effects.state = state
     elif isinstance(command, PauseJob):
-        if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
-            state = catch_up(state, effects, facts)  # due before the pause: decided as usual
-        state = revoke(state, effects, facts, "job paused before it was due", rewind=True)
-        effects.state = state.evolve(paused=True, paused_at_ms=facts.now_ms)
-        effects.history(state, facts, Decision.paused, reason=command.reason or "paused")
+        effects.state = pause_job(state, effects, facts, command.reason or "paused")
     elif isinstance(command, ResumeJob):
         if state.paused:  # what fell due while paused is skipped, not caught up
             state = skip_paused(state, effects, facts)
         effects.history(state, facts, Decision.resumed, reason=command.reason or "resumed")
-        effects.state = state.evolve(paused=False, paused_at_ms=None)
+        effects.state = state.evolve(paused=False, paused_at_ms=None, failures_in_row=0)
     elif isinstance(command, Backfill):
         effects.state = backfill.start(state, effects, command, facts)
     elif isinstance(command, CancelRun):

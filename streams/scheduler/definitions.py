@@ -78,7 +78,10 @@ def apply_definition(
                 f"version {definition.version} of {definition.key} is not newer than {current}",
             )
         why = f"job changed to version {definition.version} before it was due"
+        was_done = state.runs_left(facts.codec) == 0
         state = revoke(state, effects, facts, why, rewind=True)
+        if was_done:  # it ran out of runs: a version with more starts from now, as a resume
+            state = state.evolve(cursor_ms=max(state.cursor_ms, record_ts_ms))
     if state is None:
         if isinstance(definition.schedule, OnceSchedule):
             cursor = int(definition.schedule.run_at.timestamp() * 1000) - 1
@@ -91,6 +94,17 @@ def apply_definition(
         state = state.evolve(definition_bytes=raw, _definition=definition, _compiled=compiled)
     state = _pause_as_defined(state, effects, facts, definition.paused)
     effects.state = advance_to(state, state.cursor_ms, facts)
+    if definition.max_runs is not None and state.runs_done >= definition.max_runs:
+        effects.history(
+            state,
+            facts,
+            Decision.completed,
+            reason=(
+                f"version {definition.version} allows {definition.max_runs} scheduled runs "
+                f"(max_runs) and the job has run {state.runs_done}: no more occurrences"
+            ),
+            details={"version": str(definition.version)},
+        )
     return settle(effects, facts)
 
 

@@ -101,7 +101,20 @@ def fire(
     if len(running) < len(state.running):
         unsettled = dropped(state, (r for r in state.running if r.expires_ms <= facts.now_ms))
     run = Running(shot.execution_id, shot.nominal_ms, shot.attempt, expires)
-    return state.evolve(running=(*running, run), fired=state.fired + 1, unsettled=unsettled)
+    counted = shot.attempt == 1 and shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up)
+    done = state.runs_done + counted
+    state = state.evolve(
+        running=(*running, run), fired=state.fired + 1, unsettled=unsettled, runs_done=done
+    )
+    if counted and d.max_runs is not None and done == d.max_runs:
+        effects.history(
+            state,
+            facts,
+            Decision.completed,
+            reason=f"ran its {d.max_runs} scheduled runs (max_runs): no more occurrences",
+            details={"version": str(d.version)},
+        )
+    return state
 
 
 def start(
@@ -350,6 +363,7 @@ def revoke(
         running=tuple(r for r in state.running if r.execution_id not in gone),
         unsettled=dropped(state, (r for r in state.running if r.execution_id in gone)),
         fired=state.fired - len(revoked),
+        runs_done=max(0, state.runs_done - len(revoked)),  # runs sent ahead: scheduled ones
     )
     if rewind:
         state = advance_to(state, min(a.cursor_before_ms for a in revoked), facts)

@@ -23,6 +23,7 @@ from kadence.models import (
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
 from streams.scheduler.entries import Pending
+from streams.scheduler.paused import pause_job
 from streams.scheduler.settled import already_applied, applied, reopened
 from streams.scheduler.state import DEAD_LIMIT, JobState, kept_payloads
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, settle
@@ -233,6 +234,8 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         effects.history(state, facts, Decision.cancelled, **common)
     elif outcome.status is not OutcomeStatus.succeeded:  # a success: the outcome is its record
         state = _failed(state, effects, outcome, facts)
+    elif state.failures_in_row:
+        state = state.evolve(failures_in_row=0)
     state = drain_buffer(state, effects, facts)
     effects.state = kept_payloads(applied(state, outcome.execution_id, outcome.attempt))
     return effects
@@ -294,4 +297,12 @@ def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts:
     )
     dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
     effects.dead_delta += 1 - max(0, len(state.dead) + 1 - DEAD_LIMIT)  # the oldest may drop out
-    return state.evolve(dead=(*state.dead, dead)[-DEAD_LIMIT:])
+    in_row = state.failures_in_row + 1
+    state = state.evolve(dead=(*state.dead, dead)[-DEAD_LIMIT:], failures_in_row=in_row)
+    if d.pause_after_failures is not None and in_row >= d.pause_after_failures and not state.paused:
+        why = (
+            f"paused after {in_row} runs in a row failed (pause_after_failures="
+            f"{d.pause_after_failures}); the last, {outcome.execution_id}: {error.message}"
+        )
+        state = pause_job(state, effects, facts, why[:512])
+    return state

@@ -9,7 +9,8 @@ from __future__ import annotations
 from kadence.clock import ms_to_datetime
 from kadence.models import Decision
 from kadence.timeengine.identity import execution_id
-from streams.scheduler.catchup import dst_skipped
+from streams.scheduler.catchup import catch_up, dst_skipped
+from streams.scheduler.dispatch import revoke
 from streams.scheduler.state import GAPS_LIMIT, JobState, remember
 from streams.scheduler.step import Effects, Facts, advance_to
 
@@ -64,3 +65,14 @@ def skip_paused(state: JobState, effects: Effects, facts: Facts) -> JobState:
         )
         cursor = occ.nominal_ms
     return advance_to(state, cursor, facts)
+
+
+def pause_job(state: JobState, effects: Effects, facts: Facts, reason: str) -> JobState:
+    """Pause now (a PauseJob, or the job's own `pause_after_failures`): what was already due
+    is decided as usual first, runs sent ahead and not yet due are revoked, and a `paused`
+    history record carries `reason`."""
+    if not state.paused and state.next_due_ms is not None and state.next_due_ms <= facts.now_ms:
+        state = catch_up(state, effects, facts)  # due before the pause: decided as usual
+    state = revoke(state, effects, facts, "job paused before it was due", rewind=True)
+    effects.history(state, facts, Decision.paused, reason=reason)
+    return state.evolve(paused=True, paused_at_ms=facts.now_ms)

@@ -124,6 +124,13 @@ class JobState:
     fired: int = 0
     skipped: int = 0
     missed: int = 0
+    runs_done: int = 0
+    """Scheduled occurrences dispatched in the job's life (not triggers, backfills, retries or
+    replays): what `max_runs` limits. Stored only when not 0."""
+    failures_in_row: int = 0
+    """Runs in a row that ended dead-lettered: what `pause_after_failures` counts. Stored only
+    when not 0 (a scheduler of an earlier release reads every state of a job that uses neither
+    limit)."""
     _definition: ScheduleDefinition | None = field(default=None, compare=False, repr=False)
     _compiled: CompiledSchedule | None = field(default=None, compare=False, repr=False)
     _definition_stored: bool = field(default=False, compare=False, repr=False)
@@ -141,6 +148,15 @@ class JobState:
             )
         assert self._definition is not None
         return self._definition
+
+    def runs_left(self, codec: Codec) -> int | None:
+        """Scheduled occurrences the job may still dispatch under `max_runs` (None: no limit);
+        runs waiting in the buffer count as dispatched."""
+        limit = self.definition(codec).max_runs
+        if limit is None:
+            return None
+        waiting = sum(1 for p in self.buffered if p.trigger == "schedule")
+        return max(0, limit - self.runs_done - waiting)
 
     def compiled(self, codec: Codec) -> CompiledSchedule:
         if self._compiled is None:
@@ -333,6 +349,10 @@ def dump_state(state: JobState) -> bytes:
         body["recheck_ms"] = state.recheck_ms
     if state.held_ms is not None:
         body["held_ms"] = state.held_ms
+    if state.runs_done:
+        body["runs_done"] = state.runs_done
+    if state.failures_in_row:
+        body["failures_in_row"] = state.failures_in_row
     if state.payloads:
         body["payloads"] = [[e, base64.b64encode(p).decode()] for e, p in state.payloads]
     return V4_MAGIC + orjson.dumps(body)

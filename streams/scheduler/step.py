@@ -219,8 +219,11 @@ def free_at(state: JobState, facts: Facts) -> int:
 
 
 def advance_to(state: JobState, cursor_ms: int, facts: Facts) -> JobState:
-    """Move the cursor to `cursor_ms`; the next occurrence is the first one after it."""
+    """Move the cursor to `cursor_ms`; the next occurrence is the first one after it (none
+    once the job has dispatched its `max_runs`)."""
     occ = state.compiled(facts.codec).next_after(cursor_ms)
+    if occ is not None and state.runs_left(facts.codec) == 0:
+        occ = None
     return state.evolve(
         cursor_ms=cursor_ms,
         next_nominal_ms=occ.nominal_ms if occ else None,

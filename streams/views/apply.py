@@ -86,6 +86,7 @@ def apply_definition(
             "paused": (old or {}).get("paused", False),
             "updated_at": at,
             "source": source,
+            **({"completed": (old or {})["completed"]} if "completed" in (old or {}) else {}),
         },
     )
     return None
@@ -119,6 +120,10 @@ def _apply_decision(store: ViewStore, r: HistoryRecord, seq: str) -> None:
     if job is not None and r.decision in (Decision.paused, Decision.resumed):
         job["paused"] = r.decision is Decision.paused
         job["paused_reason"] = r.reason if r.decision is Decision.paused else ""
+        store.put(jk, job)
+    if job is not None and r.decision is Decision.completed:
+        # which version ran out: the definition may be applied before or after this record
+        job["completed"] = {"version": int((r.details or {}).get("version", 0)), "reason": r.reason}
         store.put(jk, job)
     rid = r.details.get("request_id") if r.details else None
     if rid and r.decision in (Decision.backfill_planned, Decision.backfill_progress):

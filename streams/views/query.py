@@ -94,14 +94,16 @@ class ViewQueries:
         definition = doc["definition"]
         last = next((e for e in self.history(tenant, job_id, 200) if e["kind"] == "outcome"), None)
         paused = bool(doc.get("paused"))
+        done = (doc.get("completed") or {}).get("version") == definition["version"]
+        state = "paused" if paused else "completed" if done else "active"
         return {
             "tenant": tenant,
             "job_id": job_id,
             "version": definition["version"],
-            "state": "paused" if paused else "active",
+            "state": state,
             "paused_reason": doc.get("paused_reason", ""),
             "schedule": definition["schedule"],
-            "next_runs": [] if paused else next_runs(definition, now_ms, preview),
+            "next_runs": [] if state != "active" else next_runs(definition, now_ms, preview),
             "last_run": last,
             "definition": definition,
             "source": doc.get("source"),

@@ -182,3 +182,49 @@ def test_excluded_occurrences_do_not_run_and_are_not_listed(
     nothing = {**every_second, "exclude": [{"kind": "cron", "expression": "* * * * *"}]}
     r = api.http.post("/v1/jobs/excluded-all", json={**job, "schedule": nothing}, headers=h)
     assert r.status_code == 422 and "the exclusions leave no occurrence to run" in r.text
+
+
+def test_max_runs_completes_a_job_and_pause_after_failures_pauses_one(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    every_second = {"kind": "cron", "expression": "* * * * * *", "spread_s": 0}
+    limited = {**api.job(path="/limited"), "schedule": every_second, "max_runs": 3}
+    assert api.http.post("/v1/jobs/limited", json=limited, headers=h).status_code == 201
+    failing = {
+        **api.job(path="/fail"),
+        "schedule": every_second,
+        "retry": {"max_attempts": 1},
+        "pause_after_failures": 2,
+    }
+    assert api.http.post("/v1/jobs/failing", json=failing, headers=h).status_code == 201
+    api.wait(
+        lambda: api.http.get("/v1/jobs/limited", headers=h).json()["state"] == "completed",
+        what="completed",
+    )
+    done = api.http.get("/v1/jobs/limited", headers=h).json()
+    assert done["next_runs"] == []
+    time.sleep(2)  # a per-second job: more runs would come now if it went on
+    assert len(api.target.seen("/limited")) == 3
+    api.wait(
+        lambda: api.http.get("/v1/jobs/failing", headers=h).json()["state"] == "paused",
+        what="paused after failures",
+    )
+    paused = api.http.get("/v1/jobs/failing", headers=h).json()
+    assert "paused after 2 runs in a row failed" in paused["paused_reason"]
+    assert "503" in paused["paused_reason"]
+    assert cli.main(["jobs", "--json"]) == 0
+    states = {j["job_id"]: j["state"] for j in json.loads(capsys.readouterr().out)}
+    assert (states["limited"], states["failing"]) == ("completed", "paused")
+    dom = _chromium(f"{api.url}/#token={TOKENS['acme']}", tmp_path, "--dump-dom").stdout
+    assert '<td class="completed">completed</td>' in dom
+    more = {**limited, "max_runs": 5}
+    assert api.http.put("/v1/jobs/limited", json=more, headers=h).status_code == 200
+    api.target.wait(5, "/limited")  # a version allowing 5 runs 2 more
+    api.wait(
+        lambda: api.http.get("/v1/jobs/limited", headers=h).json()["state"] == "completed",
+        what="completed again",
+    )
+    time.sleep(2)
+    assert len(api.target.seen("/limited")) == 5
