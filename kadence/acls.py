@@ -165,6 +165,12 @@ def _scheduler(ns: str) -> list[Grant]:
             (W,),
             "outputs; scheduler-control: a job moved, a tenant's circuit",
         ),
+        _topics(
+            ns,
+            (SCHEDULES,),
+            (W,),
+            "a job's tombstone when it deletes itself (delete_after_completion)",
+        ),
         *_processor(ns, "scheduler"),
         _provisioned(ns),
     ]

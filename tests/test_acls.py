@@ -56,8 +56,10 @@ def test_every_topic_has_a_kadence_writer_and_reader() -> None:
         readers = {r for r in Role if _allowed(acls, f"User:kadence-{r}", Operation.read, topic)}
         assert writers, f"nobody may write {topic}"
         assert readers, f"nobody may read {topic}"
-        if spec in (SCHEDULES, COMMANDS):  # the doors in: never the scheduler's own output
+        if spec is COMMANDS:  # a door in: never the scheduler's own output
             assert Role.scheduler not in writers
+        if spec is SCHEDULES:  # the scheduler writes only the tombstone of a job that deletes
+            assert Role.scheduler in writers  # itself (delete_after_completion)
 
 
 def test_only_kadence_writes_scheduler_control() -> None:

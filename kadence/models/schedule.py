@@ -259,6 +259,11 @@ class ScheduleDefinition(WireModel):
     pause_after_failures: Annotated[int, Field(ge=1, le=1_000)] | None = None
     """Pause the job after this many runs in a row ended failed (dead-lettered), with a history
     record saying so; a success resets the count, and so does resuming. None: never."""
+    delete_after_completion: bool = False
+    """Delete the job once it has no occurrence left (a one-off after its run, a job past its
+    `end_at` or its `max_runs`) and its last run has ended (succeeded, cancelled or
+    dead-lettered): as EventBridge's ActionAfterCompletion DELETE. Its history and dead letters
+    stay."""
     description: Annotated[str, Field(max_length=1024)] = ""
     labels: dict[str, str] = Field(default_factory=dict)
     """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys

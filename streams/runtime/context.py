@@ -41,9 +41,15 @@ class ProcessorContext(Protocol):
         ...
 
     def forward(
-        self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
     ) -> None:
-        """Produce a record in the open transaction (sized against `record_limit` first)."""
+        """Produce a record in the open transaction (sized against `record_limit` first); a
+        None value is a tombstone."""
         ...
 
     def commit_soon(self) -> None:

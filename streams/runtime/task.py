@@ -113,9 +113,15 @@ class Task:
         self.urgent = False
 
     def forward(
-        self, topic: str, partition: int | None, key: bytes | None, value: bytes, headers: Headers
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
     ) -> None:
-        """Produce a record in the open transaction (sized against `record_limit` first)."""
+        """Produce a record in the open transaction (sized against `record_limit` first); a
+        None value is a tombstone."""
         self._send(topic, partition, key, value, headers)
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:

@@ -26,7 +26,7 @@ from streams.scheduler.entries import Pending
 from streams.scheduler.paused import pause_job
 from streams.scheduler.settled import already_applied, applied, reopened
 from streams.scheduler.state import DEAD_LIMIT, JobState, kept_payloads
-from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, Sink, settle
+from streams.scheduler.step import Delete, Effects, Emit, Facts, Refused, Shot, Sink, settle
 
 
 def apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
@@ -238,7 +238,29 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         state = state.evolve(failures_in_row=0)
     state = drain_buffer(state, effects, facts)
     effects.state = kept_payloads(applied(state, outcome.execution_id, outcome.attempt))
+    _delete_if_completed(effects.state, effects, facts)
     return effects
+
+
+def _delete_if_completed(state: JobState, effects: Effects, facts: Facts) -> None:
+    """`delete_after_completion`: once no occurrence is left and nothing runs, waits or is
+    retried, the job deletes itself (a tombstone on its partition of `schedules`, applied as
+    any delete when it is read back)."""
+    d = state.definition(facts.codec)
+    if not d.delete_after_completion or state.next_due_ms is not None:
+        return
+    if state.running or state.buffered or state.retries or state.backfills:
+        return
+    if any(a.due_ms > facts.now_ms for a in state.ahead):  # sent ahead, not due yet
+        return
+    effects.history(
+        state,
+        facts,
+        Decision.completed,
+        reason="no occurrence left and its last run ended: deleted (delete_after_completion)",
+        details={"version": str(d.version), "deleted": "true"},
+    )
+    effects.out.append(Emit(Sink.schedules, Delete(d.key)))
 
 
 def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts: Facts) -> JobState:

@@ -9,7 +9,7 @@ from kadence.headers import Headers, headers_for
 from kadence.models import WireModel
 from kadence.partitioning import execution_route, partition_for
 from streams.scheduler.config import SchedulerConfig
-from streams.scheduler.step import Sink
+from streams.scheduler.step import Delete, Sink
 
 
 class Output:
@@ -20,13 +20,16 @@ class Output:
             Sink.executions: cfg.topics.executions,
             Sink.history: cfg.topics.history,
             Sink.dead_letter: cfg.topics.dead_letter,
+            Sink.schedules: cfg.topics.schedules,
         }
 
     def encoded(
-        self, partition: int, sink: Sink, record: WireModel
-    ) -> tuple[str, int, bytes, bytes, Headers]:
+        self, partition: int, sink: Sink, record: WireModel | Delete
+    ) -> tuple[str, int, bytes, bytes | None, Headers]:
         """(topic, partition, key, value, headers) of `record`, decided on job partition
-        `partition`."""
+        `partition`; a `Delete` is a tombstone there."""
+        if isinstance(record, Delete):
+            return self.topics[Sink.schedules], partition, record.key.encode(), None, []
         value = self.codec.encode(record)
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         if sink is Sink.executions:

@@ -27,12 +27,23 @@ class Sink(StrEnum):
     executions = "executions"
     history = "history"
     dead_letter = "dead_letter"
+    schedules = "schedules"
+    """Only `Delete`: a job deleting itself (delete_after_completion)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """The tombstone of a job's definition, on the job's own partition of `schedules`: read
+    back by this scheduler as any delete, and by the query view (and compaction drops the
+    definition)."""
+
+    key: str
 
 
 @dataclass(frozen=True, slots=True)
 class Emit:
     sink: Sink
-    record: WireModel
+    record: WireModel | Delete
 
 
 class Refused(Exception):  # noqa: N818 - a decision, not a failure

@@ -228,3 +228,29 @@ def test_max_runs_completes_a_job_and_pause_after_failures_pauses_one(
     )
     time.sleep(2)
     assert len(api.target.seen("/limited")) == 5
+
+
+def test_a_one_off_with_delete_after_completion_is_gone_after_its_run(as_acme: Api) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    run_at = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    once = {
+        **api.job(path="/once-deleted"),
+        "schedule": {"kind": "once", "run_at": run_at},
+        "delete_after_completion": True,
+    }
+    kept = {**once, "target": {"kind": "http", "url": f"{api.target.url}/once-kept"}}
+    kept["delete_after_completion"] = False
+    assert api.http.post("/v1/jobs/once-deleted", json=once, headers=h).status_code == 201
+    assert api.http.post("/v1/jobs/once-kept", json=kept, headers=h).status_code == 201
+    api.target.wait(1, "/once-deleted")
+    api.target.wait(1, "/once-kept")
+    api.wait(
+        lambda: api.http.get("/v1/jobs/once-deleted", headers=h).status_code == 404,
+        what="the one-off deleted after its run",
+    )
+    assert api.http.get("/v1/jobs/once-kept", headers=h).status_code == 200  # without: kept
+    listed = [j["job_id"] for j in api.http.get("/v1/jobs", headers=h).json()]
+    assert "once-deleted" not in listed and "once-kept" in listed
+    again = api.http.post("/v1/jobs/once-deleted", json=once, headers=h)
+    assert again.status_code == 201, again.text  # the id is free again

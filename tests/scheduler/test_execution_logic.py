@@ -51,7 +51,7 @@ def test_a_second_outcome_of_the_same_attempt_is_recorded_not_applied() -> None:
     assert again.state is not None
     assert len(again.state.retries) == 1  # not a second retry of the same failure
     assert decisions(again) == [Decision.failed]
-    assert again.out[0].record.details == {"stale": "true"}  # type: ignore[attr-defined]
+    assert again.out[0].record.details == {"stale": "true"}  # type: ignore[union-attr]
 
 
 def test_the_reapers_give_up_dead_letters_as_redelivery_cap() -> None:
@@ -97,7 +97,7 @@ def test_replay_runs_a_dead_letter_again_with_a_fresh_retry_budget() -> None:
         ctx(T0 + 2 * MIN),
     )
     assert executions(nothing) == []
-    assert "not among this job's recent dead letters" in (nothing.out[0].record.reason or "")  # type: ignore[attr-defined]
+    assert "not among this job's recent dead letters" in (nothing.out[0].record.reason or "")  # type: ignore[union-attr]
 
 
 def test_cancelling_a_running_execution_tells_its_worker() -> None:

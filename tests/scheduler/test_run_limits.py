@@ -9,7 +9,7 @@ from kadence.clock import ms_to_datetime
 from kadence.models import Decision, OutcomeStatus, PauseJob, ResumeJob, TriggerNow
 from streams.scheduler import commands, definitions, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
-from streams.scheduler.step import Effects
+from streams.scheduler.step import Delete, Effects, Sink
 from tests.scheduler.test_domain import (
     CODEC,
     MIN,
@@ -130,3 +130,34 @@ def test_without_the_setting_failures_never_pause_and_a_pause_command_still_work
     paused = commands.apply_command(state, pause, ctx(T0 + 6 * MIN))
     assert paused.state is not None and paused.state.paused
     assert [h.reason for h in history(paused) if h.decision is Decision.paused] == ["ops"]
+
+
+def test_a_one_off_deletes_itself_once_its_run_ended_and_a_cron_job_never_does() -> None:
+    once = definition(
+        schedule={"kind": "once", "run_at": ms_to_datetime(T0 + MIN)},
+        delete_after_completion=True,
+        retry={"max_attempts": 2},
+    )
+    state = create(once)
+    fired = due(state, T0 + MIN)
+    assert fired.state is not None
+    assert not [e for e in fired.out if e.sink is Sink.schedules]  # it has not run yet
+    [ex] = executions(fired)
+    failed = outcomes.apply_outcome(
+        fired.state, outcome(ex, OutcomeStatus.failed, retryable=True), ctx(T0 + MIN + 1)
+    )
+    assert failed.state is not None
+    assert not [e for e in failed.out if e.sink is Sink.schedules]  # a retry is to come
+    retried = due(failed.state, T0 + 2 * MIN)
+    assert retried.state is not None
+    [again] = executions(retried)
+    ok = outcomes.apply_outcome(
+        retried.state, outcome(again, OutcomeStatus.succeeded), ctx(T0 + 2 * MIN + 1)
+    )
+    assert [e.record for e in ok.out if e.sink is Sink.schedules] == [Delete("acme/job")]
+    [done] = [h for h in history(ok) if h.decision is Decision.completed]
+    assert done.details == {"version": "1", "deleted": "true"}
+    cron = create(definition(delete_after_completion=True, retry={"max_attempts": 1}))
+    for m in range(1, 4):
+        cron, result = fail_one(cron, m, OutcomeStatus.succeeded)
+        assert not [e for e in result.out if e.sink is Sink.schedules]

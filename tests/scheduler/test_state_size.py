@@ -75,7 +75,7 @@ class Life:
             self.duplicates += 1
             assert result.state == before, done
             assert executions(result) == []
-            assert any(r.details.get("stale") == "true" for r in stale)  # type: ignore[attr-defined]
+            assert any(r.details.get("stale") == "true" for r in stale)  # type: ignore[union-attr]
         else:
             self.applied.add((done.execution_id, done.attempt))
             self.delivered.append(done)
