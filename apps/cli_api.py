@@ -23,9 +23,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from apps.cli_runs import err, wait_run, why
+from apps.cli_show import labels_text, last, schedule_text, table
 from kadence.api_client import ApiClient, ApiError
 
 
@@ -106,7 +106,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
         jobs = list(api.jobs(label=args.label))  # every page
         if not args.json:
             labelled = any(j["definition"].get("labels") for j in jobs)
-            _table(
+            table(
                 console,
                 "jobs",
                 ["job", "state", "schedule", "next run", "last run"]
@@ -115,11 +115,11 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                     [
                         j["job_id"],
                         j["state"],
-                        _sched(j["schedule"]),
+                        schedule_text(j["schedule"]),
                         (j["next_runs"] or ["-"])[0],
-                        _last(j["last_run"]),
+                        last(j["last_run"]),
                     ]
-                    + ([_labels(j["definition"].get("labels") or {})] if labelled else [])
+                    + ([labels_text(j["definition"].get("labels") or {})] if labelled else [])
                     for j in jobs
                 ],
             )
@@ -176,7 +176,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     if c == "runs":
         runs = api.call("GET", f"/v1/jobs/{job}/runs")
         if not args.json:
-            _table(
+            table(
                 console,
                 f"runs of {job}",
                 ["run", "status", "started", "late (s)", "attempts", "error / reason"],
@@ -196,7 +196,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     if c == "history":
         events = api.call("GET", f"/v1/jobs/{job}/history")
         if not args.json:
-            _table(
+            table(
                 console,
                 f"history of {job}",
                 ["at", "event", "run", "detail"],
@@ -221,7 +221,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     if c == "dlq":
         dead = list(api.dead_letters(job_id=args.job, state=args.state))
         if not args.json:
-            _table(
+            table(
                 console,
                 "dead letters",
                 ["run", "reason", "state", "error"],
@@ -361,40 +361,3 @@ def _instant(text: str, name: str) -> datetime:
     if t.tzinfo is None:
         raise ApiError(422, f"--{name}: needs an offset (Z or +HH:MM)")
     return t.astimezone(UTC)
-
-
-def _table(console: Console, title: str, head: list[str], rows: list[list[str]]) -> None:
-    table = Table(title=title)
-    for i, h in enumerate(head):
-        table.add_column(h, no_wrap=i == 0)  # an id whole, to copy into the next command
-    for row in rows:
-        table.add_row(*[str(x) for x in row])
-    console.print(table)
-
-
-def _sched(s: dict[str, Any]) -> str:
-    if s.get("kind") == "interval":
-        offset = f" +{_duration(s['offset_s'])}" if s.get("offset_s") else ""
-        text = f"every {_duration(s['every_s'])}{offset} {s.get('timezone', '')}".strip()
-    else:
-        text = f"{s.get('expression', s.get('run_at', ''))} {s.get('timezone', '')}".strip()
-    excluded = len(s.get("exclude") or ())
-    return text + (f", {excluded} exclusion{'s' * (excluded != 1)}" if excluded else "")
-
-
-def _labels(labels: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-def _duration(seconds: int) -> str:
-    """90 s as 1m30s, 86400 as 1d."""
-    out = ""
-    for size, unit in ((86_400, "d"), (3600, "h"), (60, "m"), (1, "s")):
-        if seconds >= size:
-            out += f"{seconds // size}{unit}"
-            seconds %= size
-    return out or "0s"
-
-
-def _last(run: dict[str, Any] | None) -> str:
-    return "-" if not run else f"{run['status']} {run['started_at']}"

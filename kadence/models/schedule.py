@@ -128,6 +128,11 @@ class CronSchedule(WireModel):
     expression: Annotated[str, Field(min_length=1, max_length=256)]
     """5 fields (minute first), or 6 with seconds first; macros like @hourly; L, LW, L-n, W, #,
     H (docs/scheduling.md)."""
+    also: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=15)
+    ] = Field(default_factory=list)
+    """More expressions in the same zone, with the same DST policies: the job runs at every
+    instant any of them names, once where two name the same (`0 9 * * 1-5` also `0 11 * * 6`)."""
     timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
     """IANA zone name (e.g. Europe/London). The name is stored, never an offset."""
     start_at: UtcDatetime | None = None

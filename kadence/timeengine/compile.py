@@ -16,7 +16,7 @@ from datetime import UTC, datetime, tzinfo
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule, IntervalSchedule, OnceSchedule
-from kadence.timeengine.cron import CronSpec, parse_cron
+from kadence.timeengine.cron import FIELD, CronSpec, parse_cron
 from kadence.timeengine.engine import (
     HORIZON_S,
     CompiledSchedule,
@@ -52,23 +52,23 @@ def compile_schedule(
         return _compile_interval(schedule, job_key, zones)
     errors: list[str] = []
     zone: tzinfo | None = None
-    cron: CronSpec | None = None
     try:
         zone = zones(schedule.timezone)
     except InvalidScheduleError as exc:
         errors.extend(exc.errors)
-    try:
-        cron = parse_cron(schedule.expression, job_key)
-    except InvalidScheduleError as exc:
-        errors.extend(exc.errors)
+    cron, also = _expressions(schedule, job_key, errors)
     errors.extend(_bound_errors(schedule))
     if errors or zone is None or cron is None:
         raise InvalidScheduleError("invalid schedule: " + "; ".join(errors), errors)
     start_ms = datetime_to_ms(schedule.start_at) if schedule.start_at else None
     end_ms = datetime_to_ms(schedule.end_at) if schedule.end_at else None
     rule = _rule(cron, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms)
-    spread_s = spread_window_s(schedule, cron)
-    compiled = CompiledSchedule(job_key, zone, rule, spread_ms=spread_offset_ms(job_key, spread_s))
+    more = tuple(
+        _rule(c, zone, schedule.dst_gap, schedule.dst_fold, start_ms, end_ms) for c in also
+    )
+    spread_s = spread_window_s(schedule, cron, also)
+    spread_ms = spread_offset_ms(job_key, spread_s)
+    compiled = CompiledSchedule(job_key, zone, rule, spread_ms=spread_ms, more=more)
     if end_ms is not None:
         origin = start_ms if start_ms is not None else end_ms - HORIZON_S * 1000
         if compiled.next_after(origin - 1) is None:
@@ -76,7 +76,7 @@ def compile_schedule(
     if spread_s and not errors:
         problems = _spread_problems(compiled, spread_s, start_ms)
         if problems and schedule.spread_s is None:  # the default never refuses: exact instead
-            compiled = CompiledSchedule(job_key, zone, rule)
+            compiled = CompiledSchedule(job_key, zone, rule, more=more)
         else:
             errors.extend(problems)
     if errors:
@@ -110,6 +110,24 @@ def _excluding(
         why = "schedule.exclude: the exclusions leave no occurrence to run"
         raise InvalidScheduleError(f"invalid schedule: {why}", [why])
     return compiled
+
+
+def _expressions(
+    schedule: CronSchedule, job_key: str, errors: list[str]
+) -> tuple[CronSpec | None, list[CronSpec]]:
+    """The expression and the `also` ones parsed; what is wrong with each added to `errors`."""
+    cron: CronSpec | None = None
+    try:
+        cron = parse_cron(schedule.expression, job_key)
+    except InvalidScheduleError as exc:
+        errors.extend(exc.errors)
+    also: list[CronSpec] = []
+    for i, text in enumerate(schedule.also):
+        try:
+            also.append(parse_cron(text, job_key))
+        except InvalidScheduleError as exc:
+            errors.extend(e.replace(FIELD, f"schedule.also[{i}]", 1) for e in exc.errors)
+    return cron, also
 
 
 def _compile_interval(
@@ -153,13 +171,13 @@ def _bound_errors(schedule: CronSchedule | IntervalSchedule) -> list[str]:
     return errors
 
 
-def spread_window_s(schedule: CronSchedule, cron: CronSpec) -> int:
+def spread_window_s(schedule: CronSchedule, cron: CronSpec, also: list[CronSpec]) -> int:
     """The spread a schedule asked for, or by default the resolution of its expression: a
     5-field expression names a minute, so any second of it is on time; one with a seconds
     field names the second."""
     if schedule.spread_s is not None:
         return schedule.spread_s
-    return 0 if cron.has_seconds else AUTO_SPREAD_S
+    return 0 if cron.has_seconds or any(c.has_seconds for c in also) else AUTO_SPREAD_S
 
 
 def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | None) -> list[str]:
@@ -167,19 +185,28 @@ def _spread_problems(compiled: CompiledSchedule, spread_s: int, start_ms: int | 
     rule = compiled.rule
     assert rule is not None
     from_ms = start_ms or _SPREAD_REFERENCE_MS
-    if spread_s <= MINUTE_S and not rule.cron.has_seconds and whole_minutes(rule.zone, from_ms):
+    seconds = any(r.cron.has_seconds for r in (rule, *compiled.more))
+    if spread_s <= MINUTE_S and not seconds and whole_minutes(rule.zone, from_ms):
         # every occurrence is a whole UTC minute (a local minute, or a shift to a transition
         # instant), and they are distinct: at least a minute apart, so a spread within the
         # minute always fits. What the default spread of every 5-field job asks, answered
         # without walking a hundred occurrences (15 ms for a rule no other job shares).
         return []
-    gap = shortest_gap_ms(rule, from_ms)
+    gap = shortest_gap_ms(rule, from_ms) if not compiled.more else _union_gap(compiled, from_ms)
     if gap is not None and spread_s * 1000 > gap:  # offsets stay below spread_s * 1000
         return [
             f"schedule.spread_s: {spread_s} s must not exceed the schedule's shortest "
             f"interval ({gap // 1000} s)"
         ]
     return []
+
+
+def _union_gap(compiled: CompiledSchedule, from_ms: int) -> int | None:
+    """The shortest interval between the first SPREAD_PROBE occurrences of a job with more
+    than one expression (per job: the union is not shared the way one rule is)."""
+    occs = replace(compiled, spread_ms=0).upcoming(from_ms, SPREAD_PROBE)
+    gaps = [b.nominal_ms - a.nominal_ms for a, b in itertools.pairwise(occs)]
+    return min(gaps) if gaps else None
 
 
 @functools.lru_cache(maxsize=4_096)

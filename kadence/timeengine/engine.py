@@ -173,6 +173,25 @@ def search(rule: CronRule, cursor_ms: int) -> tuple[Occurrence | None, tuple[Occ
     raise ScheduleSearchError(f"no convergence after {MAX_STEPS} steps from {cursor_ms}")
 
 
+def _first_of(
+    occ: Occurrence | None,
+    skipped: tuple[Occurrence, ...],
+    others: list[tuple[Occurrence | None, tuple[Occurrence, ...]]],
+) -> tuple[Occurrence | None, tuple[Occurrence, ...]]:
+    """The earliest of several rules' next occurrences (one where two name the same instant),
+    and the DST-skipped ones up to it, each once; later skips come with a later search."""
+    for other, passed in others:
+        if other is not None and (occ is None or other.nominal_ms < occ.nominal_ms):
+            occ = other
+        skipped += passed
+    until = occ.nominal_ms if occ is not None else None
+    seen: dict[tuple[int, datetime], Occurrence] = {}
+    for s in sorted(skipped, key=lambda o: (o.nominal_ms, o.wall)):
+        if until is None or s.nominal_ms <= until:
+            seen.setdefault((s.nominal_ms, s.wall), s)
+    return occ, tuple(seen.values())
+
+
 def _bounded(rule: CronRule, occ: Occurrence) -> Occurrence | None:
     if rule.end_ms is not None and occ.nominal_ms > rule.end_ms:
         return None
@@ -230,6 +249,8 @@ class CompiledSchedule:
     spread_ms: int = 0
     interval: IntervalRule | None = None
     exclusions: Exclusions | None = None
+    more: tuple[CronRule, ...] = ()
+    """A cron job's further expressions (`also`): it runs at every instant any rule names."""
 
     def next_after(self, cursor_ms: int) -> Occurrence | None:
         """The next occurrence to fire strictly after `cursor_ms` (UTC ms), or None if none."""
@@ -263,6 +284,8 @@ class CompiledSchedule:
                 return Occurrence(self.once_ms, self.once_ms, _wall(self.once_ms // 1000)), ()
             return None, ()
         occ, skipped = search(self.rule, cursor_ms)
+        if self.more:
+            occ, skipped = _first_of(occ, skipped, [search(r, cursor_ms) for r in self.more])
         if occ is not None and self.spread_ms:
             occ = replace(occ, due_ms=occ.nominal_ms + self.spread_ms)
         return occ, skipped

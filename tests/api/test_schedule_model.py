@@ -8,6 +8,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -254,3 +255,36 @@ def test_a_one_off_with_delete_after_completion_is_gone_after_its_run(as_acme: A
     assert "once-deleted" not in listed and "once-kept" in listed
     again = api.http.post("/v1/jobs/once-deleted", json=once, headers=h)
     assert again.status_code == 201, again.text  # the id is free again
+
+
+def test_several_expressions_in_one_job_run_at_each(
+    as_acme: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = as_acme
+    h = api.as_("acme")
+    both = {
+        "kind": "cron",
+        "expression": "0 9 * * 1-5",
+        "also": ["30 10 * * 6", "0 9 * * 1"],
+        "timezone": "America/Chicago",
+        "spread_s": 0,
+    }
+    r = api.http.post("/v1/jobs/weekly-mix", json={**api.job(), "schedule": both}, headers=h)
+    assert r.status_code == 201, r.text
+    runs = api.http.get("/v1/jobs/weekly-mix/next?n=12", headers=h).json()
+    local = [
+        datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(ZoneInfo("America/Chicago"))
+        for t in runs
+    ]
+    assert {(t.weekday(), t.hour, t.minute) for t in local} == {
+        *((d, 9, 0) for d in range(5)),
+        (5, 10, 30),
+    }
+    assert len(set(runs)) == len(runs)  # Monday 9:00, named twice, runs once
+    assert cli.main(["jobs"]) == 0
+    assert "0 9 * * 1-5 | 30 10 * * 6 | 0 9 * * 1 America/Chicago" in capsys.readouterr().out
+    dom = _chromium(f"{api.url}/#token={TOKENS['acme']}", tmp_path, "--dump-dom").stdout
+    assert "0 9 * * 1-5 | 30 10 * * 6 | 0 9 * * 1 America/Chicago" in dom
+    bad = {**both, "also": ["0 25 * * *"]}
+    r = api.http.post("/v1/jobs/weekly-bad", json={**api.job(), "schedule": bad}, headers=h)
+    assert r.status_code == 422 and "schedule.also[0]" in r.text

@@ -230,6 +230,7 @@ def test_poison_on_every_input_topic_is_rejected_and_a_good_job_still_fires(
                 dst_fold=DstFoldPolicy.auto,
                 spread_s=0,
                 exclude=[],
+                also=[],
             ),
         }
     )

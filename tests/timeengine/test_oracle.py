@@ -152,3 +152,32 @@ def test_engine_agrees_with_the_oracle_to_the_second(
     fields: Fields, w: tuple[zoneinfo.ZoneInfo, int, int], policies: tuple[str, str]
 ) -> None:
     _check(fields, w, *policies)
+
+
+@given(
+    fields=st.lists(FIELDS, min_size=2, max_size=3),
+    w=window(around_s=30 * 3600),
+    policies=POLICIES,
+)
+def test_several_expressions_run_at_the_union_of_what_the_oracle_finds_for_each(
+    fields: list[Fields], w: tuple[zoneinfo.ZoneInfo, int, int], policies: tuple[str, str]
+) -> None:
+    """`also` (issue 31): every instant any expression names, once; the DST-skipped wall
+    times of all of them, each once."""
+    zone, start, end = w
+    gap, fold = policies
+    if not all(_on_some_real_date(f) for f in fields):
+        return  # refused, as each alone is (test_engine_agrees_with_the_oracle)
+    schedule = CronSchedule(
+        expression=fields[0].expression,
+        also=[f.expression for f in fields[1:]],
+        timezone=str(zone),
+        dst_gap=DstGapPolicy(gap),
+        dst_fold=DstFoldPolicy(fold),
+    )
+    compiled = compile_schedule(schedule, "t/oracle")
+    each = [oracle(f, zone, start, end, gap, fold) for f in fields]
+    fired, skipped = _engine_run(compiled, start, end)
+    assert fired == sorted({t for instants, _ in each for t in instants})
+    assert sorted(set(skipped)) == sorted({wall for _, walls in each for wall in walls})
+    assert len(skipped) == len(set(skipped))
