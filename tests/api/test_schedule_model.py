@@ -215,6 +215,10 @@ def test_max_runs_completes_a_job_and_pause_after_failures_pauses_one(
     paused = api.http.get("/v1/jobs/failing", headers=h).json()
     assert "paused after 2 runs in a row failed" in paused["paused_reason"]
     assert "503" in paused["paused_reason"]
+    page = _chromium(
+        f"{api.url}/#token={TOKENS['acme']}&view=job&job=failing", tmp_path, "--dump-dom"
+    ).stdout
+    assert 'id="paused-note">Paused: paused after 2 runs in a row failed' in page
     assert cli.main(["jobs", "--json"]) == 0
     states = {j["job_id"]: j["state"] for j in json.loads(capsys.readouterr().out)}
     assert (states["limited"], states["failing"]) == ("completed", "paused")
@@ -251,6 +255,8 @@ def test_a_one_off_with_delete_after_completion_is_gone_after_its_run(as_acme: A
         what="the one-off deleted after its run",
     )
     assert api.http.get("/v1/jobs/once-kept", headers=h).status_code == 200  # without: kept
+    assert cli.main(["get", "once-deleted"]) == 4  # not found
+    assert cli.main(["get", "once-kept"]) == 0
     listed = [j["job_id"] for j in api.http.get("/v1/jobs", headers=h).json()]
     assert "once-deleted" not in listed and "once-kept" in listed
     again = api.http.post("/v1/jobs/once-deleted", json=once, headers=h)
