@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from apps import cli_acls, cli_api, cli_put, cli_receive, cli_redrive, cli_tail
 from apps.api.auth import new_token
@@ -26,6 +26,7 @@ from kadence.codec import describe_validation_error
 from kadence.errors import InvalidInputError, KadenceError
 from kadence.models import CronSchedule, DstFoldPolicy, DstGapPolicy, split_job_key
 from kadence.models.base import IDENT_RE
+from kadence.models.schedule import Schedule
 from kadence.provisioning import ingress_topics, provision, provision_ingress
 from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
@@ -84,16 +85,26 @@ def _delete(settings: KadenceSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+_SCHEDULE: TypeAdapter[Schedule] = TypeAdapter(Schedule)
+
+
 def _preview(args: argparse.Namespace) -> int:
-    schedule = CronSchedule.model_validate(
-        {
-            "expression": args.expression,
-            "timezone": args.tz,
-            "dst_gap": args.gap,
-            "dst_fold": args.fold,
-            "spread_s": args.spread,
-        }
-    )
+    if args.expression.lstrip().startswith("{"):  # a whole schedule: any kind, every field
+        try:
+            given = json.loads(args.expression)
+        except ValueError as exc:
+            raise InvalidInputError("not JSON", [f"schedule: not JSON ({exc})"]) from None
+        schedule = _SCHEDULE.validate_python(given)
+    else:
+        schedule = CronSchedule.model_validate(
+            {
+                "expression": args.expression,
+                "timezone": args.tz,
+                "dst_gap": args.gap,
+                "dst_fold": args.fold,
+                "spread_s": args.spread,
+            }
+        )
     compiled = compile_schedule(schedule, args.job)
     after = datetime.fromisoformat(args.after) if args.after else datetime.now(UTC)
     if after.tzinfo is None:
@@ -140,7 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("job")
     delete.add_argument("--concurrency-key", default=None)
     prev = sub.add_parser("preview", help="next occurrences of a cron expression, DST explained")
-    prev.add_argument("expression")
+    prev.add_argument(
+        "expression",
+        help="a cron expression, or a whole schedule as JSON (interval, exclusions, also: "
+        "the other options are then its fields)",
+    )
     prev.add_argument("--tz", default="UTC", help="IANA zone (default UTC)")
     prev.add_argument("--after", default=None, help="ISO instant with offset (default now)")
     prev.add_argument("-n", type=int, default=10, help="how many firings (default 10)")

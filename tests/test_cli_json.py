@@ -39,3 +39,21 @@ def test_preview_shows_quartz_month_days(capsys: pytest.CaptureFixture[str]) -> 
     assert cli.main([*argv, "-n", "3", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["local"][:10] for r in rows] == ["2027-01-28", "2027-02-25", "2027-03-28"]
+
+
+def test_preview_takes_a_whole_schedule_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    every = {
+        "kind": "interval",
+        "every_s": 5400,
+        "offset_s": 900,
+        "timezone": "Europe/London",
+        "exclude": [{"kind": "cron", "expression": "* 0-5 * * *"}],
+    }
+    argv = ["preview", json.dumps(every), "--after", "2026-12-05T00:00:00Z", "-n", "3", "--json"]
+    assert cli.main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["nominal_utc"][11:16] for r in rows] == ["06:15", "07:45", "09:15"]
+    assert cli.main(["preview", '{"kind": "interval"}']) == 3
+    assert "every_s" in capsys.readouterr().err
+    assert cli.main(["preview", "{not json"]) == 3
+    assert "not JSON" in capsys.readouterr().err
