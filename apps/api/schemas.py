@@ -35,6 +35,28 @@ EXAMPLE_JOB: dict[str, Any] = {
     "overlap": "skip",
     "description": "weekday report at 09:00 Berlin time",
 }
+EXAMPLE_INTERVAL_JOB: dict[str, Any] = {
+    "schedule": {
+        "kind": "interval",
+        "every_s": 5400,
+        "offset_s": 900,
+        "timezone": "Europe/London",
+        "exclude": [
+            {"kind": "dates", "start": "2026-12-24", "end": "2026-12-26"},
+            {"kind": "cron", "expression": "* 0-5 * * *"},
+        ],
+    },
+    "target": {"kind": "kafka", "topic": "sync", "format": "json"},
+    "labels": {"team": "data", "env": "prod"},
+    "pause_after_failures": 3,
+    "description": "every 90 minutes at :15 past, not at night nor over Christmas",
+}
+EXAMPLE_ONE_OFF: dict[str, Any] = {
+    "schedule": {"kind": "once", "run_at": "2026-12-24T18:00:00+01:00"},
+    "target": {"kind": "kafka", "topic": "reminders", "format": "payload"},
+    "payload": {"order": 1042},
+    "delete_after_completion": True,
+}
 
 _SPEC_FIELDS: dict[str, Any] = {
     name: (field.annotation, field)
@@ -43,7 +65,10 @@ _SPEC_FIELDS: dict[str, Any] = {
 }
 JobSpec: type[BaseModel] = create_model(
     "JobSpec",
-    __config__=ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_JOB]}),
+    __config__=ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [EXAMPLE_JOB, EXAMPLE_INTERVAL_JOB, EXAMPLE_ONE_OFF]},
+    ),
     __doc__=(
         "A job's definition without tenant, job_id and version (the token, the path and the "
         "current version give them). `payload` is a string, a JSON object or array (stored as "

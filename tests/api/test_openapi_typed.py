@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from apps.api.app import create_app
-from apps.api.schemas import EXAMPLE_JOB, JobSpec
+from apps.api.schemas import EXAMPLE_INTERVAL_JOB, EXAMPLE_JOB, EXAMPLE_ONE_OFF, JobSpec
 from kadence.models import ScheduleDefinition
 from kadence.settings import KadenceSettings
+from kadence.timeengine.compile import compile_schedule
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -84,16 +85,19 @@ def test_a_job_body_is_the_definition_without_what_the_api_fills_in(spec: dict[s
     fields = set(ScheduleDefinition.model_fields) - {"tenant", "job_id", "version"}
     assert set(job["properties"]) == fields
     assert job["additionalProperties"] is False
-    assert job["examples"] == [EXAMPLE_JOB]
+    assert job["examples"] == [EXAMPLE_JOB, EXAMPLE_INTERVAL_JOB, EXAMPLE_ONE_OFF]
     for name in ("HttpTarget", "RetryPolicy", "CronSchedule", "MissedRunPolicy"):
         assert name in spec["components"]["schemas"], name
     http = spec["components"]["schemas"]["HttpTarget"]["properties"]
     assert {"url", "method", "headers", "secret_ref"} <= set(http)
     body = spec["paths"]["/v1/jobs/{job_id}"]["post"]["requestBody"]["content"]
     assert body["application/json"]["schema"] == {"$ref": "#/components/schemas/JobSpec"}
-    # the example is a job the API takes
-    JobSpec.model_validate(EXAMPLE_JOB)
-    ScheduleDefinition.model_validate({**EXAMPLE_JOB, "tenant": "t", "job_id": "j", "version": 1})
+    # each example is a job the API takes, its schedule one the time engine compiles
+    for example in job["examples"]:
+        JobSpec.model_validate(example)
+        full = {**example, "tenant": "t", "job_id": "j", "version": 1}
+        definition = ScheduleDefinition.model_validate(full)
+        compile_schedule(definition.schedule, definition.key)
 
 
 def test_the_document_in_the_repository_is_the_one_served(spec: dict[str, Any]) -> None:
