@@ -89,8 +89,6 @@ def fire(
     effects.out.append(Emit(Sink.executions, ex))
     if shot.due_ms - facts.now_ms < URGENT_WITHIN_MS:
         effects.urgent = True
-    if history:
-        fired_history(state, effects, facts, shot, backfill=backfill)
     effects.started += 1
     if shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up):
         second = max(shot.due_ms, facts.now_ms) // 1000  # when it may start
@@ -106,6 +104,8 @@ def fire(
     state = state.evolve(
         running=(*running, run), fired=state.fired + 1, unsettled=unsettled, runs_done=done
     )
+    if history:  # after the count: a limited job's record carries it (fired.py)
+        fired_history(state, effects, facts, shot, backfill=backfill)
     if counted and d.max_runs is not None and done == d.max_runs:
         effects.history(
             state,

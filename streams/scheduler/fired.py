@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from kadence.clock import ms_to_datetime
 from kadence.fired_series import MAX_RUNS, series_details
-from kadence.models import Decision
+from kadence.models import Decision, TriggerKind
 from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Facts, Shot
 
@@ -32,6 +32,10 @@ def fired_history(
         details["backfill"] = backfill
     if shot.due_ms > facts.now_ms:
         details["ahead_ms"] = str(shot.due_ms - facts.now_ms)
+    counted = shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up) and shot.attempt == 1
+    if counted and state.definition(facts.codec).max_runs is not None:
+        details["runs_done"] = str(state.runs_done)  # after this run (or series): what the
+        # query view needs to list only the runs `max_runs` leaves
     effects.history(
         state,
         facts,

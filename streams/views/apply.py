@@ -86,7 +86,7 @@ def apply_definition(
             "paused": (old or {}).get("paused", False),
             "updated_at": at,
             "source": source,
-            **({"completed": (old or {})["completed"]} if "completed" in (old or {}) else {}),
+            **{k: v for k, v in (old or {}).items() if k in ("completed", "runs_done")},
         },
     )
     return None
@@ -120,6 +120,10 @@ def _apply_decision(store: ViewStore, r: HistoryRecord, seq: str) -> None:
     if job is not None and r.decision in (Decision.paused, Decision.resumed):
         job["paused"] = r.decision is Decision.paused
         job["paused_reason"] = r.reason if r.decision is Decision.paused else ""
+        store.put(jk, job)
+    if job is not None and r.decision is Decision.fired and "runs_done" in (r.details or {}):
+        # a job with max_runs: how many of its scheduled runs went out, up to which occurrence
+        job["runs_done"] = [int(r.details["runs_done"]), datetime_to_ms(r.nominal_at or r.at)]
         store.put(jk, job)
     if job is not None and r.decision is Decision.completed:
         # which version ran out: the definition may be applied before or after this record

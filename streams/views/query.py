@@ -34,15 +34,31 @@ def _iso(ms: int) -> str:
     return ms_to_datetime(ms).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
-def next_runs(definition: Doc, now_ms: int, n: int) -> list[str]:
+def next_runs(
+    definition: Doc, now_ms: int, n: int, runs_done: list[int] | None = None
+) -> list[str]:
+    """The next `n` due times after `now_ms`; for a job with `max_runs`, only the runs it has
+    left: `runs_done` is [scheduled runs sent, the occurrence the count was taken at] from its
+    last `fired` record (none yet: the job has all of them)."""
     d = ScheduleDefinition.model_validate(definition_of(definition))
     try:
         compiled = compile_schedule(d.schedule, d.key)
     except KadenceError:
         return []
+    until: int | None = None
+    if d.max_runs is not None:
+        done, at = runs_done if runs_done else (0, now_ms)
+        left = d.max_runs - done
+        if left <= 0:
+            until = at  # only runs sent ahead of their due times are still to come
+        else:
+            last = compiled.upcoming(at, left)
+            until = last[-1].nominal_ms if last else None
     out: list[str] = []
     cursor = now_ms
     while len(out) < n and (occ := compiled.next_after(cursor)) is not None:
+        if until is not None and occ.nominal_ms > until:
+            break
         out.append(_iso(occ.due_ms))
         cursor = occ.nominal_ms
     return out
@@ -103,7 +119,11 @@ class ViewQueries:
             "state": state,
             "paused_reason": doc.get("paused_reason", ""),
             "schedule": definition["schedule"],
-            "next_runs": [] if state != "active" else next_runs(definition, now_ms, preview),
+            "next_runs": (
+                []
+                if state != "active"
+                else next_runs(definition, now_ms, preview, doc.get("runs_done"))
+            ),
             "last_run": last,
             "definition": definition,
             "source": doc.get("source"),

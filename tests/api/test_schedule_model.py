@@ -200,6 +200,9 @@ def test_max_runs_completes_a_job_and_pause_after_failures_pauses_one(
         "pause_after_failures": 2,
     }
     assert api.http.post("/v1/jobs/failing", json=failing, headers=h).status_code == 201
+    yearly = {**api.job("0 0 1 1 *"), "max_runs": 2}
+    assert api.http.post("/v1/jobs/twice", json=yearly, headers=h).status_code == 201
+    assert len(api.http.get("/v1/jobs/twice/next?n=5", headers=h).json()) == 2  # all it has
     api.wait(
         lambda: api.http.get("/v1/jobs/limited", headers=h).json()["state"] == "completed",
         what="completed",

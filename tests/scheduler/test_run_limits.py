@@ -46,6 +46,12 @@ def test_max_runs_stops_after_that_many_scheduled_runs_and_a_new_version_runs_on
     state, seen = run_minutes(triggered.state, 1, 6)
     fired = [ex.nominal_at for r in seen for ex in executions(r)]
     assert len(fired) == 3  # minutes 1, 2 and 3, then nothing
+    counts = [
+        h.details.get("runs_done") for r in seen for h in history(r) if h.decision is Decision.fired
+    ]
+    assert counts == ["1", "2", "3"]  # what the query view lists the runs left by
+    [manual] = [h for h in history(triggered) if h.decision is Decision.fired]
+    assert "runs_done" not in manual.details  # a trigger is not counted
     assert [d for r in seen for d in decisions(r) if d is Decision.completed] == [
         Decision.completed
     ]
