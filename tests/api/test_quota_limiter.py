@@ -1,4 +1,4 @@
-"""The API's per-tenant quotas on a fake clock (apps/api/quotas.py), and the CLI's backfill
+"""The API's per-tenant quotas on a fake clock (kadence/quotas.py), and the CLI's backfill
 waiting out a 429: no broker, no sleeps."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from apps import cli_api
-from apps.api.quotas import BACKFILL, JOBS, TRIGGERS, JobQuota, QuotaExceededError, RateQuota
 from kadence.api_client import ApiError
+from kadence.quotas import BACKFILL, JOBS, TRIGGERS, JobQuota, QuotaExceededError, RateQuota
 
 
 class Clock:
