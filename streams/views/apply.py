@@ -77,19 +77,32 @@ def apply_definition(
     if refused is not None:
         if old is not None and refused.code == "stale_version":
             note = {"source": source, "version": definition.version, "reason": refused.reason}
-            store.put(jk, {**old, "refused": note})
+            store.put(jk, _homed({**old, "refused": note}, old, partition))
         return refused
-    store.put(
-        jk,
-        {
-            "definition": definition_doc(definition),
-            "paused": (old or {}).get("paused", False),
-            "updated_at": at,
-            "source": source,
-            **{k: v for k, v in (old or {}).items() if k in ("completed", "runs_done")},
-        },
-    )
+    doc = {
+        "definition": definition_doc(definition),
+        "paused": (old or {}).get("paused", False),
+        "updated_at": at,
+        "source": source,
+        **{k: v for k, v in (old or {}).items() if k in ("completed", "runs_done")},
+    }
+    store.put(jk, _homed(doc, old, partition))
     return None
+
+
+def _homed(doc: Doc, old: Doc | None, partition: int) -> Doc:
+    """`doc` with `home`: the one partition every definition of the job came from, while that
+    is so. A job the view sees a definition of on a second partition (its concurrency key
+    changed, or an older copy is read late) has none from then on, and neither has a job
+    the view stored before it kept `home`: a delete then needs a tombstone on every partition,
+    since the schedulers of both may hold a copy (docs/decisions/0003). With `home`, one
+    tombstone there deletes it (kadence/client.py `delete`)."""
+    if old is None:
+        return {**doc, "home": partition}
+    out = {k: v for k, v in doc.items() if k != "home"}
+    if old.get("home") == partition:
+        out["home"] = partition
+    return out
 
 
 def apply_history(store: ViewStore, record: HistoryRecord, seq: str) -> None:

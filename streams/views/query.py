@@ -106,6 +106,20 @@ class ViewQueries:
                 break
         return n
 
+    def known(self, keys: list[str], counts: dict[str, int]) -> Doc:
+        """What the ingress asks once per batch: for each job key (tenant/job_id), its version
+        and `home` (None: not a job), and each tenant's jobs counted up to its limit."""
+        jobs: Doc = {}
+        for key in keys:
+            tenant, _, job_id = key.partition("/")
+            doc = self.store.get(job_key(tenant, job_id)) if job_id else None
+            jobs[key] = (
+                None
+                if doc is None
+                else {"version": doc["definition"]["version"], "home": doc.get("home")}
+            )
+        return {"jobs": jobs, "counts": {t: self.count_jobs(t, n) for t, n in counts.items()}}
+
     def _summary(self, tenant: str, job_id: str, doc: Doc, now_ms: int, preview: int) -> Doc:
         definition = doc["definition"]
         last = next((e for e in self.history(tenant, job_id, 200) if e["kind"] == "outcome"), None)
@@ -127,6 +141,7 @@ class ViewQueries:
             "last_run": last,
             "definition": definition,
             "source": doc.get("source"),
+            "home": doc.get("home"),
             "refused": doc.get("refused"),
         }
 

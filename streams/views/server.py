@@ -12,6 +12,12 @@ Only the API is answered: a loopback Host and the shared token (streams/views/ac
     GET /jobs/<tenant>/<job_id>/rollups?limit=
     GET /dead-letters?tenant=&limit=&after=&job_id=&state=&reason=
     GET /dead-letters/<tenant>/<execution_id>
+    POST /jobs-known  {"jobs": ["tenant/job_id", ...], "counts": {"tenant": upto, ...}}
+
+`/jobs-known` is the ingress's one question per batch (streams/ingress/lookup.py): which of
+these jobs exist, at which version and `home` partition, and how many jobs each tenant has.
+It answers 503 until the view has caught up with its inputs (a view still reading from the
+start would say a job is unknown, or count too few).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from streams.views.query import ViewQueries
 
 log = logging.getLogger(__name__)
 WAIT_S = 10.0
+KNOWN_BYTES = 1 << 20
+"""The largest `/jobs-known` body read (a batch's keys: 500 records, 257 bytes a key at most)."""
+KNOWN_KEYS = 4_096
 
 
 class _NotFoundError(Exception):
@@ -63,6 +72,33 @@ def serve(
                 self._send(404, {"detail": str(exc) or "not found"})
             except (ValueError, KeyError) as exc:
                 self._send(400, {"detail": f"bad query: {exc}"})
+
+        def do_POST(self) -> None:
+            refused = access.refusal(self.headers.get("Host"), self.headers.get(TOKEN_HEADER))
+            if refused is not None:
+                self._send(refused.status, {"detail": refused.detail})
+                return
+            if urlparse(self.path).path != "/jobs-known":
+                self._send(404, {"detail": "no such route"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or "")
+                if not 0 < length <= KNOWN_BYTES:
+                    raise ValueError(f"a body of 1 to {KNOWN_BYTES} bytes, not {length}")
+                body = json.loads(self.rfile.read(length))
+                keys = [str(k) for k in body.get("jobs", [])]
+                asked = body.get("counts", {}).items()
+                counts = {str(t): min(max(int(n), 1), 100_000_000) for t, n in asked}
+                if len(keys) + len(counts) > KNOWN_KEYS:
+                    raise ValueError(f"at most {KNOWN_KEYS} jobs and tenants in one question")
+            except (ValueError, TypeError, AttributeError) as exc:
+                self._send(400, {"detail": f"bad question: {exc}"})
+                return
+            if not materializer.ready:
+                self._send(503, {"detail": "the view is still reading its inputs from the start"})
+                return
+            with materializer.changed:
+                self._send(200, queries.known(keys, counts))
 
         def _route(self, parts: list[str], q: dict[str, str]) -> Any:  # noqa: PLR0911, PLR0912 - one route per case
             now = materializer.clock.now_ms()
