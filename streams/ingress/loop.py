@@ -24,10 +24,15 @@ from kadence.clock import Clock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
 from kadence.provisioning import provision_events
+from kadence.quotas import Quotas
 from kadence.settings import KadenceSettings
 from kadence.target_topics import events_topic, ingress_prefix
 from kadence.topics import Topics
+from streams.ingress.admission import Admission
 from streams.ingress.events import Events
+from streams.ingress.lookup import ViewLookup
+from streams.ingress.placement import Placement
+from streams.ingress.quotas import IngressQuotas
 from streams.ingress.route import Router
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
@@ -62,7 +67,10 @@ class IngressLoop:
     def __post_init__(self) -> None:
         ns = self.settings.namespace
         self.topics = Topics(self.settings)
-        self.router = Router(self.topics, self.settings.partitions, Codec())
+        codec = Codec()
+        self.router = Router(
+            self.topics, self.settings.partitions, codec, admission(self.settings, codec)
+        )
         self.events = Events(self.topics, self.router.codec)
         self._known: set[str] = set()
         """Tenants whose events topic this process made sure of."""
@@ -89,6 +97,8 @@ class IngressLoop:
         if not msgs:
             return
         now = self.clock.now_ms()
+        if self.router.admission is not None:  # the batch's one question to the query view
+            self.router.admission.prepare([(m.topic() or "", m.key(), m.value()) for m in msgs])
         starts: dict[tuple[str, int], int] = {}
         ends: dict[tuple[str, int], int] = {}
         self.session.begin()
@@ -147,6 +157,17 @@ class IngressLoop:
         topic = events_topic(self.settings.namespace, event.tenant)
         self.session.produce(topic, None, event.key, event.value, [])
         self.stats.told += 1
+
+
+def admission(settings: KadenceSettings, codec: Codec) -> Admission:
+    """The API's quotas, and deletes placed by the query view's answers (streams/ingress/)."""
+    return Admission(
+        settings.namespace,
+        codec,
+        IngressQuotas(Quotas.of(settings)),
+        Placement(settings.partitions),
+        ViewLookup(settings.view_url, settings.view_token.get_secret_value()),
+    )
 
 
 def wire(settings: KadenceSettings, clients: Clients, clock: Clock) -> IngressLoop:

@@ -5,12 +5,15 @@ ACLs let it write only its own two); the tenant is taken from the topic's name, 
 record. A record that names another tenant, a control record that only Kadence may say, or
 anything that does not decode is refused: a `rejected` record says why, and nothing reaches
 Kadence's topics. What is accepted is written where the SDK would write it: Avro, keyed by the
-job, on the partition of its routing key (a delete: a tombstone on every partition).
+job, on the partition of its routing key. With an `Admission` (the ingress process has one),
+the API's quotas apply (streams/ingress/quotas.py) and a delete is one tombstone where the job
+lives when that is known (streams/ingress/placement.py); without, no quota and a tombstone on
+every partition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kadence import rejects
@@ -28,8 +31,11 @@ from kadence.models import (
 )
 from kadence.models.base import IDENT_RE
 from kadence.partitioning import partition_for
+from kadence.quotas import QuotaExceededError
 from kadence.target_topics import ingress_tenant
 from kadence.topics import COMMANDS, Topics
+from streams.ingress.admission import Admission
+from streams.ingress.quotas import QuotaUnknownError
 from streams.runtime.records import InputRecord
 
 CONCURRENCY_KEY_HEADER = "kadence-concurrency-key"
@@ -60,6 +66,8 @@ class Router:
     topics: Topics
     partitions: int
     codec: Codec
+    admission: Admission | None = None
+    """Quotas and delete placement (None: neither, as in the route's own tests)."""
 
     def route(self, record: InputRecord, now_ms: int) -> list[Out]:
         """The records one ingress record becomes: Kadence's own, or one `rejected`."""
@@ -92,13 +100,18 @@ class Router:
     def _definition(self, tenant: str, key: bytes | None, value: bytes | None) -> list[Out]:
         if value is None:  # a delete: the job's key names it
             job_id = self._own_key(tenant, key)
-            slot = job_key(tenant, job_id).encode()
-            return [Out(self.topics.schedules, p, slot, None, []) for p in range(self.partitions)]
+            slot = job_key(tenant, job_id)
+            parts = range(self.partitions) if self.admission is None else self._deleted(slot)
+            return [Out(self.topics.schedules, p, slot.encode(), None, []) for p in parts]
         definition = self.codec.decode(value, (ScheduleDefinition,), ScheduleDefinition)
         assert isinstance(definition, ScheduleDefinition)
         self._same_tenant(tenant, definition.tenant, key, definition.key)
         partition = partition_for(definition.routing_key, self.partitions)
-        return [self._out(self.topics.schedules, partition, definition)]
+        out = self._out(self.topics.schedules, partition, definition)
+        if self.admission is not None:
+            _admitted(lambda a: a.quotas.definition(definition), self.admission)
+            self.admission.placement.routed(definition.key, partition)
+        return [out]
 
     def _command(
         self,
@@ -124,7 +137,15 @@ class Router:
                 "invalid_header", f"{CONCURRENCY_KEY_HEADER} is not an identifier"
             )
         route = routing_key(tenant, job_id, concurrency_key)
-        return [self._out(self.topics.commands, partition_for(route, self.partitions), command)]
+        out = self._out(self.topics.commands, partition_for(route, self.partitions), command)
+        if self.admission is not None:
+            _admitted(lambda a: a.quotas.command(command), self.admission)
+        return [out]
+
+    def _deleted(self, slot: str) -> list[int]:
+        assert self.admission is not None
+        self.admission.quotas.deleted(slot)
+        return self.admission.placement.tombstones(slot)
 
     def _out(self, topic: str, partition: int, record: WireModel) -> Out:
         value = self.codec.encode(record)
@@ -149,6 +170,14 @@ class Router:
             raise IngressRefusedError("foreign_tenant", _foreign(tenant, said))
         if key is not None and key != expected_key.encode():
             raise IngressRefusedError("key_mismatch", f"record key {key!r} is not {expected_key}")
+
+
+def _admitted(check: Callable[[Admission], None], admission: Admission) -> None:
+    """`check` passed, or the quota's refusal as the router's."""
+    try:
+        check(admission)
+    except (QuotaExceededError, QuotaUnknownError) as exc:
+        raise IngressRefusedError(exc.code, str(exc)) from None
 
 
 def _foreign(tenant: str, said: str) -> str:
