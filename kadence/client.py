@@ -193,15 +193,26 @@ class KadenceClient:
             written=written,
         ) from exc
 
-    def delete(self, tenant: str, job_id: str, concurrency_key: str | None = None) -> Written:
-        """Delete a job: a tombstone on every partition of the schedules topic, so the job is
-        deleted wherever it lives, whether or not `concurrency_key` (which picks its partition)
-        is given or still current; a partition without the job ignores its tombstone. Nothing
-        fires after it is applied. Returns where the tombstone on the partition of
-        `concurrency_key` (or of the job's key, without one) was stored."""
+    def delete(
+        self,
+        tenant: str,
+        job_id: str,
+        concurrency_key: str | None = None,
+        *,
+        home: int | None = None,
+    ) -> Written:
+        """Delete a job. Without `home`: a tombstone on every partition of schedules, which
+        reaches it wherever it lives (returned: the one on `concurrency_key`'s partition).
+        With the view's `home` (every definition of the job came from that partition; the API
+        passes it): one tombstone there, as no other partition can hold a copy. A job whose
+        concurrency key changed has no `home`: the partition it left drops its copy only on a
+        `JobMoved`, which one that has deleted its copy does not answer (a quick move back and
+        delete could leave a copy firing; docs/decisions/0003). A wrong `home` deletes nothing."""
         key = job_key(tenant, job_id)
         topic = self.topics.schedules
         count = self.partitions(topic)
+        if home is not None:  # librdkafka refuses a partition the topic does not have
+            return self._await([self._produce(topic, key, "", None, partition=home)])[0]
         home = partition_for(routing_key(tenant, job_id, concurrency_key), count)
         slots = [self._produce(topic, key, "", None, partition=p) for p in range(count)]
         return self._await(slots)[home]

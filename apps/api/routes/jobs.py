@@ -93,7 +93,8 @@ def delete_job(svc: Svc, who: Auth, job_id: str) -> Response:
     check_id(job_id)
     job = svc.job(tenant, job_id)
     ck = job["definition"].get("concurrency_key")
-    written = svc.write(lambda: svc.client.delete(tenant, job_id, ck))
+    home = job.get("home")  # one tombstone where the job has only ever lived (client.delete)
+    written = svc.write(lambda: svc.client.delete(tenant, job_id, ck, home=home))
     svc.view.get("/ready", [written])
     return Response(status_code=204)
 
