@@ -3,6 +3,9 @@
 only, to `schedules` and `commands`; anything else goes to `rejected` with the reason. Run
 several against any cluster: they share the topics' partitions through the consumer group.
 
+The API's per-tenant quotas apply (KADENCE_API_QUOTA_*); to count jobs and place deletes it
+asks the query view once per batch (KADENCE_VIEW_URL, KADENCE_VIEW_TOKEN: docs/kafka.md).
+
 Environment: KADENCE_* settings (KADENCE_BOOTSTRAP_SERVERS, KADENCE_NAMESPACE,
 KADENCE_INSTANCE_ID, ...). `--in-memory` is accepted and means nothing: it keeps no state.
 """

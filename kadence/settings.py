@@ -174,30 +174,34 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     object). The tenant `*` is the admin role (operators: every tenant, via the
     X-Kadence-Tenant header). `kadence token` makes a token and its hash."""
     api_quota_jobs: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
-    """Jobs one tenant may have; creating one more through the API is refused with 429
-    (0: no limit). Counted in the query view; updates and deletes are never refused."""
+    """Jobs one tenant may have; creating one more is refused, through the API with 429, through
+    its ingress topic with a `quota_exceeded` rejected record (0: no limit). Counted in the
+    query view; updates and deletes are never refused."""
     api_quota_jobs_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
         default_factory=dict
     )
     """`api_quota_jobs` of the tenants named (JSON object tenant -> jobs; 0: no limit)."""
     api_quota_backfill_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 6_000
     """Occurrences one tenant's real (not dry-run) backfills may send per minute, paced by each
-    API process (a token bucket holding one minute's worth); past it 429 with Retry-After
-    (0: no limit). A request with more occurrences than this is refused: split it."""
+    API and ingress process (a token bucket holding one minute's worth); past it 429 with
+    Retry-After, or `quota_exceeded` at the ingress, where a backfill counts its
+    max_occurrences (0: no limit). A request with more occurrences than this is refused."""
     api_quota_backfill_per_minute_by_tenant: dict[
         str, Annotated[int, Field(ge=0, le=10_000_000)]
     ] = Field(default_factory=dict)
     """`api_quota_backfill_per_minute` of the tenants named (JSON object; 0: no limit)."""
     api_quota_triggers_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 600
-    """Trigger-now requests one tenant may make per minute, per API process (a token bucket
-    holding one minute's worth); past it 429 with Retry-After (0: no limit)."""
+    """Trigger-now requests one tenant may make per minute, per API or ingress process (a token
+    bucket holding one minute's worth); past it 429 with Retry-After, or `quota_exceeded` at
+    the ingress (0: no limit)."""
     api_quota_triggers_per_minute_by_tenant: dict[
         str, Annotated[int, Field(ge=0, le=10_000_000)]
     ] = Field(default_factory=dict)
     """`api_quota_triggers_per_minute` of the tenants named (JSON object; 0: no limit)."""
     api_quota_replays_per_minute: Annotated[int, Field(ge=0, le=10_000_000)] = 600
-    """Dead-letter replay requests one tenant may make per minute, per API process (a token
-    bucket holding one minute's worth); past it 429 with Retry-After (0: no limit)."""
+    """Dead-letter replay requests one tenant may make per minute, per API or ingress process
+    (a token bucket holding one minute's worth); past it 429 with Retry-After, or
+    `quota_exceeded` at the ingress (0: no limit)."""
     api_quota_replays_per_minute_by_tenant: dict[
         str, Annotated[int, Field(ge=0, le=10_000_000)]
     ] = Field(default_factory=dict)
@@ -205,11 +209,11 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     view_port: Annotated[int, Field(ge=0, le=65_535)] = 8766
     """The query view process (jobs, history, dead letters) listens here on 127.0.0.1."""
     view_url: str = "http://127.0.0.1:8766"
-    """Where the API finds the query view."""
+    """Where the API and the ingress find the query view."""
     view_token: SecretStr = SecretStr("")
-    """The secret the API shows the query view (header X-Kadence-View-Token); the view answers
-    nobody else. Give both the same value; `make run` makes a random one for its children when
-    it is empty, and a view started without one refuses to start."""
+    """The secret the API and the ingress show the query view (header X-Kadence-View-Token);
+    the view answers nobody else. Give them all the same value; `make run` makes a random one
+    for its children when it is empty, and a view started without one refuses to start."""
     view_hosts: list[str] = Field(default_factory=list)
     """Host names the query view answers to besides loopback (127.0.0.1, ::1, localhost), for a
     view_url that names another host (JSON list). Any other Host header is refused (DNS
