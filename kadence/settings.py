@@ -15,6 +15,7 @@ from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
 from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
+from kadence.tenant_ids import reserved_tenant
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
@@ -172,7 +173,8 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     api_tokens: dict[str, str] = Field(default_factory=dict)
     """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
     object). The tenant `*` is the admin role (operators: every tenant, via the
-    X-Kadence-Tenant header). `kadence token` makes a token and its hash."""
+    X-Kadence-Tenant header). `kadence token` makes a token and its hash. A tenant id starting
+    with `kadence` is refused: those name Kadence's own principals (kadence/tenant_ids.py)."""
     api_quota_jobs: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     """Jobs one tenant may have; creating one more through the API is refused with 429
     (0: no limit). Counted in the query view; updates and deletes are never refused."""
@@ -248,6 +250,21 @@ class KadenceSettings(BaseSettings, WorkerSettings):
                 )
             for entry in entries:
                 parse_allowed(entry)
+        return value
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _token_tenants(cls, value: dict[str, str]) -> dict[str, str]:
+        """Where a tenant comes into being: an identifier, and none Kadence keeps for itself
+        (never echoing a key: it is a token's hash)."""
+        for tenant in value.values():
+            if tenant == "*":
+                continue
+            if not IDENT_RE.fullmatch(tenant):
+                raise ValueError(f'{tenant!r} is neither a tenant identifier nor "*" (admin)')
+            why = reserved_tenant(tenant)
+            if why is not None:
+                raise ValueError(why)
         return value
 
     @field_validator("webhook_secrets", mode="before")
