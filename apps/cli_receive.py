@@ -57,7 +57,7 @@ def add_command(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per run")
     p.add_argument(
         "--read-timeout",
-        type=float,
+        type=_seconds,
         default=READ_TIMEOUT_S,
         help="seconds a request may take to arrive whole (default %(default)s)",
     )
@@ -66,6 +66,16 @@ def add_command(sub: Any) -> None:
         type=Path,
         help=f"read the signing secret from this file (else ${SECRET_ENV})",
     )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3_600:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds above 0, at most 3600")
+    return value
 
 
 class Receiver:

@@ -6,8 +6,9 @@ credential in one cannot write where another writes: a tenant cannot put a recor
 from kadence/topics.py and kadence/target_topics.py (names, prefixes), never written as text,
 so adding a topic or renaming one changes the ACLs with it. Who gets them, and why no two
 roles or tenants may share a principal: kadence/acl_principals.py. docs/security.md shows them
-(generated: `kadence acls --format markdown`), tests/integration/test_acls_live.py runs every
-component against a broker that denies whatever these do not allow.
+(generated: `python -m kadence.acl_text --write docs/security.md`), and
+tests/integration/test_acls_live.py runs every component against a broker that denies
+whatever these do not allow.
 
 Rights implied by others are left out: Read and Write imply Describe (topic, group,
 transactional id); Write on any topic lets an idempotent producer get its producer id (Kafka 3+),

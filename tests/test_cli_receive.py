@@ -261,3 +261,10 @@ def test_a_due_time_without_a_zone_is_no_lateness_and_no_crash() -> None:
         assert post(port, body, headers) == 200
         runs = [json.loads(line) for line in stopped_output(proc).splitlines()]
     assert [(r["signature"], r["late_s"]) for r in runs] == [("valid", None)]
+
+
+def test_a_read_timeout_that_is_no_positive_number_is_refused() -> None:
+    for value in ("0", "-1", "nan", "soon"):
+        cmd = [sys.executable, "-m", "apps.cli", "receive", "--port", "0", "--read-timeout", value]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=30)
+        assert done.returncode == 2 and "seconds above 0" in done.stderr, done.stderr

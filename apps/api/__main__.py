@@ -31,6 +31,7 @@ def server_config(settings: KadenceSettings) -> uvicorn.Config:
         port=settings.api_port,
         log_level="warning",
         http=guarded_h11(guard),
+        ws="none",  # no WebSocket routes; an upgrade would take the connection from the guard
         limit_concurrency=total,
     )
 

@@ -187,7 +187,9 @@ def test_a_body_that_does_not_arrive_in_time_is_answered_408(serve: Serve) -> No
 
 
 def test_the_bound_on_connections_without_a_token_is_below_the_total() -> None:
-    assert server_config(settings()).limit_concurrency == 256
+    config = server_config(settings())
+    assert config.limit_concurrency == 256
+    assert config.ws == "none"  # a WebSocket upgrade would take its connection from the guard
     with pytest.raises(ValidationError, match="api_max_unauthenticated"):
         settings(api_max_connections=8, api_max_unauthenticated=8)
     with pytest.raises(ValidationError, match="api_max_connections"):
