@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -29,6 +30,7 @@ from kadence.models.base import IDENT_RE
 from kadence.models.schedule import Schedule
 from kadence.provisioning import ingress_topics, provision, provision_ingress
 from kadence.settings import KadenceSettings
+from kadence.tenant_ids import reserved_tenant
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.preview import preview
 from kadence.topics import ALL_TOPICS, partitions_of
@@ -45,8 +47,7 @@ def _topics(settings: KadenceSettings, args: argparse.Namespace) -> int:
     if args.ingress:
         out["ingress"] = []
         for tenant in args.ingress:
-            if not IDENT_RE.fullmatch(tenant):
-                raise InvalidInputError(f"{tenant!r} is not a tenant id", ["tenant: not an id"])
+            _tenant_id(tenant)
             made = set(provision_ingress(settings, tenant))
             for name in ingress_topics(settings, tenant):
                 state = "created" if name in made else "present"
@@ -123,13 +124,26 @@ def _preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _token(as_json: bool) -> int:
+def _tenant_id(tenant: str) -> None:
+    """Where a tenant comes into being on the command line: an identifier, not reserved."""
+    if not IDENT_RE.fullmatch(tenant):
+        raise InvalidInputError(f"{tenant!r} is not a tenant id", ["tenant: not an id"])
+    why = reserved_tenant(tenant)
+    if why is not None:
+        raise InvalidInputError(f"{tenant!r} is reserved", [f"tenant: {why}"])
+
+
+def _token(as_json: bool, tenant: str | None) -> int:
+    """A fresh token; with `tenant` (`*`: the admin role), the setting that configures it."""
+    if tenant is not None and tenant != "*":
+        _tenant_id(tenant)
     token, digest = new_token()
     if as_json:
-        return _json({"token": token, "hash": digest})
+        return _json({"token": token, "hash": digest, **({"tenant": tenant} if tenant else {})})
+    setting = shlex.quote(json.dumps({digest: tenant or "<tenant>"}))
     print(
         f"token:  {token}\nhash:   {digest}\n"
-        f'configure: KADENCE_API_TOKENS=\'{{"{digest}": "<tenant>"}}\'  ("*" is the admin role)'
+        f'configure: KADENCE_API_TOKENS={setting}  ("*" is the admin role)'
     )
     return 0
 
@@ -169,7 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
         "0: exactly on time)",
     )
     prev.add_argument("--job", default="preview/job", help="job key (for H fields and spread)")
-    sub.add_parser("token", help="make an API token and the hash to put in KADENCE_API_TOKENS")
+    token = sub.add_parser(
+        "token", help="make an API token and the hash to put in KADENCE_API_TOKENS"
+    )
+    token.add_argument("--tenant", default=None, help='the tenant it acts as, checked ("*": admin)')
     for name in ("topics", "delete", "preview", "token"):
         sub.choices[name].add_argument("--json", action="store_true", help="machine-readable")
     cli_api.add_commands(sub)
@@ -185,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "api", False):
         return cli_api.run(args)
     commands: dict[str, Callable[[], int]] = {
-        "token": lambda: _token(args.json),
+        "token": lambda: _token(args.json, args.tenant),
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
         "acls": lambda: cli_acls.acls(KadenceSettings(), args),

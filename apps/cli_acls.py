@@ -23,7 +23,12 @@ FORMATS = ("kafka-acls", "json")
 
 def add_command(sub: Any) -> None:
     p = sub.add_parser("acls", help="the Kafka ACLs of each component and tenant")
-    p.add_argument("--tenant", action="append", default=[], help="a tenant (repeatable)")
+    p.add_argument(
+        "--tenant",
+        action="append",
+        default=[],
+        help="a tenant id (repeatable; an identifier not starting with kadence)",
+    )
     p.add_argument(
         "--principal",
         action="append",

@@ -11,15 +11,25 @@ same value as in KADENCE_WEBHOOK_SECRETS; never on the command line, where `ps` 
 answers 401 to one that does not verify and 200 to the rest, and prints one line per run: when
 it came, the run's id and attempt, how late it started, whether it was signed, and the body.
 `--json` prints each as a JSON object; `--count N` exits after N runs.
+
+Whoever can reach the port can send it anything, so nothing a request carries reaches the
+terminal raw: control and format characters (escape sequences, bidi overrides) are printed
+escaped, in a signed body as in any other; a request must arrive whole within --read-timeout
+seconds (a client that sends half of one is cut off, not waited for); a Content-Length is ASCII
+digits or the request is refused (400).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import socket
 import sys
 import threading
+import unicodedata
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +39,13 @@ from apps.processes import announce, stop_event
 from connectors.webhook_verify import verify
 
 MAX_BODY = 1 << 20
+READ_TIMEOUT_S = 10.0
+_LENGTH = re.compile(r"[0-9]{1,20}")
+"""ASCII digits only: `str.isdigit` takes `²` (which `int` refuses) and `٣` (which it reads
+as 3)."""
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
+"""Unicode categories a terminal may act on or hide rather than show: C0 and C1 controls
+(ESC, CSI), format characters (bidi overrides, zero-width), line separators."""
 SECRET_ENV = "KADENCE_RECEIVE_SECRET"  # noqa: S105 - the variable's name, not a secret
 
 
@@ -39,10 +56,26 @@ def add_command(sub: Any) -> None:
     p.add_argument("--count", type=int, default=0, help="exit after this many runs (0: never)")
     p.add_argument("--json", action="store_true", help="one JSON object per run")
     p.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        default=READ_TIMEOUT_S,
+        help="seconds a request may take to arrive whole (default %(default)s)",
+    )
+    p.add_argument(
         "--secret-file",
         type=Path,
         help=f"read the signing secret from this file (else ${SECRET_ENV})",
     )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3_600:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds above 0, at most 3600")
+    return value
 
 
 class Receiver:
@@ -59,15 +92,7 @@ class Receiver:
         now = datetime.now(UTC)
         signed = "webhook-signature" in lower
         valid = verify(self.secret, lower, body) if self.secret else None
-        due = lower.get("kadence-due-at")
-        late = None
-        if due:
-            try:
-                late = round(
-                    (now - datetime.fromisoformat(due.replace("Z", "+00:00"))).total_seconds(), 3
-                )
-            except ValueError:
-                late = None
+        late = _late(lower.get("kadence-due-at"), now)
         run = {
             "received_at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "execution_id": lower.get("webhook-id", ""),
@@ -82,19 +107,47 @@ class Receiver:
 
     def show(self, run: dict[str, Any]) -> None:
         with self.lock:
-            if self.as_json:
+            if self.as_json:  # json.dumps escapes every character outside printable ASCII
                 print(json.dumps(run), flush=True)
             else:
                 late = "-" if run["late_s"] is None else f"{run['late_s']:.3f}s"
+                run_id, attempt = printable(run["execution_id"]), printable(run["attempt"])
                 print(
-                    f"{run['received_at']}  {run['execution_id']}  attempt {run['attempt']}  "
-                    f"late {late}  signature {run['signature']}  {run['body']}",
+                    f"{run['received_at']}  {run_id}  attempt {attempt}  "
+                    f"late {late}  signature {run['signature']}  {printable(run['body'])}",
                     flush=True,
                 )
             if run["signature"] != "invalid" and self.left > 0:
                 self.left -= 1
                 if self.left == 0:
                     self.done.set()
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on rather than show written as a
+    Python escape (`\\x1b`, `\\u202e`), and `\\` as `\\\\` so an escape cannot be faked."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if c == "\\" or unicodedata.category(c) in _UNPRINTABLE
+        else c
+        for c in text
+    )
+
+
+def _late(due: str | None, now: datetime) -> float | None:
+    """How late the run started by its kadence-due-at header; None when it has none that is
+    a time with a zone."""
+    if not due:
+        return None
+    try:
+        due_at = datetime.fromisoformat(due.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if due_at.tzinfo is None:
+        return None
+    return round((now - due_at).total_seconds(), 3)
 
 
 def receive(args: argparse.Namespace) -> int:
@@ -111,6 +164,23 @@ def receive(args: argparse.Namespace) -> int:
     receiver = Receiver(secret, args.json, args.count)
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = args.read_timeout  # each read (socketserver's StreamRequestHandler)
+
+        def setup(self) -> None:
+            super().setup()
+            self.expired = threading.Event()
+            self.deadline = threading.Timer(args.read_timeout, self._expire)
+            self.deadline.start()  # the whole request: a trickle defeats a per-read timeout
+
+        def _expire(self) -> None:
+            self.expired.set()
+            with contextlib.suppress(OSError):  # already gone
+                self.connection.shutdown(socket.SHUT_RD)  # reads end; an answer may still go
+
+        def finish(self) -> None:
+            self.deadline.cancel()
+            super().finish()
+
         def do_POST(self) -> None:
             self._take()
 
@@ -118,15 +188,21 @@ def receive(args: argparse.Namespace) -> int:
             self._take()
 
         def _take(self) -> None:
-            length = self.headers.get("content-length") or "0"
-            if not length.isdigit():
-                self.send_error(400, "content-length is not a number")
+            lengths = self.headers.get_all("content-length") or ["0"]
+            if len(lengths) > 1 or not _LENGTH.fullmatch(lengths[0].strip()):
+                self.send_error(400, "content-length is not one number")
                 return
-            size = int(length)
+            if self.headers.get("transfer-encoding") is not None:
+                self.send_error(411, "send a content-length (transfer-encoding is not read)")
+                return
+            size = int(lengths[0])
             if size > MAX_BODY:
                 self.send_error(413)
                 return
             body = self.rfile.read(size)
+            if len(body) != size or self.expired.is_set():
+                self.close_connection = True
+                return  # cut off: half a request is no run
             status, run = receiver.seen(dict(self.headers.items()), body)
             receiver.show(run)
             reply = b'{"ok": true}' if status == 200 else b'{"ok": false, "why": "bad signature"}'

@@ -5,7 +5,11 @@ allows: for every tenant (KADENCE_TARGET_ALLOW_CIDRS) or for the targets of one 
 Checked on the resolved address at send time (and the connection goes to exactly that
 address), so a name that resolves to a private address, or re-resolves to one later, is refused.
 A cloud metadata address is refused unless an entry names that very address (a /32 or /128):
-a wider network (169.254.0.0/16, 0.0.0.0/0) never opens it.
+a wider network (169.254.0.0/16, 0.0.0.0/0) never opens it. Azure's WireServer
+(168.63.129.16) is one although its address is public. What is special-use is the policy's own
+table from the IANA registries (connectors/special_addresses.py), never `ipaddress`'s
+`is_private` and the like, whose verdict changes with the Python release; an address that
+embeds an IPv4 address (IPv4-mapped, NAT64) is judged as the address it reaches.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable, Mapping
 
+from connectors.special_addresses import reached, special_use
 from kadence.target_allow import AllowedNetwork, IPAddress, parse_allowed
 
 METADATA = frozenset(
@@ -23,6 +28,8 @@ METADATA = frozenset(
         "169.254.170.2",  # AWS ECS task metadata
         "fd00:ec2::254",  # AWS IPv6
         "100.100.100.200",  # Alibaba Cloud
+        "168.63.129.16",  # Azure WireServer (public, yet the host's agent and its secrets)
+        "fd20:ce::254",  # GCP (IPv6)
     )
 )
 
@@ -70,8 +77,7 @@ class AddressPolicy:
         return verdict
 
     def _why_refused(self, address: IPAddress, port: int | None, tenant: str | None) -> str | None:
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
+        address = reached(address)
         entries = self.allow + (self.by_tenant.get(tenant, ()) if tenant is not None else ())
         if address in METADATA:
             if any(
@@ -81,20 +87,7 @@ class AddressPolicy:
             return "a cloud metadata address"
         if any(entry.allows(address, port) for entry in entries):
             return None
-        for kind, flag in (
-            ("an unspecified address", address.is_unspecified),
-            ("a loopback address", address.is_loopback),
-            ("a link-local address", address.is_link_local),
-            ("a private address", address.is_private),
-            ("a multicast address", address.is_multicast),
-            ("a reserved address", address.is_reserved),
-            ("a shared (carrier-grade NAT) address", address in _SHARED),
-            ("a site-local address", address in _SITE_LOCAL),
-            ("a 6to4 address (it may embed a private IPv4 address)", address in _SIX_TO_FOUR),
-        ):
-            if flag:
-                return kind
-        return None
+        return special_use(address)
 
     def resolve(self, host: str, port: int, tenant: str | None = None) -> IPAddress:
         """The first address of `host` if a target of `tenant` may reach every address it
@@ -127,11 +120,3 @@ def _names_exactly(entry: AllowedNetwork, address: IPAddress) -> bool:
     """Whether `entry` is the single address `address` (a /32 or /128), not a network around it."""
     network = entry.network
     return network.prefixlen == network.max_prefixlen and network.network_address == address
-
-
-_SHARED = ipaddress.ip_network("100.64.0.0/10")
-_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
-"""Deprecated (RFC 3879) but still routed inside some networks."""
-_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
-"""6to4 (RFC 3056): 2002:AABB:CCDD::/48 reaches the IPv4 address AA.BB.CC.DD through a relay,
-private ones included; refused whole (6to4 is deprecated, RFC 7526)."""

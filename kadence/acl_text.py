@@ -5,11 +5,12 @@ compares them)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kadence.acls import Grant, Pattern, Resource, grants
+from kadence.acls import Grant, Pattern, Resource, grants, placed_grants
 
 DOC_NAMESPACE = "<ns>"
 DOC_TENANT = "<tenant>"
@@ -19,22 +20,32 @@ DOC_BEGIN = (
 DOC_END = "<!-- acls:end -->"
 
 
+BOOTSTRAP = "$BOOTSTRAP"
+"""The placeholder printed for the bootstrap servers when none is given: a shell variable."""
+
+
 def kafka_acls_commands(
     ns: str,
     tenants: tuple[str, ...] = (),
     principals: Mapping[str, str] | None = None,
-    bootstrap: str = "$BOOTSTRAP",
+    bootstrap: str = BOOTSTRAP,
 ) -> list[str]:
-    """One `kafka-acls.sh --add` command per grant (several operations and names at once)."""
+    """One `kafka-acls.sh --add` command per grant (several operations and names at once).
+    Every argument is quoted for a POSIX shell (shlex.quote): no principal, name or server
+    can end a line or start another command."""
+    server = '"$BOOTSTRAP"' if bootstrap == BOOTSTRAP else shlex.quote(bootstrap)
     lines: list[str] = []
     for who, principal, grant in grants(ns, tenants, principals):
-        ops = " ".join(f"--operation {op}" for op in grant.operations)
-        names = " ".join(f"--{grant.resource} '{name}'" for name in grant.names)
-        pattern = " --resource-pattern-type prefixed" if grant.pattern is Pattern.prefixed else ""
+        args = ["--allow-principal", principal]
+        for op in grant.operations:
+            args += ["--operation", op]
+        for name in grant.names:
+            args += [f"--{grant.resource}", name]
+        if grant.pattern is Pattern.prefixed:
+            args += ["--resource-pattern-type", "prefixed"]
         lines.append(
             f"# {who}: {grant.why}\n"
-            f"kafka-acls.sh --bootstrap-server {bootstrap} --add "
-            f"--allow-principal '{principal}' {ops} {names}{pattern}"
+            f"kafka-acls.sh --bootstrap-server {server} --add {shlex.join(args)}"
         )
     return lines
 
@@ -45,11 +56,11 @@ def _resources(grant: Grant) -> str:
     return ", ".join(f"{kind[grant.resource]}`{name}{star}`" for name in grant.names)
 
 
-def markdown_table(rows: Iterable[tuple[str, str, Grant]]) -> str:
+def markdown_table(rows: Iterable[tuple[str, Grant]]) -> str:
     """One row per grant; grants alike in all but the principal share a row (the start-up
     check every process makes, for one)."""
     merged: dict[tuple[str, str, str], list[str]] = {}
-    for who, _principal, grant in rows:
+    for who, grant in rows:
         key = (", ".join(grant.operations), _resources(grant), grant.why)
         merged.setdefault(key, []).append(who)
     out = ["| who | operations | on (`*`: prefixed) | why |", "|---|---|---|---|"]
@@ -60,8 +71,9 @@ def markdown_table(rows: Iterable[tuple[str, str, Grant]]) -> str:
 
 
 def doc_section() -> str:
-    """What docs/security.md holds between its markers: every component and one tenant."""
-    table = markdown_table(grants(DOC_NAMESPACE, (DOC_TENANT,)))
+    """What docs/security.md holds between its markers: every component and one tenant (a
+    placeholder, not a tenant identifier: unchecked)."""
+    table = markdown_table(placed_grants(DOC_NAMESPACE, (DOC_TENANT,)))
     return f"{DOC_BEGIN}\n{table}\n{DOC_END}"
 
 

@@ -4,9 +4,11 @@ Each component runs as its own principal with only the rights it needs, so a bug
 credential in one cannot write where another writes: a tenant cannot put a record on
 `scheduler-control` or `executions`, the query view cannot write at all. The rights are derived
 from kadence/topics.py and kadence/target_topics.py (names, prefixes), never written as text,
-so adding a topic or renaming one changes the ACLs with it. docs/security.md shows them
-(generated: `kadence acls --format markdown`), tests/integration/test_acls_live.py runs every
-component against a broker that denies whatever these do not allow.
+so adding a topic or renaming one changes the ACLs with it. Who gets them, and why no two
+roles or tenants may share a principal: kadence/acl_principals.py. docs/security.md shows them
+(generated: `python -m kadence.acl_text --write docs/security.md`), and
+tests/integration/test_acls_live.py runs every component against a broker that denies
+whatever these do not allow.
 
 Rights implied by others are left out: Read and Write imply Describe (topic, group,
 transactional id); Write on any topic lets an idempotent producer get its producer id (Kafka 3+),
@@ -19,8 +21,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kadence.acl_principals import TENANT, assign
 from kadence.target_topics import (
     INGRESS_KINDS,
+    events_topic,
     ingress_prefix,
     ingress_topic,
     target_prefix,
@@ -266,13 +270,6 @@ def _ingress(ns: str) -> list[Grant]:
             "what tenants are told: dead letters, circuits, refusals",
         ),
         _topics(ns, (SCHEDULES, COMMANDS, REJECTED), (W,), "outputs"),
-        Grant(
-            Resource.topic,
-            Pattern.prefixed,
-            (target_prefix(ns),),
-            (Operation.create, W),
-            "every tenant's events topic (`to.<tenant>.kadence-events`), made at its first event",
-        ),
         *_processor(ns, "ingress", restores=False),
         _provisioned(ns),
     ]
@@ -344,32 +341,44 @@ def tenant_grants(ns: str, tenant: str) -> list[Grant]:
     ]
 
 
-DEFAULT_PREFIX = "User:kadence-"
+def ingress_events_grant(ns: str, tenant: str) -> Grant:
+    """The ingress writes one topic of a tenant's: its events topic, which it creates at its
+    first event. Literal, one per tenant: a prefixed grant covers what starts with its name,
+    and `<ns>.to.<tenant part>.kadence-events` would also cover a job's target topic
+    `kadence-events-x`; `<ns>.to.` would cover every tenant's targets. A tenant left out of
+    `kadence acls` is told nothing (it could not read its events topic either)."""
+    return Grant(
+        Resource.topic,
+        Pattern.literal,
+        (events_topic(ns, tenant),),
+        (Operation.create, W),
+        "the tenant's events topic, made at its first event: nothing else of `<ns>.to.`",
+    )
 
 
-def principal_of(role: Role | str, principals: Mapping[str, str]) -> str:
-    """`role`'s principal: `principals[role]` (a bare name gets `User:`), else
-    `User:kadence-<role>` for a component or `User:<tenant>` for `tenant:<tenant>`."""
-    name = principals.get(str(role))
-    if name is None:
-        tenant = str(role).removeprefix("tenant:")
-        return f"User:{tenant}" if tenant != str(role) else f"{DEFAULT_PREFIX}{role}"
-    return name if ":" in name else f"User:{name}"
+def placed_grants(ns: str, tenants: tuple[str, ...] = ()) -> Iterator[tuple[str, Grant]]:
+    """(who, grant) for every component, then every tenant in `tenants` with the ingress's
+    grant on its events topic; `who` is the role, or `tenant:<name>`. Nothing is checked:
+    the documentation's table uses it with a placeholder tenant."""
+    for role in Role:
+        for grant in role_grants(role, ns):
+            yield str(role), grant
+    for tenant in tenants:
+        for grant in tenant_grants(ns, tenant):
+            yield f"{TENANT}{tenant}", grant
+        yield str(Role.ingress), ingress_events_grant(ns, tenant)
 
 
 def grants(
     ns: str, tenants: tuple[str, ...] = (), principals: Mapping[str, str] | None = None
-) -> Iterator[tuple[str, str, Grant]]:
-    """(who, principal, grant) for every component, then every tenant in `tenants`; `who` is
-    the role, or `tenant:<name>`."""
-    chosen = principals or {}
-    for role in Role:
-        for grant in role_grants(role, ns):
-            yield str(role), principal_of(role, chosen), grant
-    for tenant in tenants:
-        who = f"tenant:{tenant}"
-        for grant in tenant_grants(ns, tenant):
-            yield who, principal_of(who, chosen), grant
+) -> list[tuple[str, str, Grant]]:
+    """(who, principal, grant) of `placed_grants`, each principal checked
+    (kadence/acl_principals.py: InvalidInputError for a tenant that is no identifier or a
+    reserved one, an override for nobody, the wildcard, or two roles or tenants sharing one
+    principal)."""
+    tenants = tuple(dict.fromkeys(tenants))
+    who_is = assign([str(r) for r in Role], tenants, principals or {})
+    return [(who, who_is[who], grant) for who, grant in placed_grants(ns, tenants)]
 
 
 def bindings(

@@ -15,6 +15,7 @@ from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
 from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
+from kadence.tenant_ids import reserved_tenant
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
@@ -164,15 +165,28 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65_535)] = 8080
     """Where the HTTP API and dashboard listen (apps/api/; port 0: one the system picks)."""
-    api_max_connections: Annotated[int, Field(ge=1, le=100_000)] = 256
+    api_max_connections: Annotated[int, Field(ge=2, le=100_000)] = 256
     """Connections (and requests in progress) the API holds at once at most (uvicorn's
     `limit_concurrency`); past it a request is answered 503 at once. Bounds what a flood of
     clients makes the API hold: a body is read only from a caller with a known token, up to
     the payload limit plus 64 KiB each."""
+    api_max_unauthenticated: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """Of those, connections no request has shown a known token on (None: a quarter of
+    `api_max_connections`; must be below it): one more closes the oldest of them that is not
+    in a request, so clients without a token cannot crowd out those with one
+    (apps/api/slow_clients.py)."""
+    api_head_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    """Each request's head (request line and headers) must arrive whole within this many
+    seconds of the connection's opening or of the previous answer, or the connection is
+    closed."""
+    api_body_timeout_s: Annotated[float, Field(gt=0, le=3_600)] = 30.0
+    """A known caller's request body must arrive whole within this many seconds of its head,
+    or it is answered 408 and the connection closed."""
     api_tokens: dict[str, str] = Field(default_factory=dict)
     """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
     object). The tenant `*` is the admin role (operators: every tenant, via the
-    X-Kadence-Tenant header). `kadence token` makes a token and its hash."""
+    X-Kadence-Tenant header). `kadence token` makes a token and its hash. A tenant id starting
+    with `kadence` is refused: those name Kadence's own principals (kadence/tenant_ids.py)."""
     api_quota_jobs: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     """Jobs one tenant may have; creating one more is refused, through the API with 429, through
     its ingress topic with a `quota_exceeded` rejected record (0: no limit). Counted in the
@@ -254,6 +268,21 @@ class KadenceSettings(BaseSettings, WorkerSettings):
                 parse_allowed(entry)
         return value
 
+    @field_validator("api_tokens")
+    @classmethod
+    def _token_tenants(cls, value: dict[str, str]) -> dict[str, str]:
+        """Where a tenant comes into being: an identifier, and none Kadence keeps for itself
+        (never echoing a key: it is a token's hash)."""
+        for tenant in value.values():
+            if tenant == "*":
+                continue
+            if not IDENT_RE.fullmatch(tenant):
+                raise ValueError(f'{tenant!r} is neither a tenant identifier nor "*" (admin)')
+            why = reserved_tenant(tenant)
+            if why is not None:
+                raise ValueError(why)
+        return value
+
     @field_validator("webhook_secrets", mode="before")
     @classmethod
     def _secrets_by_tenant(cls, value: object) -> object:
@@ -310,6 +339,16 @@ class KadenceSettings(BaseSettings, WorkerSettings):
             if not IDENT_RE.fullmatch(tenant):
                 raise ValueError(f"{tenant!r} is not a tenant identifier")
         return value
+
+    @model_validator(mode="after")
+    def _unauthenticated_below_all(self) -> KadenceSettings:
+        limit = self.api_max_unauthenticated
+        if limit is not None and limit >= self.api_max_connections:
+            raise ValueError(
+                f"api_max_unauthenticated ({limit}) must be below api_max_connections "
+                f"({self.api_max_connections}): else clients without a token fill every slot"
+            )
+        return self
 
     @model_validator(mode="after")
     def _kafka_security(self) -> KadenceSettings:

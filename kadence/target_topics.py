@@ -10,12 +10,15 @@ two tenants share a part, and the first `.` (or `_`) after the prefix ends it. T
 the tenant's own: `a.b` and `a_b` of one tenant still collide, but only with each other.
 See docs/decisions/0007-kafka-target-topic-names.md.
 
-No imports from the rest of Kadence: the models validate with it, kadence/topics.py names with it.
+No imports from the rest of Kadence but kadence/tenant_ids.py (which imports nothing): the
+models validate with it, kadence/topics.py names with it.
 """
 
 from __future__ import annotations
 
 import re
+
+from kadence.tenant_ids import reserved_tenant
 
 TARGET_INFIX = "to"
 """`<namespace>.to.`: the prefix under which every tenant's target topics live."""
@@ -107,7 +110,9 @@ def ingress_topic(namespace: str, tenant: str, kind: str) -> str:
 
 def ingress_tenant(namespace: str, topic: str) -> tuple[str, str] | None:
     """The (tenant, kind) an ingress topic name belongs to, or None when `topic` is not one.
-    Inverse of `ingress_topic`: the tenant part is unescaped."""
+    Inverse of `ingress_topic`: the tenant part is unescaped. A reserved tenant id
+    (`kadence...`, kadence/tenant_ids.py) names no tenant: a topic made for one by mistake
+    brings nothing in."""
     prefix = ingress_prefix(namespace)
     if not topic.startswith(prefix):
         return None
@@ -116,6 +121,8 @@ def ingress_tenant(namespace: str, topic: str) -> tuple[str, str] | None:
         return None
     tenant = _unescape(part)
     if tenant is None or not _TENANT.match(tenant) or tenant_part(tenant) != part:
+        return None
+    if reserved_tenant(tenant) is not None:
         return None
     return tenant, kind
 

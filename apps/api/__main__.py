@@ -9,19 +9,30 @@ import sys
 import uvicorn
 
 from apps.api.app import create_app
+from apps.api.slow_clients import Guard, guarded_h11
 from apps.processes import announce
 from kadence.settings import KadenceSettings
 
 
 def server_config(settings: KadenceSettings) -> uvicorn.Config:
     """uvicorn serving the app: at most KADENCE_API_MAX_CONNECTIONS connections and requests
-    at once, 503 past them."""
+    at once, 503 past them; of those, at most KADENCE_API_MAX_UNAUTHENTICATED without a known
+    token, and each request head within KADENCE_API_HEAD_TIMEOUT_S (apps/api/slow_clients.py,
+    on uvicorn's h11 protocol whatever else is installed)."""
+    total = settings.api_max_connections
+    guard = Guard(
+        settings.api_tokens,
+        settings.api_head_timeout_s,
+        settings.api_max_unauthenticated or max(1, total // 4),
+    )
     return uvicorn.Config(
         create_app(settings),
         host=settings.api_host,
         port=settings.api_port,
         log_level="warning",
-        limit_concurrency=settings.api_max_connections,
+        http=guarded_h11(guard),
+        ws="none",  # no WebSocket routes; an upgrade would take the connection from the guard
+        limit_concurrency=total,
     )
 
 

@@ -66,6 +66,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:
         limit=settings.max_payload_bytes + BODY_OVERHEAD,
         what=f"payload limit {settings.max_payload_bytes}",
         tokens=settings.api_tokens,
+        timeout_s=settings.api_body_timeout_s,
     )
     for module in ROUTERS:
         app.include_router(module.router)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fastapi import Header, HTTPException, Request
 
 from kadence.models.base import IDENT_RE
+from kadence.tenant_ids import reserved_tenant
 
 ADMIN = "*"
 
@@ -66,6 +67,8 @@ def authenticate(
         return Principal(tenant, admin=False)
     if x_kadence_tenant is not None and not IDENT_RE.fullmatch(x_kadence_tenant):
         raise HTTPException(422, "X-Kadence-Tenant: not a tenant identifier")
+    if x_kadence_tenant is not None and (why := reserved_tenant(x_kadence_tenant)) is not None:
+        raise HTTPException(422, f"X-Kadence-Tenant: {why}")
     return Principal(x_kadence_tenant, admin=True)
 
 

@@ -8,11 +8,15 @@ outsider makes the server hold nothing but the request's headers (and the number
 connections is bounded by KADENCE_API_MAX_CONNECTIONS, apps/api/__main__.py). A known caller's
 body without a Content-Length is counted as it arrives and refused (413, connection closed) the
 moment it crosses the limit. A body within the limit is handed to the app in one piece once it
-has all arrived; the route authenticates the caller again, fully.
+has all arrived; the route authenticates the caller again, fully. A body that has not all
+arrived within the timeout (KADENCE_API_BODY_TIMEOUT_S) is answered 408 and the connection
+closed: uvicorn has no timeout of its own on a body (its keep-alive timeout is for idle
+connections, and a head's is apps/api/slow_clients.py's).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 
@@ -24,13 +28,17 @@ from apps.api.auth import token_tenant
 class BodyLimit:
     """Pure ASGI (not BaseHTTPMiddleware): it must see the body before any route does."""
 
-    def __init__(self, app: ASGIApp, limit: int, what: str, tokens: Mapping[str, str]) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int, what: str, tokens: Mapping[str, str], timeout_s: float
+    ) -> None:
         self.app = app
         self.limit = limit
         self.what = what
         """What the limit is made of, for the 413's detail."""
         self.tokens = tokens
         """KADENCE_API_TOKENS (hash -> tenant): who may send a body at all."""
+        self.timeout_s = timeout_s
+        """How long a body may take to arrive whole."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,26 +56,40 @@ class BodyLimit:
         if has_body and token_tenant(self.tokens, _header(scope, b"authorization")) is None:
             await self._refuse(send, 401)
             return
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                body = await self._body(receive)
+        except TimeoutError:
+            body = 408
+        if isinstance(body, int):
+            await self._refuse(send, body)
+        elif body is not None:  # None: the client went away
+            await self.app(scope, _replay(body, receive), send)
+
+    async def _body(self, receive: Receive) -> bytes | int | None:
+        """The whole body; 413 the moment it crosses the limit; None when the client went
+        away."""
         chunks: list[bytes] = []
         received = 0
         more = True
         while more:
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
+            if message["type"] != "http.request":
+                return None
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > self.limit:
-                await self._refuse(send, 413)
-                return
+                return 413
             chunks.append(chunk)
             more = message.get("more_body", False)
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        return b"".join(chunks)
 
     async def _refuse(self, send: Send, status: int) -> None:
         headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
         if status == 413:
             detail = f"request body over {self.limit} bytes ({self.what})"
+        elif status == 408:
+            detail = f"the request body did not arrive whole within {self.timeout_s:g} s"
         elif status == 401:
             detail = "a request with a body needs a known bearer token (Authorization: Bearer)"
             headers.append((b"www-authenticate", b"Bearer"))

@@ -58,3 +58,23 @@ def test_missing_or_malformed_headers_are_refused() -> None:
         assert not verify("k", {k: v for k, v in h.items() if k != name}, b"x", now_s=NOW)
     assert not verify("k", {**h, "Webhook-Timestamp": "soon"}, b"x", now_s=NOW)
     assert not verify("k", {**h, "Webhook-Signature": ""}, b"x", now_s=NOW)
+
+
+def test_a_timestamp_of_anything_but_ascii_digits_is_refused_not_raised() -> None:
+    """`str.isdigit` says yes to each of these; each is a clean refusal, never an exception."""
+    h = signed("k", b"x")
+    for stamp in (
+        "\u00b2",
+        "1\u00b2",
+        "\u0663" * 10,
+        "\uff11" * 10,
+        "9" * 5_000,
+        "+1",
+        " 1",
+        "1.0",
+    ):
+        assert not verify("k", {**h, "Webhook-Timestamp": stamp}, b"x", now_s=NOW), stamp
+    arabic = "".join(chr(0x0660 + int(d)) for d in str(NOW))  # reads as NOW to int()
+    signed_arabic = {**h, "Webhook-Timestamp": arabic}
+    signed_arabic["Webhook-Signature"] = sign("k", h["Webhook-Id"], NOW, b"x")
+    assert not verify("k", signed_arabic, b"x", now_s=NOW)

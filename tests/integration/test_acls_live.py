@@ -5,10 +5,17 @@ then every component runs as its own user (the scheduler, the reaper and a worke
 the query view as a process, the API in this one) and a job made through the API with a Kafka
 target reaches its tenant's consumer, itself authenticated as that tenant. And a tenant is held
 to its own: it writes its ingress topics and nothing else, reads its target topics and not
-another tenant's nor Kadence's, and cannot join Kadence's consumer groups."""
+another tenant's nor Kadence's, and cannot join Kadence's consumer groups.
+
+Issue 41, item 6: the ingress makes and writes its tenants' events topics and no other of
+theirs (it held Create and Write on every `<ns>.to.*` topic); `kadence acls --apply` grants
+nothing for the wildcard tenant `*` (it granted `User:*`, every client), a reserved tenant id
+(`kadence-api` is the API's principal) or an override giving a tenant a component's principal;
+and an ingress topic made for a reserved tenant brings nothing in."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,24 +25,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._acl import AclBindingFilter, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 from confluent_kafka.cimpl import NewTopic
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from apps.api.app import create_app
 from apps.api.auth import token_hash
+from apps.cli import main
 from apps.processes import ChildProcess
 from infra.kafka import kafkactl
 from infra.kafka.config import Authorizer, BrokerConfig, SecureListener
 from kadence.acl_kafka import apply
 from kadence.acls import Role, bindings
 from kadence.codec import Codec
-from kadence.models import KafkaTarget, ScheduleDefinition
+from kadence.models import KafkaTarget, Rejected, ScheduleDefinition
 from kadence.provisioning import provision, provision_ingress
 from kadence.settings import KadenceSettings
-from kadence.target_topics import ingress_topic, target_topic
+from kadence.target_topics import events_topic, ingress_prefix, ingress_topic, target_topic
 from kadence.topics import Topics
 from testkit.ports import free_ports
 from testkit.scheduler_process import SchedulerProcess
@@ -48,6 +58,8 @@ USERS = (ADMIN, *(f"kadence-{r}" for r in Role), *TENANTS)
 TOKEN = "tok-acme-acls"
 VIEW_TOKEN = "view-token-acls"
 CODEC = Codec()
+RESERVED = "kadence-scheduler"
+"""A tenant id that is a component's principal: refused wherever a tenant comes in."""
 
 
 def password(user: str) -> str:
@@ -116,8 +128,11 @@ def ns(broker: BrokerConfig, tmp_path_factory: pytest.TempPathFactory) -> Namesp
     assert provision(provisioning)
     for tenant in TENANTS:
         assert len(provision_ingress(provisioning, tenant)) == 2
-    new = NewTopic(target_topic(space.name, "globex", "out"), 1, 1)
-    for future in admin.create_topics([new]).values():
+    made = [
+        NewTopic(target_topic(space.name, "globex", "out"), 1, 1),
+        NewTopic(f"{ingress_prefix(space.name)}{RESERVED}.schedules", 1, 1),  # by mistake
+    ]
+    for future in admin.create_topics(made).values():
         future.result(30)
     return space
 
@@ -173,14 +188,71 @@ def test_every_component_runs_with_exactly_its_rights(ns: Namespace) -> None:
         producer.produce(
             ingress_topic(ns.name, "acme", "schedules"), CODEC.encode(job), key=job.key.encode()
         )
+        producer.produce(ingress_topic(ns.name, "acme", "schedules"), b"not a definition")
         assert producer.flush(20) == 0
+        sneaked = job.model_copy(update={"tenant": RESERVED, "payload": b"as a component"})
+        admin = Producer(ns.kafka(ADMIN))
+        reserved_topic = f"{ingress_prefix(ns.name)}{RESERVED}.schedules"
+        admin.produce(reserved_topic, CODEC.encode(sneaked), key=sneaked.key.encode())
+        assert admin.flush(20) == 0
         payloads = _payloads(ns, {b"through every principal", b"through ingress"})
         assert payloads == {b"through every principal", b"through ingress"}
+        told = _first_json(ns, events_topic(ns.name, "acme"), "acme")  # as acme, made by ingress
+        assert (told["type"], told["code"]) == ("rejected", "garbage_bytes"), told
+        refusal = _rejected_from(ns, reserved_topic)
+        assert refusal.code == "not_ingress", refusal
         for proc in started:
             assert "AUTHORIZATION_FAILED" not in proc.output(), proc.module
     finally:
         for proc in reversed(started):
             proc.stop()
+
+
+def test_the_ingress_makes_and_writes_only_its_tenants_events_topics(ns: Namespace) -> None:
+    ingress = ns.kafka("kadence-ingress")
+    refused = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    wanted = {
+        events_topic(ns.name, "globex"): None,
+        target_topic(ns.name, "globex", "kadence-events-x"): refused,  # a prefix would cover it
+        target_topic(ns.name, "acme", "made-by-ingress"): refused,
+        events_topic(ns.name, "initech"): refused,  # a tenant not given to `kadence acls`
+    }
+    admin = AdminClient(ingress)  # kept: a client gone fails its futures (_DESTROY)
+    futures = admin.create_topics([NewTopic(t, 1, 1) for t in wanted])
+    assert {t: _error_code(f) for t, f in futures.items()} == wanted
+    written = _produce(
+        ingress, [events_topic(ns.name, "globex"), target_topic(ns.name, "globex", "out")]
+    )
+    assert written == {
+        events_topic(ns.name, "globex"): None,
+        target_topic(ns.name, "globex", "out"): refused,
+    }
+
+
+def test_kadence_acls_grants_nothing_for_a_wildcard_or_colliding_tenant(
+    ns: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        "BOOTSTRAP_SERVERS": f"127.0.0.1:{ns.cfg.secure_port}",
+        "NAMESPACE": ns.name,
+        "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+        "KAFKA_SASL_USERNAME": ADMIN,
+        "KAFKA_SASL_PASSWORD": password(ADMIN),
+    }.items():
+        monkeypatch.setenv(f"KADENCE_{name}", value)
+    admin = AdminClient(ns.kafka(ADMIN))
+    before = _acls(admin)
+    assert main(["acls", "--apply", "--tenant", "*"]) == 3  # it granted User:*
+    assert main(["acls", "--apply", "--tenant", "kadence-api"]) == 3  # the API's principal
+    assert main(["acls", "--apply", "--tenant", "a' --allow-principal 'User:*"]) == 3
+    collide = ["--tenant", "acme", "--principal", "tenant:acme=User:kadence-api"]
+    assert main(["acls", "--apply", *collide]) == 3
+    after = _acls(admin)
+    assert after == before
+    assert not {b for b in after if b[0] == "User:*"}
+    assert main(["acls", "--apply", "--tenant", "acme"]) == 0  # the same as applied: no change
+    assert _acls(admin) == before
 
 
 def test_the_api_reads_a_dead_letter_back_with_no_refusal(ns: Namespace) -> None:
@@ -292,6 +364,61 @@ def _read(kafka: dict[str, Any], topic: str, group: str, timeout_s: float = 20) 
                 continue
             return msg
         raise TimeoutError(f"nothing from {topic} in {timeout_s} s")
+    finally:
+        consumer.close()
+
+
+def _error_code(future: Any) -> int | None:
+    """None when the admin request succeeded, else the broker's error code."""
+    try:
+        future.result(30)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    return None
+
+
+def _acls(admin: AdminClient) -> set[tuple[str, str, str, str, str]]:
+    """Every binding on the broker, as (principal, resource, name, pattern, operation)."""
+    anything: Any = None  # the filter's wildcard for a name, principal or host
+    everything = AclBindingFilter(
+        ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    found = admin.describe_acls(everything, request_timeout=30).result(30)
+    return {
+        (b.principal, str(b.restype), b.name, str(b.resource_pattern_type), str(b.operation))
+        for b in found
+    }
+
+
+def _first_json(ns: Namespace, topic: str, user: str) -> dict[str, Any]:
+    """The first record of `topic`, read as `user` in a group under its own prefix."""
+    msg = _read(ns.kafka(user), topic, f"{ns.name}.to.{user}.probe-{uuid.uuid4().hex[:6]}", 60)
+    assert msg.error() is None, msg.error()
+    doc: dict[str, Any] = json.loads(msg.value() or b"{}")
+    return doc
+
+
+def _rejected_from(ns: Namespace, source: str, timeout_s: float = 60) -> Rejected:
+    """The first refusal in `rejected` of a record from `source` (read as the administrator)."""
+    consumer = Consumer(
+        {
+            **ns.kafka(ADMIN),
+            "group.id": f"probe-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([Topics(ns.as_user(ADMIN)).rejected])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            refusal = CODEC.decode_as(msg.value() or b"", Rejected)
+            if refusal.source_topic == source:
+                return refusal
+        raise TimeoutError(f"no refusal of a record from {source} in {timeout_s} s")
     finally:
         consumer.close()
 
