@@ -15,6 +15,7 @@ from apps.processes import process_main
 from connectors import handlers
 from connectors.aio import EventLoop
 from connectors.http import HttpCaller
+from connectors.http_dns import Resolver
 from connectors.kafka_topic import KafkaTopicCaller
 from connectors.sqs import SqsCaller
 from connectors.ssrf import AddressPolicy
@@ -41,8 +42,9 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
     policy = AddressPolicy(settings.target_allow_cidrs, settings.target_allow_cidrs_by_tenant)
     loop = EventLoop("targets")  # HTTP, SQS and async handlers: no thread per run
     warm_s = settings.worker_http_warm_ms / 1000
-    http = HttpCaller(policy, settings.webhook_secrets, loop=loop, warm_s=warm_s)
-    sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop)
+    resolver = Resolver(policy)  # one DNS cache for the webhook and the queue targets
+    http = HttpCaller(policy, settings.webhook_secrets, loop=loop, warm_s=warm_s, resolver=resolver)
+    sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop, resolver=resolver)
     handler = handlers.HandlerCaller(loop)
     return {"http": http, "kafka": kafka, "handler": handler, "sqs": sqs}
 

@@ -2,6 +2,8 @@
 
     python -m bench.http_sink            # prints `http sink listening on 127.0.0.1:<port>`
     KADENCE_BENCH_SINK_DELAY_MS=200 python -m bench.http_sink   # answers 200 ms late
+    KADENCE_BENCH_SINK_TLS=<folder> python -m bench.http_sink    # HTTPS, with the certificate
+                                                                 # testkit/tls.py made there
 
 One asyncio process, no per-request thread: what the benchmark measures is the workers'
 HTTP path (connections, signing, SSRF checks), not this server. It counts requests and
@@ -17,6 +19,7 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import time
 from datetime import datetime
 
@@ -29,6 +32,17 @@ RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\
 
 DELAY_S = int(os.environ.get("KADENCE_BENCH_SINK_DELAY_MS", "0")) / 1000
 """ChildProcess(..., BENCH_SINK_DELAY_MS=200) sets KADENCE_BENCH_SINK_DELAY_MS."""
+TLS = os.environ.get("KADENCE_BENCH_SINK_TLS", "")
+"""A folder where testkit.tls.make_certificates made a CA and a certificate for 127.0.0.1 and
+localhost: the sink answers HTTPS with it."""
+
+
+def _tls() -> ssl.SSLContext | None:
+    if not TLS:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(os.path.join(TLS, "broker.pem"), os.path.join(TLS, "broker.key"))
+    return context
 
 
 class Counts:
@@ -96,7 +110,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 
 async def main() -> None:
-    server = await asyncio.start_server(_serve, "127.0.0.1", 0, backlog=4096)
+    server = await asyncio.start_server(_serve, "127.0.0.1", 0, backlog=4096, ssl=_tls())
     port = server.sockets[0].getsockname()[1]
     print(f"http sink listening on 127.0.0.1:{port}", flush=True)
     done = asyncio.Event()

@@ -9,9 +9,12 @@ Headers (Standard Webhooks style, plus Kadence's own):
 Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
-Connections are kept alive and reused for the same checked address (connectors/http_pool.py),
-and opened ahead of runs due soon (connectors/http_warm.py); a request on a reused connection
-the server had closed meanwhile is sent once more on a new one.
+The exchange (connectors/http_exchange.py): names resolved and cached (connectors/http_dns.py),
+every address checked for the job's tenant and tried in turn, the request framed and the answer
+read by h11 (connectors/http_conn.py) within the run's deadline; the answer's head decides the
+run. Connections are kept alive and reused by the same tenant's runs to the same checked address
+(connectors/http_pool.py), opened ahead of runs due soon (connectors/http_warm.py), and closed
+when anything arrives that no request asked for. A request is never sent twice by the client.
 Requests run as coroutines on the target's event loop (connectors/aio.py): `start` holds no
 thread while the target answers, and a stop aborts the request at once; the blocking call
 waits for the same coroutine.
@@ -27,11 +30,11 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
 from connectors.aio import EventLoop
+from connectors.http_dns import Resolver
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import LEAD_S, Warmer
@@ -89,15 +92,18 @@ class HttpCaller:
         policy: AddressPolicy,
         secrets: Secrets,
         tls: ssl.SSLContext | None = None,
+        *,
         loop: EventLoop | None = None,
         warm_s: float = LEAD_S,
+        resolver: Resolver | None = None,
     ) -> None:
         self.policy = policy
         self.secrets = secrets
         self.tls = tls or ssl.create_default_context()
         self.pool = ConnectionPool(self.tls)
+        self.resolver = resolver or Resolver(policy)
         self.loop = loop or EventLoop("http")
-        self.warmer = Warmer(self.pool, policy, self.loop, warm_s)
+        self.warmer = Warmer(self.pool, self.resolver, self.loop, warm_s)
 
     def prepare(self, ex: ExecutionRequested) -> None:
         """An execution read ahead of its due time: have connections to its target open by
@@ -142,7 +148,6 @@ class HttpCaller:
     async def send(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, HttpTarget)
-        url = urlsplit(target.url)
         body = ex.payload
         try:
             headers = self.headers(ex, target, body)
@@ -150,11 +155,10 @@ class HttpCaller:
             return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
         answer = await checked_exchange(
             self.pool,
-            self.policy,
+            self.resolver,
             target.url,
             tenant=ex.tenant,
             method=target.method,
-            path=(url.path or "/") + (f"?{url.query}" if url.query else ""),
             body=body,
             headers=headers,
             deadline=deadline,

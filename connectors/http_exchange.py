@@ -1,77 +1,47 @@
-"""One HTTP/1.1 request and its answer over a pooled connection to a checked address: what the
+"""One HTTP/1.1 request and its answer, to a checked address over a pooled connection: what the
 webhook and the queue targets share (connectors/http.py, connectors/sqs.py), as a coroutine on
 the targets' event loop (connectors/aio.py).
 
-The request is sent once; only when a kept-alive connection turns out to have been closed by the
-server while idle (the request never got there) is it sent once more on a new connection.
-Stopping the run cancels the coroutine (its connection is aborted); the deadline is
-`timed_out`; any other transport error is a retryable failure. The errors are named as Python's
-http.client names them (`RemoteDisconnected`, `IncompleteRead`, `LineTooLong`, ...).
+Within the run's deadline: the host is resolved and every address checked for the run's tenant
+(connectors/http_dns.py), a kept connection taken or a new one opened (each address tried,
+connectors/http_pool.py), the request sent once and the answer's head read (llhttp frames it,
+h11 reads the legacy heads llhttp refuses: connectors/http_conn.py). The head decides the run:
+once a receiver has said 2xx the run succeeded, however its body is framed or however slowly
+it comes; the body is read for at most BODY_GRACE_S more only to keep its start (a failure's
+message) and the connection.
+
+A request is never sent twice by the client: a kept connection that the receiver closes as the
+request reaches it fails the run retryably (the receiver may have got it), as RFC 9112 9.3.1.1
+asks. Stopping the run cancels the coroutine (its connection is aborted); the deadline is
+`timed_out`. Failures are named: `ResolveError`, `AddressRefused`, `ConnectError`,
+`RemoteDisconnected`, `BadResponse` (not HTTP a client can frame), `InvalidRequest`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.client
-import ipaddress
-import re
 import time
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from connectors.http_pool import ConnectionPool, Key
-from connectors.ssrf import AddressPolicy, AddressRefused
+from connectors.http_conn import (
+    Answer,
+    BadResponseError,
+    HttpConnection,
+    InvalidRequestError,
+    RemoteDisconnectedError,
+    request_bytes,
+)
+from connectors.http_dns import Resolver
+from connectors.http_pool import ConnectError, ConnectionPool, Key
+from connectors.ssrf import AddressRefused
 from kadence.models import ErrorInfo, OutcomeStatus
-from kadence.target_allow import IPAddress
 from kadence.targets import Result
 
-BODY_LIMIT = 4096
-"""Bytes of the response body kept (in a failure's error message, or to parse an answer)."""
-DRAIN_LIMIT = 65_536
-"""Bytes of a response read past BODY_LIMIT so its connection can be reused (a longer body
-closes the connection instead)."""
-MAX_HEADERS = 100
-STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
-"""What a kept-alive connection the server has closed fails with (RemoteDisconnected too)."""
-_LEGAL_NAME = re.compile(rb"[^:\s][^:\r\n]*")
-_ILLEGAL_VALUE = re.compile(rb"\n(?![ \t])|\r(?![ \t\n])")
-_BAD_PATH = re.compile("[\x00-\x20\x7f]")
-"""As http.client: a header name or value, or a path, that would change the request's framing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    reason: str
-    headers: dict[str, str]
-    """Lower-cased names; a repeated header's values joined by `, `."""
-
-    def getheader(self, name: str, default: str | None = None) -> str | None:
-        return self.headers.get(name.lower(), default)
-
-
-def request_bytes(method: str, path: str, host: str, headers: dict[str, str], body: bytes) -> bytes:
-    """The request as http.client would send it: `Host`, `Accept-Encoding: identity` and
-    `Content-Length` unless `headers` has them; names and values checked the same way."""
-    if _BAD_PATH.search(path) or _BAD_PATH.search(method):
-        raise http.client.InvalidURL(f"can't send {method} {path!r}: control characters")
-    names = {name.lower() for name in headers}
-    lines = [f"{method} {path} HTTP/1.1".encode("ascii")]
-    if "host" not in names:
-        lines.append(b"Host: " + (host.encode("ascii") if host.isascii() else host.encode("idna")))
-    if "accept-encoding" not in names:
-        lines.append(b"Accept-Encoding: identity")
-    if "content-length" not in names and "transfer-encoding" not in names:
-        lines.append(b"Content-Length: " + str(len(body)).encode())
-    for name, value in headers.items():
-        raw_name, raw_value = name.encode("ascii"), value.encode("latin-1")
-        if not _LEGAL_NAME.fullmatch(raw_name):
-            raise ValueError(f"Invalid header name {raw_name!r}")
-        if _ILLEGAL_VALUE.search(raw_value):
-            raise ValueError(f"Invalid header value {raw_value!r}")
-        lines.append(raw_name + b": " + raw_value)
-    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+BODY_GRACE_S = 1.0
+"""How long an answer's body may take after its head (within the deadline) before the run is
+decided without the rest of it and the connection closed."""
+_PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
+"""Visible ASCII stays as it is in a request target; anything else is percent-encoded."""
 
 
 def host_header(host: str, port: int, scheme: str) -> str:
@@ -79,177 +49,90 @@ def host_header(host: str, port: int, scheme: str) -> str:
     return shown if port == (443 if scheme == "https" else 80) else f"{shown}:{port}"
 
 
-async def _head(reader: asyncio.StreamReader) -> tuple[str, int, str, dict[str, str]]:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            closed = "Remote end closed connection without response"
-            raise http.client.RemoteDisconnected(closed) from None
-        raise http.client.IncompleteRead(exc.partial) from None
-    except asyncio.LimitOverrunError:
-        raise http.client.LineTooLong("header") from None
-    status_line, *lines = head[:-4].decode("iso-8859-1").split("\r\n")
-    version, _, rest = status_line.partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
-        raise http.client.BadStatusLine(status_line)
-    if len(lines) > MAX_HEADERS:
-        raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        name, value = name.strip().lower(), value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return version, int(code), reason.strip(), headers
-
-
-async def _exactly(reader: asyncio.StreamReader, n: int) -> bytes:
-    try:
-        return await reader.readexactly(n)
-    except asyncio.IncompleteReadError as exc:
-        raise http.client.IncompleteRead(exc.partial, n - len(exc.partial)) from None
-
-
-async def _chunked(reader: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
-    """The body read up to `limit` bytes; whether it was read to its end."""
-    body = bytearray()
-    while True:
-        try:
-            line = await reader.readuntil(b"\r\n")
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            raise http.client.IncompleteRead(bytes(body)) from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return bytes(body), True
-        if len(body) + size > limit:
-            body += await _exactly(reader, limit - len(body))
-            return bytes(body), False
-        body += await _exactly(reader, size)
-        await _exactly(reader, 2)
-
-
-async def read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer, str, bool]:
-    """The answer, the start of its body, and whether the connection may serve again (the
-    body was read to its end within BODY_LIMIT + DRAIN_LIMIT and nobody asked to close)."""
-    while True:
-        version, status, reason, headers = await _head(reader)
-        if not 100 <= status < 200 or status == 101:
-            break  # 100 Continue and other interim answers are skipped, as http.client does
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    closes = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
-    closes |= status == 101  # switched to another protocol: not HTTP any more
-    limit = BODY_LIMIT + DRAIN_LIMIT
-    length = headers.get("content-length")
-    if method == "HEAD" or status in (101, 204, 304):
-        body, complete = b"", True
-    elif "chunked" in headers.get("transfer-encoding", "").lower():
-        body, complete = await _chunked(reader, limit)
-    elif length is not None and length.strip().isdigit():
-        size = int(length)
-        body = await _exactly(reader, min(size, limit))
-        complete = size <= limit
-    else:  # the body ends with the connection
-        parts: list[bytes] = []
-        got = 0
-        while got < limit and (part := await reader.read(limit - got)):
-            parts.append(part)
-            got += len(part)
-        body, complete = b"".join(parts), False
-    text = body[:BODY_LIMIT].decode(errors="replace")
-    return Answer(status, reason, headers), text, complete and not closes
-
-
-async def exchange(
-    pool: ConnectionPool,
-    key: Key,
-    *,
-    method: str,
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-    deadline: float,
-    name: str,
-    timeout_ms: int,
-) -> Result | tuple[Answer, str]:
-    """The response and the start of its body, or how the exchange failed. `name` says what was
-    called in error messages (the URL); `timeout_ms` is the run's timeout, for the message."""
-    scheme, host, port, _ = key
-    request = request_bytes(method, path, host_header(host, port, scheme), headers, body)
-    while True:
-        conn = pool.take(key)
-        reused, reusable = conn is not None, False
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                if conn is None:
-                    conn = await pool.open(key)
-                conn.writer.write(request)
-                await conn.writer.drain()
-                answer, text, reusable = await read_answer(conn.reader, method)
-            return answer, text
-        except TimeoutError:
-            return Result(OutcomeStatus.timed_out, True, timeout_error(name, timeout_ms))
-        except (OSError, http.client.HTTPException) as exc:
-            if time.monotonic() >= deadline:
-                return Result(OutcomeStatus.timed_out, True, timeout_error(name, timeout_ms))
-            if not (reused and isinstance(exc, STALE)):
-                return Result.failed(type(exc).__name__, f"{name}: {exc}", retryable=True)
-            # a kept connection the server closed while idle: the request never got there
-        finally:
-            pool.give(key, conn, reusable)
+def request_headers(host: str, headers: dict[str, str], body: bytes) -> list[tuple[str, str]]:
+    """`headers` with `Host`, `Accept-Encoding: identity` and `Content-Length` unless given."""
+    names = {name.lower() for name in headers}
+    fields: list[tuple[str, str]] = []
+    if "host" not in names:
+        fields.append(("Host", host))
+    if "accept-encoding" not in names:
+        fields.append(("Accept-Encoding", "identity"))
+    if "content-length" not in names and "transfer-encoding" not in names:
+        fields.append(("Content-Length", str(len(body))))
+    fields.extend(headers.items())
+    return fields
 
 
 async def checked_exchange(
     pool: ConnectionPool,
-    policy: AddressPolicy,
+    resolver: Resolver,
     url: str,
     *,
     tenant: str,
     method: str,
-    path: str,
     body: bytes,
     headers: dict[str, str],
     deadline: float,
     timeout_ms: int,
 ) -> Result | tuple[Answer, str]:
-    """`exchange` to the host of `url`, resolved now and checked by `policy` for a target of
-    `tenant` (its own allow-list entries apply, no other tenant's): the connection goes only to
-    the address checked (no second lookup to rebind). A refused address fails for good, a
-    failed lookup retryably."""
+    """The answer to `method url` for a run of `tenant` and the start of its body, or how the
+    exchange failed. `deadline` is on time.monotonic(); `timeout_ms` names it in messages."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    scheme = parts.scheme
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = quote(parts.path or "/", safe=_PATH_SAFE)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=_PATH_SAFE)
+    conn: HttpConnection | None = None
+    key: Key | None = None
+    loop = asyncio.get_running_loop()
     try:
-        address = await resolve(policy, host, port, tenant)
-    except AddressRefused as exc:
+        host = _ascii_host(parts.hostname or "")
+        fields = request_headers(host_header(host, port, scheme), headers, body)
+        request = request_bytes(method, target, fields, body)
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            addresses = await resolver.addresses(host, port, tenant)
+            keys = [(scheme, host, port, address, tenant) for address in addresses]
+            taken = pool.take(keys)
+            key, conn = taken if taken is not None else await pool.open(keys)
+            answer = await conn.exchange(request)
+        until = loop.time() + min(BODY_GRACE_S, max(0.0, deadline - time.monotonic()))
+        text, complete = await conn.body(until)
+        reusable = complete and conn.reusable()
+        pool.give(key, conn, reusable)
+        conn = None
+        return answer, text.decode(errors="replace")
+    except TimeoutError:
+        return Result(OutcomeStatus.timed_out, True, timeout_error(url, timeout_ms))
+    except (AddressRefused, OSError, BadResponseError, InvalidRequestError) as exc:
+        return failure(url, exc, sent=key is not None)
+    finally:
+        if conn is not None and key is not None:
+            pool.give(key, conn, reusable=False)
+
+
+def _ascii_host(host: str) -> str:
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise InvalidRequestError(f"the host {host!r} is not a valid name") from None
+
+
+def failure(url: str, exc: Exception, *, sent: bool) -> Result:
+    """How an exchange that raised `exc` failed; `sent`: it had a connection (so the request
+    may have reached the receiver)."""
+    if isinstance(exc, AddressRefused):
         return Result.failed("AddressRefused", str(exc), retryable=False)
-    except OSError as exc:
-        return Result.failed("ResolveError", str(exc), retryable=True)
-    key: Key = (parts.scheme, host, port, address)
-    return await exchange(
-        pool,
-        key,
-        method=method,
-        path=path,
-        body=body,
-        headers=headers,
-        deadline=deadline,
-        name=url,
-        timeout_ms=timeout_ms,
-    )
-
-
-async def resolve(policy: AddressPolicy, host: str, port: int, tenant: str) -> IPAddress:
-    """`policy.resolve`: at once for an address, on the loop's threads for a name (a DNS lookup
-    must not stall every other run on the loop)."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        lookup = functools.partial(policy.resolve, host, port, tenant)
-        return await asyncio.get_running_loop().run_in_executor(None, lookup)
-    return policy.resolve(host, port, tenant)
+    if isinstance(exc, InvalidRequestError):  # nothing was sent
+        return Result.failed("InvalidRequest", f"{url}: {exc}", retryable=False)
+    if isinstance(exc, BadResponseError):
+        why = f"{url}: the answer is not HTTP/1.1 a client can read: {exc}"
+        return Result.failed("BadResponse", why, retryable=True)
+    if isinstance(exc, ConnectError):
+        return Result.failed("ConnectError", f"{url}: {exc}", retryable=True)
+    if isinstance(exc, RemoteDisconnectedError) or sent:  # a write to a connection that broke
+        return Result.failed("RemoteDisconnected", f"{url}: {exc}", retryable=True)
+    return Result.failed("ResolveError", str(exc), retryable=True)  # a failed lookup
 
 
 def timeout_error(name: str, timeout_ms: int) -> ErrorInfo:

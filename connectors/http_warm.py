@@ -5,13 +5,12 @@ thousands of connections at once.
 The worker reads executions up to the dispatch look-ahead (30 s) before they are due and tells
 the target (`HttpCaller.prepare`, the `Prepares` protocol). For each (scheme, host, port,
 tenant) the warmer counts the runs due in each second; from `lead` before a second it opens
-connections to the address the policy checks for that tenant (the same check a run makes, and
-a run takes a pooled connection only for the address its own check returns, so the policy is
-exactly as strict as without it) until the pool holds as many as the busiest second due within
-`lead` will run, at most `cap` (the idle connections the pool keeps to one address): one first,
-the rest once it connected. A refused address or a failed lookup opens nothing (the run reports
-it); a failed connect leaves that address alone for `BACKOFF_S`. Connections nobody uses close
-after the pool's idle limit.
+connections to the addresses the tenant's policy allows (the same resolver and check a run
+uses; a connection serves only runs of the tenant it was opened for, connectors/http_pool.py)
+until the pool holds as many as the busiest second due within `lead` will run, at most `cap`:
+one first, the rest once it connected. A refused address or a failed lookup opens nothing (the
+run reports it); a failed connect leaves that endpoint alone for `BACKOFF_S`. Connections
+nobody uses close after the pool's idle limit.
 
 All of it runs on the targets' event loop (connectors/aio.py); `expect` only counts, under a
 lock, on the worker's thread.
@@ -28,14 +27,15 @@ from collections.abc import Coroutine
 from urllib.parse import urlsplit
 
 from connectors.aio import EventLoop
-from connectors.http_exchange import resolve
+from connectors.http_dns import Resolver
 from connectors.http_pool import IDLE_S, MAX_IDLE_PER_KEY, ConnectionPool, Key
-from connectors.ssrf import AddressPolicy, AddressRefused
+from connectors.ssrf import AddressRefused
 
 log = logging.getLogger(__name__)
 
 Endpoint = tuple[str, str, int, str]
-"""(scheme, host, port, tenant): the tenant because the policy's allow-lists are per tenant."""
+"""(scheme, host, port, tenant): the tenant because the policy's allow-lists are per tenant, and
+a tenant's runs use only its own connections (connectors/http_pool.py)."""
 
 LEAD_S = 2.0
 """Connections are opened this long before the second their runs are due in (default)."""
@@ -58,7 +58,7 @@ class Warmer:
     def __init__(
         self,
         pool: ConnectionPool,
-        policy: AddressPolicy,
+        resolver: Resolver,
         loop: EventLoop,
         lead_s: float = LEAD_S,
         cap: int = MAX_IDLE_PER_KEY,
@@ -66,7 +66,7 @@ class Warmer:
         if lead_s >= IDLE_S:
             raise ValueError(f"lead_s must be under the pool's idle limit ({IDLE_S} s)")
         self.pool = pool
-        self.policy = policy
+        self.resolver = resolver
         self.loop = loop
         self.lead_s = lead_s
         self.cap = cap
@@ -74,11 +74,11 @@ class Warmer:
         self._due: dict[Endpoint, Counter[int]] = {}
         self._tracked = 0
         self._running = False
-        self._opening: Counter[Key] = Counter()
-        self._resting: dict[Key, float] = {}
-        """Addresses a connect failed to lately, and until when they are left alone."""
-        self._keys: dict[Endpoint, tuple[Key | None, float]] = {}
-        """Each endpoint's checked address lately (None: refused), and until when it holds."""
+        self._opening: Counter[Endpoint] = Counter()
+        self._resting: dict[Endpoint, float] = {}
+        """Endpoints a connect failed to lately, and until when they are left alone."""
+        self._keys: dict[Endpoint, tuple[list[Key], float]] = {}
+        """Each endpoint's checked addresses lately (none: refused), and until when they hold."""
         self._gate: asyncio.Semaphore | None = None
         self._tasks: set[asyncio.Future[None]] = set()
         self.warmed = 0
@@ -120,21 +120,17 @@ class Warmer:
         task.add_done_callback(self._tasks.discard)
 
     async def _ticks(self) -> None:
-        """Every TICK_S while runs are expected: open what the seconds due soon lack. Tenants
-        whose runs go to the same address add up (a receiver many tenants share)."""
+        """Every TICK_S while runs are expected: open what the seconds due soon lack."""
         try:
             while (wanted := self.wanted(time.time())) is not None:
-                by_key: Counter[Key] = Counter()
                 for endpoint, want in wanted.items():
                     try:
-                        key = await self._key(endpoint)
+                        keys = await self._keys_of(endpoint)
                     except Exception:  # a hint only: it must never stop the loop's runs
                         log.exception("could not warm connections to %s", endpoint[1])
                         continue
-                    if key is not None:
-                        by_key[key] += want
-                for key, want in by_key.items():
-                    self._fill(key, min(want, self.cap))
+                    if keys:
+                        self._fill(endpoint, keys, min(want, self.cap))
                 await asyncio.sleep(TICK_S)
         except BaseException:
             with self._lock:
@@ -162,9 +158,9 @@ class Warmer:
                 return None
         return wanted
 
-    async def _key(self, endpoint: Endpoint) -> Key | None:
-        """The pool's key for the address the policy allows `endpoint`'s tenant to reach now
-        (kept for RESOLVED_S); None when refused or not resolved (tried again after
+    async def _keys_of(self, endpoint: Endpoint) -> list[Key]:
+        """The pool's keys for the addresses the policy allows `endpoint`'s tenant to reach now
+        (kept for RESOLVED_S); none when refused or not resolved (tried again after
         BACKOFF_S)."""
         now = time.monotonic()
         known = self._keys.get(endpoint)
@@ -174,48 +170,49 @@ class Warmer:
             self._keys = {e: kept for e, kept in self._keys.items() if kept[1] > now}
         scheme, host, port, tenant = endpoint
         try:
-            address = await resolve(self.policy, host, port, tenant)
-        except (AddressRefused, OSError, ValueError):
-            self._keys[endpoint] = (None, now + BACKOFF_S)
-            return None
-        key: Key = (scheme, host, port, address)
-        self._keys[endpoint] = (key, now + RESOLVED_S)
-        return key
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                addresses = await self.resolver.addresses(host, port, tenant)
+        except (AddressRefused, OSError, ValueError, TimeoutError):
+            self._keys[endpoint] = ([], now + BACKOFF_S)
+            return []
+        keys = [(scheme, host, port, address, tenant) for address in addresses]
+        self._keys[endpoint] = (keys, now + RESOLVED_S)
+        return keys
 
-    def _fill(self, key: Key, want: int) -> None:
-        if self._resting.get(key, 0.0) > time.monotonic():
+    def _fill(self, endpoint: Endpoint, keys: list[Key], want: int) -> None:
+        if self._resting.get(endpoint, 0.0) > time.monotonic():
             return
-        live = self.pool.live.get(key, 0)
-        missing = want - live - self._opening[key]
+        live = sum(self.pool.live.get(key, 0) for key in keys)
+        missing = want - live - self._opening[endpoint]
         if not live:  # one connection first: a receiver that is down costs one try, not `want`
-            missing = min(missing, 1 - self._opening[key])
+            missing = min(missing, 1 - self._opening[endpoint])
         for _ in range(max(0, missing)):
-            self._opening[key] += 1
-            self._spawn(self._open(key))
+            self._opening[endpoint] += 1
+            self._spawn(self._open(endpoint, keys))
 
-    async def _open(self, key: Key) -> None:
+    async def _open(self, endpoint: Endpoint, keys: list[Key]) -> None:
         if self._gate is None:
             self._gate = asyncio.Semaphore(OPENING_AT_ONCE)
         try:
             async with self._gate:
-                if self._resting.get(key, 0.0) > time.monotonic():
+                if self._resting.get(endpoint, 0.0) > time.monotonic():
                     return
                 try:
                     async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                        conn = await self.pool.open(key)
+                        key, conn = await self.pool.open(keys)
                 except Exception as exc:  # refused, unreachable, a bad certificate, too slow
-                    log.info("could not warm a connection to %s: %r", key[1], exc)
-                    self._rest(key)
+                    log.info("could not warm a connection to %s: %r", endpoint[1], exc)
+                    self._rest(endpoint)
                     return
         finally:
-            self._opening[key] -= 1
-            if self._opening[key] <= 0:
-                del self._opening[key]
+            self._opening[endpoint] -= 1
+            if self._opening[endpoint] <= 0:
+                del self._opening[endpoint]
         self.warmed += 1
         self.pool.give(key, conn, reusable=True)
 
-    def _rest(self, key: Key) -> None:
+    def _rest(self, endpoint: Endpoint) -> None:
         now = time.monotonic()
         if len(self._resting) > SECONDS_TRACKED:
             self._resting = {k: until for k, until in self._resting.items() if until > now}
-        self._resting[key] = now + BACKOFF_S
+        self._resting[endpoint] = now + BACKOFF_S

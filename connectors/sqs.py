@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from connectors.aio import EventLoop
 from connectors.http import UnknownSecretError, secret_for, unknown_secret
+from connectors.http_dns import Resolver
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.kafka_topic import envelope_json
@@ -128,10 +129,13 @@ class SqsCaller:
         policy: AddressPolicy,
         credentials: Mapping[str, Mapping[str, AwsKey]],
         tls: ssl.SSLContext | None = None,
+        *,
         loop: EventLoop | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.policy = policy
         self.credentials = credentials
+        self.resolver = resolver or Resolver(policy)
         self.pool = ConnectionPool(tls or ssl.create_default_context())
         self.loop = loop or EventLoop("sqs")
 
@@ -181,11 +185,10 @@ class SqsCaller:
             return Result.failed("CredentialsNotForQueue", why, retryable=False)
         answer = await checked_exchange(
             self.pool,
-            self.policy,
+            self.resolver,
             target.queue_url,
             tenant=ex.tenant,
             method="POST",
-            path="/",
             body=body,
             headers=headers,
             deadline=deadline,

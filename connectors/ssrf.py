@@ -91,7 +91,7 @@ class AddressPolicy:
 
     def resolve(self, host: str, port: int, tenant: str | None = None) -> IPAddress:
         """The first address of `host` if a target of `tenant` may reach every address it
-        resolves to."""
+        resolves to (a blocking lookup: the targets resolve through connectors/http_dns.py)."""
         try:
             addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # no lookup to make
         except ValueError:
@@ -100,6 +100,14 @@ class AddressPolicy:
             except socket.gaierror as exc:
                 raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
             addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+        self.check_all(host, port, addresses, tenant)
+        return addresses[0]
+
+    def check_all(
+        self, host: str, port: int, addresses: Iterable[IPAddress], tenant: str | None = None
+    ) -> None:
+        """Raise AddressRefused unless a target of `tenant` may reach every one of `addresses`
+        (what `host` resolves to) on `port`."""
         for address in addresses:
             why = self.why_refused(address, port, tenant)
             if why is not None:
@@ -113,7 +121,6 @@ class AddressPolicy:
                     f"{host} resolves to {address}, {why}; targets may not reach it on port "
                     f"{port} unless {unless}"
                 )
-        return addresses[0]
 
 
 def _names_exactly(entry: AllowedNetwork, address: IPAddress) -> bool:

@@ -1,10 +1,11 @@
 """The webhook target's path without a thread (`start`, connectors/http_exchange.py): the same
-rules as the blocking call (which now waits for the same coroutine), answers read the way
-http.client read them, and a stop that aborts the request at once."""
+rules as the blocking call (which waits for the same coroutine), answers framed by h11, and a
+stop that aborts the request at once."""
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import threading
 import time
@@ -14,7 +15,9 @@ from concurrent.futures import Future
 import pytest
 
 from connectors.http import HttpCaller
+from connectors.http_dns import Resolver
 from kadence.models import OutcomeStatus
+from kadence.target_allow import IPAddress
 from kadence.targets import Result, Stop
 from testkit.target_server import TargetServer
 from tests.connectors.test_http import caller, err, execution
@@ -57,24 +60,27 @@ def test_private_and_metadata_addresses_are_refused_on_the_async_path(url: str) 
     assert err(result).type == "AddressRefused"
 
 
-def test_the_request_goes_to_the_address_checked_not_a_second_lookup(
-    server: TargetServer, monkeypatch: pytest.MonkeyPatch
+def test_a_name_is_looked_up_once_for_many_runs_and_the_request_goes_to_the_address_checked(
+    server: TargetServer,
 ) -> None:
-    """A name is resolved once, by the policy; the connection goes to that very address."""
-    c = caller()
+    """A name is resolved by the resolver (cached for its TTL), checked by the policy, and the
+    connection goes to that very address: no second lookup to rebind."""
     looked_up: list[str] = []
-    real = socket.getaddrinfo
 
-    def counting(host: str, *args: object, **kw: object) -> object:
+    async def lookup(host: str) -> list[tuple[IPAddress, float]]:
         looked_up.append(host)
-        return real(host, *args, **kw)  # type: ignore[arg-type]
+        return [(ipaddress.ip_address("127.0.0.1"), 30.0)]
 
-    monkeypatch.setattr(socket, "getaddrinfo", counting)
-    url = server.url.replace("127.0.0.1", "localhost")
-    assert started(c, f"{url}/ok").result(timeout=30).status is OutcomeStatus.succeeded
-    assert looked_up.count("localhost") == 1
+    c = caller()
+    c.resolver = Resolver(c.resolver.policy, lookup)
+    url = server.url.replace("127.0.0.1", "receiver.test")
+    for _ in range(5):
+        assert started(c, f"{url}/ok").result(timeout=30).status is OutcomeStatus.succeeded
+    assert looked_up == ["receiver.test"]
     [key] = c.pool._idle
-    assert str(key[3]) in ("127.0.0.1", "::1")
+    assert (key[1], str(key[3]), key[4]) == ("receiver.test", "127.0.0.1", "acme")
+    hosts = {v for h in server.seen("/ok") for k, v in h.headers.items() if k.lower() == "host"}
+    assert hosts == {url.removeprefix("http://")}
 
 
 @pytest.mark.parametrize("reason", [OutcomeStatus.cancelled, OutcomeStatus.lease_lost])
@@ -201,19 +207,27 @@ def test_a_redirect_is_not_followed_and_names_its_location() -> None:
 @pytest.mark.parametrize(
     ("answer", "kind"),
     [
-        (b"SMTP ready\r\n\r\n", "BadStatusLine"),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", "IncompleteRead"),
-        (b"HTTP/1.1 200 OK\r\n" + b"x-big: " + b"y" * 200_000 + b"\r\n\r\n", "LineTooLong"),
-        (b"HTTP/1.1 200 OK\r\n" + b"x-h: 1\r\n" * 101 + b"\r\n", "HTTPException"),
+        (b"SMTP ready\r\n\r\n", "BadResponse"),
+        (b"HTTP/1.1 200 OK\r\n" + b"x-big: " + b"y" * 200_000 + b"\r\n\r\n", "BadResponse"),
+        (b"", "RemoteDisconnected"),
     ],
 )
-def test_a_broken_answer_is_a_retryable_failure_named_as_http_client_names_it(
+def test_a_broken_answer_is_a_retryable_failure_that_says_what_broke(
     answer: bytes, kind: str
 ) -> None:
     srv = Canned(answer, close=True)
     result = started(caller(), f"{srv.url}/x").result(timeout=30)
     assert result.status is OutcomeStatus.failed and result.retryable
     assert err(result).type == kind
+
+
+def test_the_head_decides_a_2xx_cut_short_still_succeeded() -> None:
+    """The receiver said 200 and went away in the middle of the body: it got the run and took
+    it (the conformance corpus has the other framings: tests/connectors/
+    test_receiver_conformance.py)."""
+    srv = Canned(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", close=True)
+    assert started(caller(), f"{srv.url}/x").result(timeout=30).status is OutcomeStatus.succeeded
+    assert len(srv.requests) == 1
 
 
 def test_the_request_is_framed_as_http_client_framed_it(server: TargetServer) -> None:

@@ -1,5 +1,6 @@
 """The webhook target's kept-alive connections (connectors/http_pool.py): reused for the same
-checked address only, never past the address policy, never once a stop has touched them."""
+tenant and checked address only, never past the address policy, never once a stop has touched
+them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from connectors.http import HttpCaller
+from connectors.http_dns import Resolver
 from connectors.ssrf import AddressPolicy
 from kadence.models import OutcomeStatus
 from kadence.target_allow import IPAddress
@@ -29,7 +31,12 @@ def server() -> Iterator[TargetServer]:
 
 
 def idle(c: HttpCaller) -> list[socket.socket]:
-    return [conn.sock for conns in c.pool._idle.values() for conn, _ in conns if conn.sock]
+    return [
+        conn.transport.get_extra_info("socket")
+        for conns in c.pool._idle.values()
+        for conn, _ in conns
+        if conn.transport is not None
+    ]
 
 
 def test_runs_to_one_place_share_one_connection(server: TargetServer) -> None:
@@ -65,26 +72,31 @@ def test_the_policy_is_checked_on_every_run_even_with_a_connection_kept(
     c = caller()
     assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
     assert len(idle(c)) == 1
-    c.policy = AddressPolicy([])  # loopback no longer allowed
+    c.resolver.policy = AddressPolicy([])  # loopback no longer allowed
     result = call(c, execution(f"{server.url}/ok"))
     assert err(result).type == "AddressRefused"
     assert len(server.seen("/ok")) == 1
 
 
 def test_a_name_that_now_resolves_elsewhere_does_not_reuse_the_old_address_s_connection(
-    server: TargetServer, monkeypatch: pytest.MonkeyPatch
+    server: TargetServer,
 ) -> None:
+    answers = {"target.test": ipaddress.ip_address("127.0.0.1")}
+
+    async def lookup(host: str) -> list[tuple[IPAddress, float]]:
+        return [(answers[host], 0.0)]
+
+    now = [0.0]
     c = caller()
-    assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
-    elsewhere: IPAddress = ipaddress.ip_address("127.0.0.2")  # allowed; nothing listens there
-
-    def resolve(host: str, port: int, tenant: str | None = None) -> IPAddress:
-        return elsewhere
-
-    monkeypatch.setattr(c.policy, "resolve", resolve)
-    result = call(c, execution(f"{server.url}/ok"))
-    assert err(result).type == "ConnectionRefusedError"  # it went to the address checked
-    assert len(server.seen("/ok")) == 1
+    c.resolver = Resolver(c.resolver.policy, lookup, clock=lambda: now[0])
+    url = server.url.replace("127.0.0.1", "target.test")
+    assert call(c, execution(f"{url}/ok")).status is OutcomeStatus.succeeded
+    answers["target.test"] = ipaddress.ip_address("127.0.0.2")  # allowed; nothing listens there
+    now[0] += 60  # past the answer's TTL
+    result = call(c, execution(f"{url}/ok"))
+    assert err(result).type == "ConnectError"  # it went to the address the new answer gave
+    assert "127.0.0.1" not in err(result).message and len(server.seen("/ok")) == 1
+    assert c.pool.opened == 2
 
 
 def test_a_kept_connection_the_server_closed_is_replaced_and_the_request_sent_once(

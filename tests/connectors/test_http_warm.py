@@ -13,6 +13,7 @@ import pytest
 
 from connectors.aio import EventLoop
 from connectors.http import HttpCaller
+from connectors.http_dns import Resolver
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import SECONDS_TRACKED, Warmer
 from connectors.ssrf import AddressPolicy
@@ -64,7 +65,9 @@ def test_the_busiest_second_sets_the_count_not_the_sum(server: TargetServer) -> 
     assert server.connections == 3
 
 
-def test_tenants_sharing_a_receiver_add_up(server: TargetServer) -> None:
+def test_tenants_sharing_a_receiver_each_get_their_own(server: TargetServer) -> None:
+    """A connection serves only the runs of the tenant it was opened for
+    (connectors/http_pool.py): three tenants with two runs each due at one receiver want six."""
     c = caller()
     due = datetime.fromtimestamp(time.time() + 1.0, UTC)
     for tenant in ("acme", "beta", "gamma"):
@@ -75,6 +78,9 @@ def test_tenants_sharing_a_receiver_add_up(server: TargetServer) -> None:
     until(lambda: server.connections == 6)
     time.sleep(0.3)
     assert c.warmer.warmed == 6
+    for _ in range(2):
+        assert call(c, execution(f"{server.url}/ok")).status is OutcomeStatus.succeeded
+    assert server.connections == 6  # acme's runs took acme's own
 
 
 def test_runs_far_off_open_nothing_yet(server: TargetServer) -> None:
@@ -111,7 +117,7 @@ def test_the_count_is_capped() -> None:
     loop = EventLoop("test-warm")
     try:
         pool = ConnectionPool(caller().tls)
-        warmer = Warmer(pool, AddressPolicy(["127.0.0.0/8"]), loop, lead_s=1.0, cap=3)
+        warmer = Warmer(pool, Resolver(AddressPolicy(["127.0.0.0/8"])), loop, lead_s=1.0, cap=3)
         for _ in range(10):
             warmer.expect(f"{srv.url}/ok", "acme", time.time() + 0.5)
         until(lambda: srv.connections == 3)
@@ -134,7 +140,7 @@ def test_nothing_listening_is_left_alone_after_one_try() -> None:
 def test_urls_it_cannot_use_and_a_flood_of_seconds_are_ignored() -> None:
     loop = EventLoop("test-warm-bad")
     try:
-        warmer = Warmer(ConnectionPool(caller().tls), AddressPolicy(), loop)
+        warmer = Warmer(ConnectionPool(caller().tls), Resolver(AddressPolicy()), loop)
         for url in ("http://[::1", "ftp://x/", "http://:80/", "http://h:99999/", "\x00"):
             warmer.expect(url, "acme", time.time() + 1)
         now = time.time()
@@ -150,7 +156,7 @@ def test_urls_it_cannot_use_and_a_flood_of_seconds_are_ignored() -> None:
 def test_seconds_past_are_forgotten_and_the_ticks_stop() -> None:
     loop = EventLoop("test-warm-past")
     try:
-        warmer = Warmer(ConnectionPool(caller().tls), AddressPolicy(), loop)
+        warmer = Warmer(ConnectionPool(caller().tls), Resolver(AddressPolicy()), loop)
         warmer.expect("http://example.invalid/", "acme", time.time() - 5)
         assert warmer.wanted(time.time()) is None
         assert warmer._due == {}
@@ -160,4 +166,4 @@ def test_seconds_past_are_forgotten_and_the_ticks_stop() -> None:
 
 def test_a_lead_past_the_pool_s_idle_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="idle limit"):
-        Warmer(ConnectionPool(caller().tls), AddressPolicy(), EventLoop("x"), lead_s=10)
+        Warmer(ConnectionPool(caller().tls), Resolver(AddressPolicy()), EventLoop("x"), lead_s=10)
