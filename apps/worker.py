@@ -42,7 +42,9 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
     policy = AddressPolicy(settings.target_allow_cidrs, settings.target_allow_cidrs_by_tenant)
     loop = EventLoop("targets")  # HTTP, SQS and async handlers: no thread per run
     warm_s = settings.worker_http_warm_ms / 1000
-    resolver = Resolver(policy)  # one DNS cache for the webhook and the queue targets
+    resolver = Resolver(  # one DNS cache for the webhook and the queue targets
+        policy, ttl_min_s=settings.worker_dns_ttl_min_s, ttl_max_s=settings.worker_dns_ttl_max_s
+    )
     http = HttpCaller(policy, settings.webhook_secrets, loop=loop, warm_s=warm_s, resolver=resolver)
     sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop, resolver=resolver)
     handler = handlers.HandlerCaller(loop)

@@ -33,6 +33,13 @@ class WorkerSettings(BaseModel):
     are due in, as many as the busiest such second runs (at most 8 192 to one address), so a
     burst at the top of a second sends its requests over connections already open
     (connectors/http_warm.py). The address is checked as each run checks it. 0: no warming."""
+    worker_dns_ttl_min_s: Annotated[int, Field(ge=0, le=3_600)] = 5
+    """HTTP and SQS targets: a host name's answer is kept at least this long, whatever its TTL
+    (a TTL of 0 would look the name up for every run), and a failed lookup this long
+    (connectors/http_dns.py). 0: every run looks its host up."""
+    worker_dns_ttl_max_s: Annotated[int, Field(ge=1, le=86_400)] = 300
+    """... and at most this long, whatever its TTL (a receiver that moved is found within it;
+    below the floor, this wins)."""
     worker_tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000)]] = Field(
         default_factory=dict
     )
