@@ -5,7 +5,8 @@ per run (the HTTP and SQS targets, `async def` handlers).
 wants: the worker's thread returns at once, and the future settles on the loop's thread. The
 run's `Stop` (cancel, timeout, lost lease) cancels the coroutine's task at once, and the future
 settles with the stop's reason; a coroutine that raises settles it with a retryable failure.
-Blocking work the coroutines need (a DNS lookup) goes to the loop's small thread pool.
+Blocking work the coroutines need (an async handler's `asyncio.to_thread`) goes to the loop's
+small thread pool.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from kadence.targets import Result, Stop
 
 log = logging.getLogger(__name__)
 BLOCKING_THREADS = 16
-"""Threads for what the loop must not wait on itself (DNS lookups of host names)."""
+"""Threads for what the loop must not wait on itself: the blocking work of `async def` handlers
+(`asyncio.to_thread`). Host names are looked up without threads (connectors/http_dns.py)."""
 
 
 class EventLoop:
