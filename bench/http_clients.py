@@ -13,9 +13,9 @@ runs to one target costs without kept connections). By host name, the name is `l
 (the hosts file, through c-ares); its answer is kept for the resolver's TTL floor, so a host
 name costs one dictionary lookup per run more than a literal.
 
-`--stalled N` instead holds N runs against a receiver that never answers and reports the
-worker's memory per stalled run (what a slow receiver costs while its runs wait for their
-deadline).
+`--stalled N [--partial-head BYTES]` instead holds N runs against a receiver that never
+answers (or sends that much of a head, then nothing) and reports the worker's memory per
+stalled run (what a slow receiver costs while its runs wait for their deadline).
 """
 
 from __future__ import annotations
@@ -235,10 +235,17 @@ def rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def stalled(count: int) -> None:
+def stalled(count: int, partial_head: int) -> None:
     """Memory per run held by a receiver that never answers (the sink in a process of its own,
-    answering in ten minutes), on the targets' own loop in this process."""
-    sink = ChildProcess("bench.http_sink", KadenceSettings(), None, BENCH_SINK_DELAY_MS=600_000)
+    answering in ten minutes, after `partial_head` bytes of a head), on the targets' own loop
+    in this process."""
+    sink = ChildProcess(
+        "bench.http_sink",
+        KadenceSettings(),
+        None,
+        BENCH_SINK_DELAY_MS=600_000,
+        BENCH_SINK_PARTIAL_HEAD=partial_head,
+    )
     caller = HttpCaller(AddressPolicy(ALLOW), {"acme": {"s": SecretStr("secret")}}, warm_s=0)
     futures = []
     try:
@@ -253,9 +260,11 @@ def stalled(count: int) -> None:
         gc.collect()
         after = rss_kib()
         per_run = (after - before) * 1024 / max(caller.pool.opened, 1)
+        ended = sum(f.done() for f in futures)
         print(
-            f"{caller.pool.opened} runs held by a receiver that never answers: worker RSS "
-            f"{before} KiB -> {after} KiB, {per_run:.0f} bytes per run"
+            f"{caller.pool.opened} runs to a receiver that stalls after {partial_head} bytes of "
+            f"its answer ({ended} ended at once): worker RSS {before} KiB -> {after} KiB, "
+            f"{per_run:.0f} bytes per run"
         )
     finally:
         for future in futures:
@@ -270,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at-once", type=int, default=64)
     parser.add_argument("--loop", choices=("uvloop", "asyncio", "both"), default="uvloop")
     parser.add_argument("--stalled", type=int, default=0, metavar="N")
+    parser.add_argument("--partial-head", type=int, default=0, metavar="BYTES")
     args = parser.parse_args(argv)
     if args.stalled:
-        stalled(args.stalled)
+        stalled(args.stalled, args.partial_head)
         return 0
     with tempfile.TemporaryDirectory() as folder:
         certs = make_certificates(Path(folder))

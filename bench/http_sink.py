@@ -2,6 +2,7 @@
 
     python -m bench.http_sink            # prints `http sink listening on 127.0.0.1:<port>`
     KADENCE_BENCH_SINK_DELAY_MS=200 python -m bench.http_sink   # answers 200 ms late
+    ... KADENCE_BENCH_SINK_PARTIAL_HEAD=100000   # and meanwhile sends 100 000 bytes of a head
     KADENCE_BENCH_SINK_TLS=<folder> python -m bench.http_sink    # HTTPS, with the certificate
                                                                  # testkit/tls.py made there
 
@@ -32,6 +33,9 @@ RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\
 
 DELAY_S = int(os.environ.get("KADENCE_BENCH_SINK_DELAY_MS", "0")) / 1000
 """ChildProcess(..., BENCH_SINK_DELAY_MS=200) sets KADENCE_BENCH_SINK_DELAY_MS."""
+PARTIAL_HEAD = int(os.environ.get("KADENCE_BENCH_SINK_PARTIAL_HEAD", "0"))
+"""With a delay: this many bytes of a head are sent at once, the rest never (a receiver that
+stalls in the middle of its answer)."""
 TLS = os.environ.get("KADENCE_BENCH_SINK_TLS", "")
 """A folder where testkit.tls.make_certificates made a CA and a certificate for 127.0.0.1 and
 localhost: the sink answers HTTPS with it."""
@@ -65,6 +69,18 @@ def _arrived(accepted: float | None, received: float, due_at: bytes) -> None:
         Counts.before_due += 1
 
 
+async def _hold(writer: asyncio.StreamWriter) -> None:
+    """DELAY_S before the answer (sending PARTIAL_HEAD bytes of a head meanwhile)."""
+    if PARTIAL_HEAD:
+        writer.write(b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * PARTIAL_HEAD)
+    Counts.holding += 1
+    Counts.most_held = max(Counts.most_held, Counts.holding)
+    try:
+        await asyncio.sleep(DELAY_S)
+    finally:
+        Counts.holding -= 1
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     Counts.connections += 1
     accepted = time.time()
@@ -89,12 +105,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 await reader.readexactly(length)
             Counts.requests += 1
             if DELAY_S:
-                Counts.holding += 1
-                Counts.most_held = max(Counts.most_held, Counts.holding)
-                try:
-                    await asyncio.sleep(DELAY_S)
-                finally:
-                    Counts.holding -= 1
+                await _hold(writer)
             writer.write(RESPONSE)
             await writer.drain()
             if close or head.startswith(b"POST / HTTP/1.0") or b" HTTP/1.0\r\n" in head[:200]:
