@@ -15,7 +15,6 @@ embeds an IPv4 address (IPv4-mapped, NAT64) is judged as the address it reaches.
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterable, Mapping
 
 from connectors.special_addresses import reached, special_use
@@ -88,20 +87,6 @@ class AddressPolicy:
         if any(entry.allows(address, port) for entry in entries):
             return None
         return special_use(address)
-
-    def resolve(self, host: str, port: int, tenant: str | None = None) -> IPAddress:
-        """The first address of `host` if a target of `tenant` may reach every address it
-        resolves to (a blocking lookup: the targets resolve through connectors/http_dns.py)."""
-        try:
-            addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # no lookup to make
-        except ValueError:
-            try:
-                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            except socket.gaierror as exc:
-                raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
-            addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-        self.check_all(host, port, addresses, tenant)
-        return addresses[0]
 
     def check_all(
         self, host: str, port: int, addresses: Iterable[IPAddress], tenant: str | None = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 
 import pytest
 from pydantic import ValidationError
 
+from connectors.http_dns import Resolver
 from connectors.ssrf import AddressPolicy, AddressRefused
 from kadence.settings import KadenceSettings
 from kadence.target_allow import AllowedNetwork, parse_allowed
@@ -170,16 +172,15 @@ def test_the_deployment_can_allow_a_network() -> None:
 
 def test_a_name_is_checked_on_what_it_resolves_to() -> None:
     with pytest.raises(AddressRefused, match=r"localhost resolves to .*loopback.*ALLOW_CIDRS"):
-        AddressPolicy().resolve("localhost", 80)
-    assert str(AddressPolicy(["127.0.0.0/8", "::1/128"]).resolve("localhost", 80)) in (
-        "127.0.0.1",
-        "::1",
-    )
+        asyncio.run(Resolver(AddressPolicy()).addresses("localhost", 80, "acme"))
+    allowed = Resolver(AddressPolicy(["127.0.0.0/8", "::1/128"]))
+    found = asyncio.run(allowed.addresses("localhost", 80, "acme"))
+    assert {str(a) for a in found} <= {"127.0.0.1", "::1"}
 
 
 def test_an_unresolvable_name_is_an_os_error_not_a_refusal() -> None:
     with pytest.raises(OSError, match="cannot resolve"):
-        AddressPolicy().resolve("no-such-host.invalid", 80)
+        asyncio.run(Resolver(AddressPolicy()).addresses("no-such-host.invalid", 80, "acme"))
 
 
 def test_an_allowed_network_with_a_port_allows_that_port_only() -> None:
@@ -194,9 +195,10 @@ def test_an_allowed_network_with_a_port_allows_that_port_only() -> None:
 
 
 def test_a_refusal_names_the_port() -> None:
+    loopback = [ipaddress.ip_address("127.0.0.1")]
     with pytest.raises(AddressRefused, match=r"on port 8080 unless"):
-        AddressPolicy(["127.0.0.0/8:8443"]).resolve("127.0.0.1", 8080)
-    assert str(AddressPolicy(["127.0.0.0/8:8443"]).resolve("127.0.0.1", 8443)) == "127.0.0.1"
+        AddressPolicy(["127.0.0.0/8:8443"]).check_all("127.0.0.1", 8080, loopback)
+    AddressPolicy(["127.0.0.0/8:8443"]).check_all("127.0.0.1", 8443, loopback)
 
 
 @pytest.mark.parametrize(

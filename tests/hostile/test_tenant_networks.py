@@ -65,7 +65,7 @@ def test_a_tenants_network_is_open_to_its_targets_only() -> None:
         assert policy.why_refused(ip("10.1.2.3"), 443, other) == "a private address"
         assert policy.why_refused(ip("fd00:1::5"), 9324, other) is not None
     with pytest.raises(AddressRefused, match="ALLOW_CIDRS_BY_TENANT"):
-        policy.resolve("127.0.0.1", 443, "globex")
+        policy.check_all("127.0.0.1", 443, [ip("127.0.0.1")], "globex")
 
 
 def test_a_webhook_of_another_tenant_cannot_reach_the_allowed_network(
@@ -127,7 +127,9 @@ def test_an_entry_naming_the_metadata_address_exactly_opens_it() -> None:
     assert acme.why_refused(ip("169.254.169.254"), 80, "acme") is None
     assert acme.why_refused(ip("169.254.169.254"), 80, "globex") == "a cloud metadata address"
     with pytest.raises(AddressRefused, match=r"metadata.*exactly this address"):
-        AddressPolicy(["169.254.0.0/16"]).resolve("169.254.169.254", 80, "acme")
+        AddressPolicy(["169.254.0.0/16"]).check_all(
+            "169.254.169.254", 80, [ip("169.254.169.254")], "acme"
+        )
 
 
 @pytest.mark.parametrize(
