@@ -33,8 +33,8 @@ PROCESSES = (
     "apps.scheduler",
     "apps.reaper",
     "apps.worker",
-    "apps.ingress",
     "apps.views",
+    "apps.ingress",  # after the view: it asks the view for its tenants' job counts (the quota)
     "apps.api",
 )
 DEV_TOKEN_FILE = Path(".run/dev-token")
@@ -161,7 +161,7 @@ def view_token(settings: KadenceSettings) -> KadenceSettings:
 def start_processes(settings: KadenceSettings, procs: list[ChildProcess]) -> None:
     """Every Kadence process of the single-node default, each pointed at the same cluster,
     added to `procs` as it starts (so the caller stops them even if a later one fails).
-    With KADENCE_VIEW_PORT=0 the API is told the port the view announced."""
+    With KADENCE_VIEW_PORT=0 the ingress and the API are told the port the view announced."""
     metrics_off = os.environ.get("KADENCE_METRICS_PORT") == "0"
     for module in PROCESSES:
         port = 0 if metrics_off else METRICS_PORTS.get(module, 0)

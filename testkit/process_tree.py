@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Collection
 from contextlib import suppress
@@ -85,3 +86,17 @@ def kill(procs: Collection[Proc], timeout_s: float = 10.0) -> None:
             if now is None or not now.alive:
                 waiting.remove(p)
         time.sleep(0.05)
+
+
+def stop_group(proc: subprocess.Popen[str], sig: int = signal.SIGINT, wait_s: float = 60) -> None:
+    """Stop a child started in a session of its own (`start_new_session=True`) and whatever it
+    started: `sig` to the whole group, then SIGKILL to it if the child has not exited within
+    `wait_s`. Killing the child alone would leave its children running, adopted by init, out of
+    reach of the leftover check."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -148,13 +148,6 @@ def test_every_component_runs_with_exactly_its_rights(ns: Namespace) -> None:
         for processor in processors:
             started.append(processor)
             processor.start()
-        ingress = ChildProcess(
-            "apps.ingress",
-            ns.as_user("kadence-ingress", instance_id="i"),
-            log=ns.tmp / "ingress.log",
-        )
-        started.append(ingress)
-        ingress.start().ready_when("ingress reading", timeout=60)
         view = ChildProcess(
             "apps.views",
             ns.as_user("kadence-view", instance_id="v", view_port=0),
@@ -162,6 +155,13 @@ def test_every_component_runs_with_exactly_its_rights(ns: Namespace) -> None:
         )
         started.append(view)
         port = view.start().listening("view", timeout=60)
+        ingress = ChildProcess(  # it asks the view for its tenants' job counts (the quota)
+            "apps.ingress",
+            ns.as_user("kadence-ingress", instance_id="i", view_url=f"http://127.0.0.1:{port}"),
+            log=ns.tmp / "ingress.log",
+        )
+        started.append(ingress)
+        ingress.start().ready_when("ingress reading", timeout=60)
         api = ns.as_user(
             "kadence-api",
             view_port=port,

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS
+from testkit.process_tree import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 API_LISTENING = re.compile(r"^api listening on \S+:(\d+)$", re.M)
@@ -94,6 +95,7 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # a failure stops make run's children too (stop_group)
     )
     assert proc.stdout is not None
     lines: list[str] = []
@@ -154,6 +156,5 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
         assert proc.returncode == 0
         assert "kadence: stopped" in rest
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop_group(proc)
         delete_namespace(KadenceSettings(bootstrap_servers=kafka_bootstrap, namespace=namespace))

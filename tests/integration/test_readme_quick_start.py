@@ -29,6 +29,7 @@ import pytest
 
 from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
+from testkit.process_tree import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"kadence: ready at (http://127\.0\.0\.1:\d+)")
@@ -74,17 +75,6 @@ class Lines:
             if found := pattern.search(line):
                 return found
         raise AssertionError(f"no {pattern.pattern!r} in {timeout_s} s: {''.join(self.seen)}")
-
-
-def stop_group(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> None:
-    """Stop a child started in its own session, and whatever it started."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture
