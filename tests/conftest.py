@@ -159,6 +159,9 @@ class XdistController:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # a child killed or exiting before its own children hands them to this session, where the
+    # leftover check at its end finds them (not to init, out of its reach)
+    process_tree.adopt_orphans()
     plugins = session.config.pluginmanager
     if plugins.has_plugin("dsession"):  # xdist's controller (registered at configure time)
         plugins.register(XdistController(), "kadence-xdist-controller")

@@ -82,6 +82,19 @@ def test_passes_but_leaves_a_child_running() -> None:
 """
 
 
+LEAKY_ORPHAN_TEST = """
+import subprocess
+from pathlib import Path
+
+
+def test_passes_but_leaves_an_orphan_running() -> None:
+    pid_file = Path(__file__).with_name("leaked.pid")
+    # the shell exits at once: its sleep, still running, has no parent among the test's
+    subprocess.run(["sh", "-c", f"sleep 300 > /dev/null 2>&1 & echo $! > {pid_file}"], check=True)
+"""
+
+
+@pytest.mark.parametrize("test", [LEAKY_TEST, LEAKY_ORPHAN_TEST], ids=["child", "orphan"])
 @pytest.mark.parametrize(
     "workers",
     [
@@ -90,11 +103,13 @@ def test_passes_but_leaves_a_child_running() -> None:
     ],
 )
 def test_a_run_that_leaves_a_child_running_fails_naming_and_killing_it(
-    tmp_path: Path, workers: list[str]
+    tmp_path: Path, workers: list[str], test: str
 ) -> None:
     """Also under pytest-xdist (`make test`), where the leak happens in a worker whose own
-    output nobody sees: the controller reports it and fails the run."""
-    (tmp_path / "test_leaky.py").write_text(LEAKY_TEST)
+    output nobody sees: the controller reports it and fails the run. Also an orphan, whose
+    parent exited and left it running (a stack killed without stopping its children): the
+    session adopts it (adopt_orphans) and finds it."""
+    (tmp_path / "test_leaky.py").write_text(test)
     run = subprocess.run(
         [
             sys.executable,
