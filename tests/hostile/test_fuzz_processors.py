@@ -192,3 +192,24 @@ def test_near_valid_leases_never_stop_the_reaper(
         feed(h, p.process, p.refuse, InputRecord(TOPICS.leases, 0, offset, key, value, [], NOW))
     fire_all(h, p.fire, p.quarantine, NOW + 2 * 86_400_000)
     h.written()
+
+
+def test_a_stored_definition_past_a_new_bound_is_quarantined_naming_the_field() -> None:
+    """The upgrade of issue 41: a job stored by an earlier release with a version the models now
+    refuse (it fit the Avro long) does not stop the scheduler; at its next firing it is
+    quarantined with a history record naming the field (docs/operations.md)."""
+    h = Harness(TOPICS.scheduler_changelog)
+    job = EXAMPLES["ScheduleDefinition"]
+    old = job.model_copy(update={"version": 2**60})  # what an earlier release accepted
+    record = InputRecord(TOPICS.schedules, 0, 0, b"acme/nightly-report", CODEC.encode(job), [], NOW)
+    assert h.unit(partial(SCHEDULER.process, h.task, record, NOW), lambda exc: None)
+    h.commit()
+    raw = h.task.get(b"~def/acme/nightly-report")
+    assert raw is not None and CODEC.encode(job) in raw
+    h.task.put(b"~def/acme/nightly-report", raw.replace(CODEC.encode(job), CODEC.encode(old)), None)
+    h.task.cache.clear()
+    h.out.clear()
+    fire_all(h, SCHEDULER.fire, SCHEDULER.quarantine, NOW + 2 * 86_400_000)
+    history = [CODEC.decode(o[3]) for o in h.out if o[0] == TOPICS.history]
+    quarantined = [r for r in history if getattr(r, "decision", None) == "quarantined"]
+    assert quarantined and "version" in quarantined[0].reason  # type: ignore[attr-defined]
