@@ -353,3 +353,19 @@ def test_sqs_and_http_overrides_are_what_the_models_take() -> None:
     """Guard for the strategies above: the URL overrides pass the models' own validators."""
     HttpTarget(url="https://h.example/é")
     SqsTarget(queue_url="https://sqs.eu-west-1.amazonaws.com/123456789012/q")
+
+
+def test_a_payload_nested_too_deep_is_refused_as_a_validation_error() -> None:
+    """A JSON array nested a few hundred levels deep decodes, but writing it back as text (the
+    payload rule) may exceed Python's recursion limit: a RecursionError is no ValueError and
+    escaped validation (an API 500, a scheduler's processing_error). It is a refusal now."""
+    deep = json.loads("[" * 900 + "]" * 900)
+
+    def validate_at(depth: int) -> None:
+        if depth:
+            return validate_at(depth - 1)
+        EXAMPLE.model_validate({**EXAMPLE.model_dump(), "payload": deep})
+        return None
+
+    with pytest.raises(ValidationError, match="nested too deep"):
+        validate_at(200)  # as deep in the stack as the API validates

@@ -69,7 +69,10 @@ def _payload_bytes(value: object) -> object:
     if isinstance(value, str):
         return value.encode()
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":")).encode()
+        try:
+            return json.dumps(value, separators=(",", ":")).encode()
+        except RecursionError:  # not a ValueError: it would escape validation (an API 500)
+            raise ValueError("a JSON payload nested too deep to write back as text") from None
     raise ValueError(
         f"a payload is a string, a JSON object or array, or bytes, not {type(value).__name__} "
         '(write a number or true/false as a string: "5")'
