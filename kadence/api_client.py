@@ -14,6 +14,7 @@ and the API's detail on a refusal.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -44,6 +45,9 @@ class ApiClient:
         self.http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s)
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        if "json" in kw:  # escaped: httpx writes raw UTF-8, which has no code for "\ud800"
+            kw["content"] = json.dumps(kw.pop("json")).encode()
+            kw["headers"] = {**kw.get("headers", {}), "content-type": "application/json"}
         try:
             r = self.http.request(method, path, **kw)
         except httpx.HTTPError as exc:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kadence.models.base import EARLIEST, LATEST
+
 Writer = Callable[[Any], bytes]
 Reader = Callable[[bytes, int], tuple[dict[str, Any], int]]
 """(data, start) -> (datum, end): the caller checks that `end` is the end of the data."""
@@ -81,7 +83,15 @@ def read_long(data: bytes, pos: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), pos
 
 
+_FIRST_MS = (EARLIEST - _EPOCH) // timedelta(milliseconds=1)
+_END_MS = (LATEST - _EPOCH) // timedelta(milliseconds=1)
+
+
 def _timestamp(ms: int) -> datetime:
+    """An instant the models accept (`UtcDatetime`: the builders of kadence/fast_models.py take
+    it as checked), or a ValueError that sends the record to pydantic for its error."""
+    if not _FIRST_MS <= ms < _END_MS:
+        raise ValueError(f"timestamp {ms} ms is outside what the models accept")
     return _EPOCH + timedelta(0, 0, ms * 1000)
 
 

@@ -219,6 +219,8 @@ class Codec:
     # -- encode ---------------------------------------------------------------------------
 
     def encode(self, record: WireModel) -> bytes:
+        """The record's Avro single-object bytes; `EncodeError` and nothing else when its values
+        do not fit its schema (a model built without validation, `model_construct`)."""
         writer = self._writers.get(type(record))
         if writer is not None:
             try:
@@ -235,8 +237,10 @@ class Codec:
         buf.write(fp)
         try:
             fastavro.schemaless_writer(buf, parsed, _to_avro(record))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise EncodeError(f"cannot write {name} with its schema: {exc}") from exc
+        except Exception as exc:  # OverflowError, UnicodeEncodeError, ...: the caller's one error
+            raise EncodeError(
+                f"cannot write {name} with its schema: {type(exc).__name__}: {exc}"
+            ) from exc
         return buf.getvalue()
 
     def schema_fingerprint(self, model: type[WireModel]) -> bytes:

@@ -94,7 +94,10 @@ class PayloadTooLargeError(InvalidInputError):
 
 
 class EncodeError(KadenceError):
-    """A model could not be written with its Avro schema (a bug: models and schemas disagree)."""
+    """A model could not be written with its Avro schema (a bug: models and schemas disagree,
+    or a model was built without validation). The one error `Codec.encode` raises."""
+
+    code = "encode_error"
 
 
 class SchemaError(KadenceError):

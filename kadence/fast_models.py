@@ -41,8 +41,19 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
-from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES, MAX_TIMEOUT_MS
+from kadence.models.base import (
+    IDENT_RE,
+    MAX_ATTEMPTS,
+    MAX_DELIVERIES,
+    MAX_OFFSET,
+    MAX_PARTITION,
+    MAX_PAYLOAD_BYTES,
+    MAX_TIMEOUT_MS,
+    MAX_VERSION,
+    MEDIA_TYPE_RE,
+)
 from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
+from kadence.models.records import MAX_DETAIL_BYTES, MAX_DETAILS
 from kadence.models.targets import Target
 
 Builder = Callable[[dict[str, Any]], WireModel | None]
@@ -85,6 +96,21 @@ def _target(datum: dict[str, Any]) -> Any:
     return target
 
 
+@functools.lru_cache(maxsize=256)
+def _media_type(value: str) -> bool:
+    """A content type the model accepts (a deployment uses a handful: cached)."""
+    return len(value) <= 128 and MEDIA_TYPE_RE.fullmatch(value) is not None
+
+
+_DETAIL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _details_ok(details: dict[str, str]) -> bool:
+    return len(details) <= MAX_DETAILS and all(
+        _DETAIL_NAME.fullmatch(k) and len(v) <= MAX_DETAIL_BYTES for k, v in details.items()
+    )
+
+
 def _error(d: dict[str, Any] | None) -> Any:
     if d is None:
         return None
@@ -100,12 +126,13 @@ def _execution_ok(d: dict[str, Any]) -> bool:
         0 < len(d["execution_id"]) <= 400
         and _ident(d["tenant"])
         and _ident(d["job_id"])
-        and d["definition_version"] >= 1
-        and d["attempt"] >= 1
-        and d["delivery"] >= 1
+        and 1 <= d["definition_version"] <= MAX_VERSION
+        and 1 <= d["attempt"] <= MAX_ATTEMPTS
+        and 1 <= d["delivery"] <= MAX_DELIVERIES
         and 1 <= d["timeout_ms"] <= MAX_TIMEOUT_MS
         and 1 <= d["lease_ttl_ms"] <= MAX_LEASE_TTL_MS
         and len(d["payload"]) <= MAX_PAYLOAD_BYTES
+        and _media_type(d["content_type"])
         and (d["concurrency_key"] is None or _ident(d["concurrency_key"]))
     )
 
@@ -127,8 +154,8 @@ def _run_fields_ok(d: dict[str, Any]) -> bool:
         0 < len(d["execution_id"]) <= 400
         and _ident(d["tenant"])
         and _ident(d["job_id"])
-        and d["attempt"] >= 1
-        and d["delivery"] >= 1
+        and 1 <= d["attempt"] <= MAX_ATTEMPTS
+        and 1 <= d["delivery"] <= MAX_DELIVERIES
         and 0 < len(d["worker_id"]) <= 128
     )
 
@@ -144,8 +171,24 @@ def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
     return _make(ExecutionOutcome, d)  # type: ignore[no-any-return]
 
 
+def _counts_ok(d: dict[str, Any]) -> bool:
+    """A history record's optional run fields, as its model bounds them."""
+    attempt, delivery, eid = d["attempt"], d["delivery"], d["execution_id"]
+    return (
+        (attempt is None or 1 <= attempt <= MAX_ATTEMPTS)
+        and (delivery is None or 1 <= delivery <= MAX_DELIVERIES)
+        and (eid is None or 0 < len(eid) <= 400)
+    )
+
+
 def history_record(d: dict[str, Any]) -> HistoryRecord | None:
-    if not (_ident(d["tenant"]) and _ident(d["job_id"]) and len(d["reason"]) <= 2048):
+    if not (
+        _ident(d["tenant"])
+        and _ident(d["job_id"])
+        and len(d["reason"]) <= 2048
+        and _counts_ok(d)
+        and _details_ok(d["details"])
+    ):
         return None
     decision = _member(Decision, d["decision"])
     error = _error(d["error"])
@@ -187,7 +230,11 @@ def lease_snapshot(d: dict[str, Any]) -> LeaseSnapshot | None:
     total = 0
     for r in held:
         count = r["count"]
-        if r["partition"] < 0 or r["start"] < 0 or not 1 <= r["ttl_ms"] <= MAX_LEASE_TTL_MS:
+        if (
+            not 0 <= r["partition"] <= MAX_PARTITION
+            or not 0 <= r["start"] <= MAX_OFFSET - MAX_HELD_RUNS
+            or not 1 <= r["ttl_ms"] <= MAX_LEASE_TTL_MS
+        ):
             return None
         total += count
         if not 1 <= count <= MAX_HELD_RUNS or total > MAX_HELD_RUNS:
@@ -233,11 +280,11 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "ac3f287028ef6518",  # targets go through pydantic (models/targets.py)
-    ExecutionOutcome: "fe5e7723bb665b2f",
-    HistoryRecord: "03b214a11488b7db",
-    LeaseEvent: "a8aed4945cd2be16",  # its execution (models/targets.py)
-    LeaseSnapshot: "b9b7d0f0c536f199",
+    ExecutionRequested: "067c32e6a31c21b8",  # targets go through pydantic (models/targets.py)
+    ExecutionOutcome: "519bc9429bc8472c",
+    HistoryRecord: "b0d029e19b02a316",
+    LeaseEvent: "5565274c3648b771",  # its execution (models/targets.py)
+    LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""
 

@@ -20,6 +20,8 @@ STEP_MS = "step_ms"
 MAX_RUNS = 1_000
 """More runs than one step of the scheduler dispatches (firing.AHEAD_LIMIT): a record that says
 more is not Kadence's, and is shown as the one run it names."""
+MAX_STEP_MS = 366 * 86_400_000
+"""Runs of a series are at most the longest interval apart (IntervalSchedule: 366 days)."""
 
 
 def series_details(details: dict[str, str], runs: int, step_ms: int) -> dict[str, str]:
@@ -69,6 +71,6 @@ def _series(record: HistoryRecord) -> tuple[int, int] | None:
         return None
     first_ms = int(record.nominal_at.timestamp() * 1000)
     own = execution_id(record.key, first_ms)
-    if not 1 < runs <= MAX_RUNS or step <= 0 or record.execution_id != own:
+    if not 1 < runs <= MAX_RUNS or not 0 < step <= MAX_STEP_MS or record.execution_id != own:
         return None
     return runs, step

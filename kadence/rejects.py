@@ -16,13 +16,11 @@ from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.headers import Headers, headers_for
 from kadence.models import Rejected
+from kadence.models.base import MAX_OFFSET, MAX_PARTITION
+from kadence.models.records import EVIDENCE_BYTES, HEADER_NAME_CHARS, HEADERS_KEPT
 from kadence.sizing import RECORD_LIMIT, HeaderList, record_bytes
 
-EVIDENCE_BYTES = 256 * 1024
-"""Original value plus headers kept in one rejected record, at most."""
-HEADERS_KEPT = 32
-"""Headers kept at most; the rest are counted in the reason."""
-HEADER_NAME_CHARS = 256
+__all__ = ["EVIDENCE_BYTES", "HEADERS_KEPT", "HEADER_NAME_CHARS", "rejected", "rejected_record"]
 KEY_BYTES = 1024
 """A rejected record is keyed by the original key, cut to this many bytes."""
 REASON_LIMIT = 8192
@@ -30,7 +28,7 @@ REASON_LIMIT = 8192
 
 def _text(raw: str | bytes, budget: int) -> tuple[str, bool]:
     """At most `budget` bytes of UTF-8 text for a header value; True when something was cut."""
-    text = raw.decode("utf-8", errors="backslashreplace") if isinstance(raw, bytes) else raw
+    text = raw.decode("utf-8", errors="backslashreplace") if isinstance(raw, bytes) else _utf8(raw)
     data = text.encode()
     if len(data) <= budget:
         return text, False
@@ -78,17 +76,27 @@ def rejected(
             notes.append(f"{dropped} headers not kept")
     full_reason = "; ".join([reason, *notes]) if notes else reason
     return Rejected(
-        source_topic=topic,
-        partition=partition,
-        offset=offset,
-        code=code[:64],
-        reason=full_reason[:REASON_LIMIT],
-        processor=processor,
+        source_topic=_utf8(topic)[:249],
+        partition=min(max(partition, -1), MAX_PARTITION),
+        offset=min(max(offset, -1), MAX_OFFSET),
+        code=_utf8(code)[:64],
+        reason=_utf8(full_reason)[:REASON_LIMIT],
+        processor=_utf8(processor)[:128],
         rejected_at=ms_to_datetime(now_ms),
         original_value=kept_value,
         original_headers=kept,
         truncated=cut,
     )
+
+
+def _utf8(text: str) -> str:
+    """`text` with what UTF-8 cannot carry (lone surrogates, from a JSON `"\\ud800"` in the
+    input a reason quotes) escaped: the evidence of bad input must never be bad itself."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="backslashreplace").decode()
+    return text
 
 
 def rejected_key(key: bytes | None) -> bytes | None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kadence.models.base import IDENT_RE, MAX_PAYLOAD_BYTES
+from kadence.models.base import IDENT_RE, MAX_DELIVERIES, MAX_PAYLOAD_BYTES
 from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
@@ -130,7 +130,7 @@ class KadenceSettings(BaseSettings, WorkerSettings):
     """Wide tenants spread over several executions partitions: tenant -> shards (JSON object;
     others 1). One job always lands on one partition. Change it only while the tenant has
     nothing dispatched ahead, or a revocation may miss an execution sent under the old count."""
-    redelivery_cap: Annotated[int, Field(ge=1, le=100)] = 3
+    redelivery_cap: Annotated[int, Field(ge=1, le=MAX_DELIVERIES)] = 3
     """Deliveries of one attempt whose lease expired (worker died or hung) before the reaper
     gives up and dead-letters it: a job that kills its workers must not take the fleet down."""
     target_allow_cidrs: list[str] = Field(default_factory=list)

@@ -26,7 +26,7 @@ class Result:
 
     @classmethod
     def failed(cls, kind: str, message: str, *, retryable: bool, code: str | None = None) -> Result:
-        error = ErrorInfo(type=kind, message=message[:4096], code=code)
+        error = ErrorInfo.cut(kind, message, code)
         return cls(OutcomeStatus.failed, retryable, error)
 
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from kadence import fast_models
 from kadence.codec import HEADER_LEN, MAGIC, VALIDATED, Codec
-from kadence.errors import DecodeError, InvalidRecordError
+from kadence.errors import DecodeError, EncodeError, InvalidRecordError
 from kadence.examples import examples
 from kadence.headers import generic_headers, headers_for
 from kadence.models import (
@@ -40,7 +40,16 @@ from kadence.models import (
     TriggerKind,
     WireModel,
 )
-from kadence.models.base import MAX_PAYLOAD_BYTES, MAX_TIMEOUT_MS
+from kadence.models.base import (
+    MAX_ATTEMPTS,
+    MAX_DELIVERIES,
+    MAX_OFFSET,
+    MAX_PARTITION,
+    MAX_PAYLOAD_BYTES,
+    MAX_TIMEOUT_MS,
+    MAX_VERSION,
+    MEDIA_TYPE_RE,
+)
 from kadence.models.execution import MAX_HELD_RUNS, MAX_LEASE_TTL_MS
 from kadence.schema_files import schemas_dir
 
@@ -119,15 +128,20 @@ def test_examples_agree(name: str) -> None:
 
 idents = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", fullmatch=True)
 texts = st.text(max_size=40)
-header_values = st.text(st.characters(exclude_characters="\r\n\x00"), max_size=40)
-"""What a target's header may hold (a newline or NUL is refused: header injection)."""
+header_values = st.text(
+    st.characters(codec="latin-1").filter(lambda c: c == "\t" or " " <= c <= "~" or c >= "\xa0"),
+    max_size=40,
+)
+"""What a target's header may hold (RFC 9110: no control characters, Latin-1 at most)."""
+media_types = st.sampled_from(["application/json", "text/plain; charset=utf-8"]) | st.from_regex(
+    MEDIA_TYPE_RE, fullmatch=True
+).filter(lambda m: len(m) <= 128)
 zones = st.sampled_from(
     [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8))]
 )
 instants = st.datetimes(
     min_value=datetime(1900, 1, 1), max_value=datetime(2400, 1, 1), timezones=zones
 )
-positives = st.one_of(st.integers(1, 10), st.integers(1, 2**63 - 1))
 
 
 def up_to(limit: int) -> st.SearchStrategy[int]:
@@ -151,26 +165,26 @@ targets = st.one_of(
 errors = st.none() | st.builds(
     ErrorInfo, type=texts, message=st.text(max_size=300), code=st.none() | st.text(max_size=64)
 )
+ids = st.text(min_size=1, max_size=400)
 executions = st.builds(
     ExecutionRequested,
-    execution_id=st.text(min_size=1, max_size=400),
+    execution_id=ids,
     tenant=idents,
     job_id=idents,
-    definition_version=positives,
-    attempt=positives,
-    delivery=positives,
+    definition_version=up_to(MAX_VERSION),
+    attempt=up_to(MAX_ATTEMPTS),
+    delivery=up_to(MAX_DELIVERIES),
     trigger=st.sampled_from(TriggerKind),
     nominal_at=instants,
     due_at=instants,
     dispatched_at=instants,
     target=targets,
     payload=payloads,
-    content_type=texts,
+    content_type=media_types,
     timeout_ms=up_to(MAX_TIMEOUT_MS),
     lease_ttl_ms=up_to(MAX_LEASE_TTL_MS),
     concurrency_key=st.none() | idents,
 )
-ids = st.text(min_size=1, max_size=400)
 workers = st.text(min_size=1, max_size=128)
 records = st.one_of(
     executions,
@@ -179,8 +193,8 @@ records = st.one_of(
         execution_id=ids,
         tenant=idents,
         job_id=idents,
-        attempt=positives,
-        delivery=positives,
+        attempt=up_to(MAX_ATTEMPTS),
+        delivery=up_to(MAX_DELIVERIES),
         worker_id=workers,
         status=st.sampled_from(OutcomeStatus),
         retryable=st.booleans(),
@@ -196,22 +210,24 @@ records = st.one_of(
         job_id=idents,
         decision=st.sampled_from(Decision),
         at=instants,
-        execution_id=st.none() | texts,
+        execution_id=st.none() | ids,
         nominal_at=st.none() | instants,
         due_at=st.none() | instants,
-        attempt=st.none() | st.integers(-(2**63), 2**63 - 1),
-        delivery=st.none() | st.integers(-5, 5),
+        attempt=st.none() | up_to(MAX_ATTEMPTS),
+        delivery=st.none() | up_to(MAX_DELIVERIES),
         reason=st.text(max_size=2048),
         error=errors,
-        details=st.dictionaries(texts, texts, max_size=4),
+        details=st.dictionaries(
+            st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True), texts, max_size=4
+        ),
     ),
     st.builds(
         LeaseEvent,
         execution_id=ids,
         tenant=idents,
         job_id=idents,
-        attempt=positives,
-        delivery=positives,
+        attempt=up_to(MAX_ATTEMPTS),
+        delivery=up_to(MAX_DELIVERIES),
         worker_id=workers,
         event=st.sampled_from(LeaseEventKind),
         at=instants,
@@ -226,8 +242,8 @@ records = st.one_of(
         held=st.lists(
             st.builds(
                 HeldRange,
-                partition=st.integers(0, 2**63 - 1),
-                start=st.integers(0, 2**63 - 1),
+                partition=st.integers(0, MAX_PARTITION),
+                start=st.integers(0, MAX_OFFSET - MAX_HELD_RUNS),
                 count=up_to(MAX_HELD_RUNS // 5),
                 ttl_ms=up_to(MAX_LEASE_TTL_MS),
             ),
@@ -257,10 +273,11 @@ def test_the_largest_lease_snapshot_agrees() -> None:
 
 
 def test_an_int_beyond_64_bits_fails_as_before() -> None:
+    """Only a model built without validation can hold one: an EncodeError on both paths."""
     record = EXAMPLES["ExecutionRequested"].model_copy(update={"attempt": 2**63})
-    with pytest.raises(OverflowError):
+    with pytest.raises(EncodeError, match="OverflowError"):
         SLOW.encode(record)
-    with pytest.raises(OverflowError):
+    with pytest.raises(EncodeError, match="OverflowError"):
         FAST.encode(record)
 
 
@@ -360,6 +377,47 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
         _datum("LeaseSnapshot", held=[{"partition": 0, "start": 0, "count": 1, "ttl_ms": 2**62}]),
     ),
     "huge lease ttl": (ExecutionRequested, _datum("ExecutionRequested", lease_ttl_ms=2**62)),
+    "version beyond 2^53": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", definition_version=MAX_VERSION + 1),
+    ),
+    "attempt 101": (ExecutionRequested, _datum("ExecutionRequested", attempt=MAX_ATTEMPTS + 1)),
+    "outcome delivery 101": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", delivery=MAX_DELIVERIES + 1),
+    ),
+    "content type with CRLF": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", content_type="text/plain\r\nX-Injected: 1"),
+    ),
+    "content type not a media type": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", content_type="json"),
+    ),
+    "due in year 9500": (
+        ExecutionRequested,
+        _datum("ExecutionRequested", due_at=datetime(9500, 1, 1, tzinfo=UTC)),
+    ),
+    "outcome from year 1": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", started_at=datetime(1, 1, 1, tzinfo=UTC)),
+    ),
+    "history attempt 0": (HistoryRecord, _datum("HistoryRecord", attempt=0)),
+    "history detail with a space in its name": (
+        HistoryRecord,
+        _datum("HistoryRecord", details={"a b": "c"}),
+    ),
+    "snapshot partition past int32": (
+        LeaseSnapshot,
+        _datum("LeaseSnapshot", held=[{"partition": 2**31, "start": 0, "count": 1, "ttl_ms": 1}]),
+    ),
+    "snapshot range past the last offset": (
+        LeaseSnapshot,
+        _datum(
+            "LeaseSnapshot",
+            held=[{"partition": 0, "start": MAX_OFFSET - 1, "count": 2, "ttl_ms": 1}],
+        ),
+    ),
     "timeout beyond six hours": (
         ExecutionRequested,
         _datum("ExecutionRequested", timeout_ms=6 * 3_600_000 + 1),
@@ -448,7 +506,7 @@ definitions = st.builds(
     ScheduleDefinition,
     tenant=idents,
     job_id=idents,
-    version=positives,
+    version=up_to(MAX_VERSION),
     schedule=st.one_of(
         st.builds(
             CronSchedule,

@@ -24,8 +24,32 @@ Identifier = Annotated[str, StringConstraints(pattern=rf"^{_IDENT}$")]
 """pydantic matches patterns with Rust's regex, where `$` is the end of the text."""
 IDENT_RE = re.compile(rf"{_IDENT}\Z")
 """Python's `$` also matches before a final newline ("job\\n"): `\\Z` does not. Use fullmatch."""
-Positive = Annotated[int, Field(ge=1)]
-"""Versions, attempts and delivery counts: they start at 1."""
+
+MAX_LONG = 2**63 - 1
+"""What an Avro `long` holds (every integer field of every schema is one): no field may allow
+more, or a value the model accepts would fail to encode (a crash where a rejection was due)."""
+MAX_VERSION = 2**53 - 1
+"""A job's version at most: the largest integer every JSON reader keeps exact (RFC 7493; the API
+and the dashboard show versions as JSON numbers). Epoch milliseconds or microseconds fit."""
+MAX_ATTEMPTS = 100
+"""Attempts of one run at most (`RetryPolicy.max_attempts`): an attempt number is never more."""
+MAX_DELIVERIES = 100
+"""Deliveries of one attempt at most (the reaper's redelivery cap, KADENCE_REDELIVERY_CAP)."""
+MAX_PARTITION = 2**31 - 1
+"""Kafka names a partition with an int32."""
+MAX_OFFSET = MAX_LONG
+"""Kafka's offsets are int64."""
+# Every string field has a length or a pattern. Besides its bound, that makes pydantic read it
+# as Unicode: a lone surrogate (JSON's "\ud800"), which UTF-8 and so Avro and Kafka headers
+# cannot carry, is refused ("unable to parse raw data as a unicode string"), where a plain
+# `str` would take it (tests/test_model_bounds.py checks both).
+
+
+Version = Annotated[int, Field(ge=1, le=MAX_VERSION)]
+"""A job's definition version: from 1, monotonic per job."""
+Attempt = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
+Delivery = Annotated[int, Field(ge=1, le=MAX_DELIVERIES)]
+Partition = Annotated[int, Field(ge=0, le=MAX_PARTITION)]
 WorkerId = Annotated[str, Field(min_length=1, max_length=128)]
 ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
 """`tenant/job_id@<nominal instant>`: see kadence/timeengine/identity.py."""
@@ -45,7 +69,10 @@ def _payload_bytes(value: object) -> object:
     if isinstance(value, str):
         return value.encode()
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":")).encode()
+        try:
+            return json.dumps(value, separators=(",", ":")).encode()
+        except RecursionError:  # not a ValueError: it would escape validation (an API 500)
+            raise ValueError("a JSON payload nested too deep to write back as text") from None
     raise ValueError(
         f"a payload is a string, a JSON object or array, or bytes, not {type(value).__name__} "
         '(write a number or true/false as a string: "5")'
@@ -59,6 +86,13 @@ MAX_TIMEOUT_MS = 6 * 3600 * 1000
 """Jobs may run for up to six hours per attempt."""
 
 
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""Every instant on the wire is from EARLIEST and before LATEST: timestamp-millis holds far
+more, but Python's calendar ends in year 9999 and the time engine, a lease, a retry's backoff
+or a catch-up window add days to an instant; a thousand years' margin keeps every sum a date."""
+
+
 def _utc_ms(value: datetime) -> datetime:
     """Aware instants only, normalised to UTC and rounded *up* to the millisecond.
 
@@ -67,15 +101,47 @@ def _utc_ms(value: datetime) -> datetime:
     """
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must include a time zone offset, e.g. 2026-12-01T09:00:00Z")
-    value = value.astimezone(UTC)
-    extra = value.microsecond % 1000
-    if extra:
-        value = value + timedelta(microseconds=1000 - extra)
+    try:
+        value = value.astimezone(UTC)
+        extra = value.microsecond % 1000
+        if extra:
+            value = value + timedelta(microseconds=1000 - extra)
+    except OverflowError:  # year 1 with an offset east of UTC, 9999-12-31 rounded up
+        raise ValueError(_OUT_OF_RANGE) from None
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(_OUT_OF_RANGE)
     return value
+
+
+_OUT_OF_RANGE = "must be from 1900-01-01T00:00:00Z and before 9000-01-01T00:00:00Z"
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_utc_ms)]
 """A timezone-aware instant, stored in UTC with millisecond precision (Avro timestamp-millis)."""
+
+
+_TCHARS = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
+MEDIA_TYPE_RE = re.compile(
+    rf"{_TCHARS}/{_TCHARS}(?:[ \t]*;[ \t]*(?:{_TCHARS}=(?:{_TCHARS}|{_QUOTED}))?)*"
+)
+"""RFC 9110 8.3.1's media-type (`type/subtype; name=value`, a value a token or a quoted string),
+in ASCII: it goes into an HTTP header, a Kafka header and an SQS attribute as it is."""
+
+
+def _media_type(value: str) -> str:
+    if not MEDIA_TYPE_RE.fullmatch(value):
+        bad = next((c for c in value if not " " <= c <= "~" and c != "\t"), None)
+        why = f"holds {bad!r}, a control or non-ASCII character" if bad else "is not one"
+        raise ValueError(
+            f"must be a media type such as application/json or text/plain; charset=utf-8 "
+            f"(RFC 9110 8.3.1): {value[:40]!r} {why}"
+        )
+    return value
+
+
+MediaType = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_media_type)]
+"""A run's content type: sent as the HTTP `content-type`, and as a Kafka or SQS header."""
 
 
 class WireModel(BaseModel):

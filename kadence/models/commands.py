@@ -13,8 +13,10 @@ from pydantic import Field, model_validator
 from kadence.models.base import (
     ExecutionId,
     Identifier,
+    Partition,
     Payload,
     UtcDatetime,
+    Version,
     WireModel,
     job_key,
 )
@@ -120,8 +122,8 @@ class JobMoved(_JobCommand):
     (one version written under two keys: not an update) the lower-numbered partition."""
 
     avro_name = "JobMoved"
-    version: Annotated[int, Field(ge=1)]
-    partition: Annotated[int, Field(ge=0)]
+    version: Version
+    partition: Partition
     keeps: bool = False
     """An answer: `partition` keeps its copy of `version`; the receiver removes its copy unless
     it is newer (then it answers, naming its version)."""
@@ -135,7 +137,7 @@ class TenantCircuit(WireModel):
 
     avro_name = "TenantCircuit"
     tenant: Identifier
-    partition: Annotated[int, Field(ge=0)]
+    partition: Partition
     at: UtcDatetime
     open_until: UtcDatetime | None = None
     """When the open circuit lets a probe through (None: closed)."""

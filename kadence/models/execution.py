@@ -8,12 +8,17 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from kadence.models.base import (
+    MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_TIMEOUT_MS,
+    Attempt,
+    Delivery,
     ExecutionId,
     Identifier,
-    Positive,
+    MediaType,
+    Partition,
     UtcDatetime,
+    Version,
     WireModel,
     WorkerId,
     job_key,
@@ -59,9 +64,9 @@ class ExecutionRequested(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    definition_version: Positive
-    attempt: Positive = 1
-    delivery: Positive = 1
+    definition_version: Version
+    attempt: Attempt = 1
+    delivery: Delivery = 1
     trigger: TriggerKind = TriggerKind.schedule
     nominal_at: UtcDatetime
     """The occurrence's identity: the scheduled instant before spread."""
@@ -72,7 +77,7 @@ class ExecutionRequested(WireModel):
     dispatched_at: UtcDatetime
     target: Target
     payload: Annotated[bytes, Field(max_length=MAX_PAYLOAD_BYTES)] = b""
-    content_type: str = "application/json"
+    content_type: MediaType = "application/json"
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS)]
     lease_ttl_ms: Annotated[int, Field(ge=1, le=MAX_LEASE_TTL_MS)]
     concurrency_key: Identifier | None = None
@@ -101,7 +106,7 @@ class ExecutionRevoked(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    definition_version: Positive
+    definition_version: Version
     due_at: UtcDatetime
     revoked_at: UtcDatetime
     reason: Annotated[str, Field(max_length=1024)]
@@ -125,8 +130,8 @@ class LeaseEvent(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    attempt: Positive
-    delivery: Positive
+    attempt: Attempt
+    delivery: Delivery
     worker_id: WorkerId
     event: LeaseEventKind
     at: UtcDatetime
@@ -138,9 +143,9 @@ class LeaseEvent(WireModel):
 class HeldRange(WireModel):
     """Consecutive offsets of one executions partition that a worker holds under one TTL."""
 
-    partition: Annotated[int, Field(ge=0)]
-    start: Annotated[int, Field(ge=0)]
-    """The first offset."""
+    partition: Partition
+    start: Annotated[int, Field(ge=0, le=MAX_OFFSET - MAX_HELD_RUNS)]
+    """The first offset (the range's last, `start + count - 1`, is a Kafka offset too)."""
     count: Annotated[int, Field(ge=1, le=MAX_HELD_RUNS)]
     ttl_ms: Annotated[int, Field(ge=1, le=MAX_LEASE_TTL_MS)]
     """Each lease in the range runs until the snapshot's `at` plus this."""
@@ -196,11 +201,28 @@ deliveries in a row as the redelivery cap allows; the scheduler dead-letters suc
 reason `redelivery_cap`."""
 
 
+MAX_ERROR_MESSAGE = 4096
+
+
 class ErrorInfo(WireModel):
     type: Annotated[str, Field(max_length=256)]
-    message: Annotated[str, Field(max_length=4096)]
+    message: Annotated[str, Field(max_length=MAX_ERROR_MESSAGE)]
     code: Annotated[str, Field(max_length=64)] | None = None
     """e.g. the HTTP status."""
+
+    @classmethod
+    def cut(cls, type: str, message: str, code: str | None = None) -> ErrorInfo:
+        """An error built from what a target or a library said, cut to fit (a message of any
+        length, text with lone surrogates: never a failure to report a failure)."""
+
+        def fit(text: str, limit: int) -> str:
+            return text[:limit].encode(errors="replace").decode()
+
+        return cls(
+            type=fit(type, 256),
+            message=fit(message, MAX_ERROR_MESSAGE),
+            code=None if code is None else fit(code, 64),
+        )
 
 
 class ExecutionOutcome(WireModel):
@@ -211,8 +233,8 @@ class ExecutionOutcome(WireModel):
     execution_id: ExecutionId
     tenant: Identifier
     job_id: Identifier
-    attempt: Positive
-    delivery: Positive
+    attempt: Attempt
+    delivery: Delivery
     worker_id: WorkerId
     status: OutcomeStatus
     retryable: bool = False

@@ -7,8 +7,31 @@ from typing import Annotated
 
 from pydantic import Field
 
-from kadence.models.base import Identifier, UtcDatetime, WireModel, job_key
+from kadence.models.base import (
+    MAX_OFFSET,
+    MAX_PARTITION,
+    Attempt,
+    Delivery,
+    ExecutionId,
+    Identifier,
+    UtcDatetime,
+    WireModel,
+    job_key,
+)
 from kadence.models.execution import ErrorInfo, ExecutionRequested
+
+MAX_DETAILS = 32
+"""Details one history record carries at most (a backfill's progress has the most: seven)."""
+MAX_DETAIL_BYTES = 1_000_000
+"""A detail's value at most: a backfill dry run lists the instants the job remembers (bounded
+by its state, which fits one record); no record the broker takes is longer."""
+DetailName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+DetailValue = Annotated[str, Field(max_length=MAX_DETAIL_BYTES)]
+EVIDENCE_BYTES = 256 * 1024
+"""Original value plus headers kept in one rejected record, at most (kadence/rejects.py)."""
+HEADERS_KEPT = 32
+"""Headers a rejected record keeps at most; the rest are counted in its reason."""
+HEADER_NAME_CHARS = 256
 
 
 class Decision(StrEnum):
@@ -69,14 +92,16 @@ class HistoryRecord(WireModel):
     job_id: Identifier
     decision: Decision
     at: UtcDatetime
-    execution_id: str | None = None
+    execution_id: ExecutionId | None = None
     nominal_at: UtcDatetime | None = None
     due_at: UtcDatetime | None = None
-    attempt: int | None = None
-    delivery: int | None = None
+    attempt: Attempt | None = None
+    delivery: Delivery | None = None
     reason: Annotated[str, Field(max_length=2048)] = ""
     error: ErrorInfo | None = None
-    details: dict[str, str] = Field(default_factory=dict)
+    details: Annotated[dict[DetailName, DetailValue], Field(max_length=MAX_DETAILS)] = Field(
+        default_factory=dict
+    )
 
     @property
     def key(self) -> str:
@@ -109,16 +134,24 @@ class Rejected(WireModel):
 
     avro_name = "Rejected"
 
-    source_topic: str
-    partition: int
-    offset: int
+    source_topic: Annotated[str, Field(max_length=249)]
+    """Kafka's topic names are 249 characters at most."""
+    partition: Annotated[int, Field(ge=-1, le=MAX_PARTITION)]
+    offset: Annotated[int, Field(ge=-1, le=MAX_OFFSET)]
+    """-1: the input had none (Kafka's "unknown")."""
     code: Annotated[str, Field(max_length=64)]
     """Stable machine-readable reason, e.g. garbage_bytes, invalid_record, stale_version."""
     reason: Annotated[str, Field(max_length=8192)]
-    processor: str
+    processor: Annotated[str, Field(max_length=128)]
     rejected_at: UtcDatetime
-    original_value: bytes | None = None
-    original_headers: dict[str, str] = Field(default_factory=dict)
+    original_value: Annotated[bytes, Field(max_length=EVIDENCE_BYTES)] | None = None
+    original_headers: Annotated[
+        dict[
+            Annotated[str, Field(max_length=HEADER_NAME_CHARS)],
+            Annotated[str, Field(max_length=EVIDENCE_BYTES)],
+        ],
+        Field(max_length=HEADERS_KEPT),
+    ] = Field(default_factory=dict)
     truncated: bool = False
     """The original value, key or headers were cut to fit the broker's record limit
     (kadence/rejects.py keeps at most 256 KiB of evidence); the reason gives the full sizes."""

@@ -13,13 +13,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kadence.labels import check_labels
+from kadence.labels import KEY as LABEL_KEY
+from kadence.labels import MAX_LABELS, check_labels
+from kadence.labels import VALUE as LABEL_VALUE
 from kadence.models.base import (
+    MAX_ATTEMPTS,
     MAX_TIMEOUT_MS,
     Identifier,
+    MediaType,
     Payload,
-    Positive,
     UtcDatetime,
+    Version,
     WireModel,
     job_key,
 )
@@ -211,7 +215,7 @@ Schedule = Annotated[CronSchedule | OnceSchedule | IntervalSchedule, Field(discr
 class RetryPolicy(WireModel):
     """Exponential backoff: delay(n) = min(max_backoff, initial * multiplier**(n-1)), jittered."""
 
-    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)] = 3
     """Total attempts including the first; 1 means no retry."""
     initial_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 1_000
     max_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 300_000
@@ -240,12 +244,15 @@ class ScheduleDefinition(WireModel):
 
     tenant: Identifier
     job_id: Identifier
-    version: Positive
-    """Monotonic per job; a record with a version not above the current one is rejected."""
+    version: Version
+    """Monotonic per job; a record with a version not above the current one is rejected. At
+    most 2^53 - 1 (JSON readers keep it exact)."""
     schedule: Schedule
     target: Target
     payload: Payload = b""
-    content_type: Annotated[str, Field(max_length=128)] = "application/json"
+    content_type: MediaType = "application/json"
+    """The payload's media type (RFC 9110: `type/subtype`, parameters after `;`), sent with
+    each run: no control characters, no line breaks."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_ms: Annotated[int, Field(ge=1_000, le=MAX_TIMEOUT_MS)] = 300_000
     """Per-attempt time limit (up to 6 h)."""
@@ -270,14 +277,25 @@ class ScheduleDefinition(WireModel):
     dead-lettered): as EventBridge's ActionAfterCompletion DELETE. Its history and dead letters
     stay."""
     description: Annotated[str, Field(max_length=1024)] = ""
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[
+        dict[
+            Annotated[str, Field(pattern=rf"^{LABEL_KEY.pattern}$")],
+            Annotated[str, Field(pattern=rf"^{LABEL_VALUE.pattern}$")],
+        ],
+        Field(max_length=MAX_LABELS),
+    ] = Field(default_factory=dict)
     """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys
     1-63 lowercase letters, digits, `.`, `_`, `-`; values up to 63 of those (kadence/labels.py)."""
 
-    @field_validator("labels")
+    @field_validator("labels", mode="before")
     @classmethod
-    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
-        return check_labels(labels)
+    def _labels(cls, labels: object) -> object:
+        """kadence/labels.py's own words, before the patterns above say it less clearly."""
+        if isinstance(labels, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            check_labels(labels)
+        return labels
 
     @model_validator(mode="after")
     def _target_topic_fits(self) -> ScheduleDefinition:

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Literal
 from urllib.parse import SplitResult, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from kadence.models.base import Identifier, WireModel
 
@@ -19,8 +19,37 @@ so that with the largest payload those records still fit the broker's limit."""
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 """An HTTP header name: a token (RFC 9110, 5.1), so no spaces, colons or control characters."""
-_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
-"""What no header value may hold (a newline would start a header of its own)."""
+_NOT_IN_HEADER_VALUE = re.compile(r"[^\t\x20-\x7e\xa0-\xff]")
+"""What no header value may hold: RFC 9110 5.5 allows visible ASCII, spaces, tabs and obs-text
+(octets 0x80-0xFF, sent as Latin-1 here) and nothing else. A control character is refused
+(CR or LF would start a header of its own; NUL, DEL and the C1 controls are refused by
+receivers or fail the request on every attempt), and so is a character Latin-1 has not."""
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be an HTTP header value, or None when it can."""
+    bad = _NOT_IN_HEADER_VALUE.search(value)
+    if bad is None:
+        return None
+    char = bad.group()
+    what = "a control character" if char < " " or "\x7f" <= char <= "\x9f" else "not Latin-1"
+    return (
+        f"the value holds {char!r} (U+{ord(char):04X}, {what}) at character {bad.start()}: "
+        "a header value holds visible ASCII, spaces, tabs and Latin-1 letters only (RFC 9110 5.5)"
+    )
+
+
+def _header_value(value: str) -> str:
+    problem = header_value_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$")]
+HeaderValue = Annotated[
+    str, Field(max_length=MAX_TARGET_HEADER_BYTES), AfterValidator(_header_value)
+]
 
 
 def http_url_parts(url: str, credentials_field: str) -> SplitResult:
@@ -40,7 +69,9 @@ class HttpTarget(WireModel):
     kind: Literal["http"] = "http"
     url: Annotated[str, Field(min_length=1, max_length=2048)]
     method: Literal["POST", "PUT"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_TARGET_HEADERS)] = Field(
+        default_factory=dict
+    )
     """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
     secret_ref: Identifier | None = None
     """Name of the signing/auth secret held by the workers (never the secret itself)."""
@@ -51,12 +82,17 @@ class HttpTarget(WireModel):
         http_url_parts(url, "secret_ref")
         return url
 
-    @field_validator("headers")
+    @field_validator("headers", mode="before")
     @classmethod
-    def _no_secrets(cls, headers: dict[str, str]) -> dict[str, str]:
+    def _no_secrets(cls, headers: object) -> object:
+        """Each rule in its own words, before the types above say it less clearly."""
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            return headers  # the types refuse it
         if len(headers) > MAX_TARGET_HEADERS:
             raise ValueError(f"at most {MAX_TARGET_HEADERS} headers")
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+        size = sum(len(f"{k}{v}".encode(errors="surrogatepass")) for k, v in headers.items())
         if size > MAX_TARGET_HEADER_BYTES:
             raise ValueError(
                 f"headers take {size} bytes; at most {MAX_TARGET_HEADER_BYTES} (names and values)"
@@ -72,8 +108,9 @@ class HttpTarget(WireModel):
                     f"header name {name!r} is not an HTTP token: letters, digits and "
                     "!#$%&'*+-.^_`|~ only (no spaces, colons or control characters)"
                 )
-            if _BAD_HEADER_VALUE.search(value):
-                raise ValueError(f"header {name!r}: the value holds a newline or NUL character")
+            problem = header_value_problem(value)
+            if problem is not None:
+                raise ValueError(f"header {name!r}: {problem}")
         return headers
 
 

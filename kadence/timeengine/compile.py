@@ -16,6 +16,7 @@ from datetime import UTC, datetime, tzinfo
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.errors import InvalidScheduleError
 from kadence.models import CronSchedule, IntervalSchedule, OnceSchedule
+from kadence.models.base import EARLIEST, LATEST
 from kadence.timeengine.cron import FIELD, CronSpec, parse_cron
 from kadence.timeengine.engine import (
     HORIZON_S,
@@ -34,8 +35,8 @@ AUTO_SPREAD_S = 60
 SPREAD_PROBE = 100
 MINUTE_S = 60
 _SPREAD_REFERENCE_MS = datetime_to_ms(datetime(2024, 1, 1, tzinfo=UTC))
-_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
-_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+_EARLIEST, _LATEST = EARLIEST, LATEST
+"""The models' own bounds (`UtcDatetime`); checked again for schedules built without them."""
 """Bounds a cron schedule's start_at and end_at must keep to: the engine looks a year and more
 around them, and Python's calendar ends at year 9999."""
 

@@ -14,16 +14,19 @@ Read from Kadence's topics (pure, tested without a broker):
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kadence.codec import Codec
 from kadence.errors import DecodeError
+from kadence.log_limit import LogLimit
 from kadence.models import DeadLetter, Rejected, TenantCircuit, split_job_key
 from kadence.target_topics import ingress_tenant
 from kadence.topics import Topics
 from streams.runtime.records import InputRecord
 
+log = logging.getLogger(__name__)
 REASON_CHARS = 2_048
 
 
@@ -39,22 +42,40 @@ class Events:
         self.topics = topics
         self.codec = codec
         self.sources = (topics.dead_letter, topics.scheduler_control, topics.rejected)
+        self.failed = 0
+        """Records whose event could not be made (a bug): logged, counted, skipped."""
+        self._limit = LogLimit()
 
     def of(self, record: InputRecord) -> TenantEvent | None:
         """The event `record` tells its tenant, or None (not a tenant's, or undecodable: the
         record's own reader reports that)."""
         try:
-            if record.topic == self.topics.dead_letter:
-                return self._dead(self.codec.decode_as(record.value, DeadLetter))
-            if record.topic == self.topics.scheduler_control:
-                control = self.codec.decode(record.value)
-                if isinstance(control, TenantCircuit) and control.partition == record.partition:
-                    return self._circuit(control)
-                return None
-            if record.topic == self.topics.rejected:
-                return self._refused(self.codec.decode_as(record.value, Rejected), record.key)
+            return self._event(record)
         except DecodeError:
             return None
+        except Exception as exc:  # a bug on one record: not told, said, and the next one read
+            self.failed += 1
+            if self._limit.allow((record.topic, type(exc))):
+                log.error(
+                    "cannot tell %s[%d]@%d to its tenant (%d similar lines held back)",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    self._limit.take_held_back(),
+                    exc_info=exc,
+                )
+            return None
+
+    def _event(self, record: InputRecord) -> TenantEvent | None:
+        if record.topic == self.topics.dead_letter:
+            return self._dead(self.codec.decode_as(record.value, DeadLetter))
+        if record.topic == self.topics.scheduler_control:
+            control = self.codec.decode(record.value)
+            if isinstance(control, TenantCircuit) and control.partition == record.partition:
+                return self._circuit(control)
+            return None
+        if record.topic == self.topics.rejected:
+            return self._refused(self.codec.decode_as(record.value, Rejected), record.key)
         return None
 
     @staticmethod

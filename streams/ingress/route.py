@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kadence import rejects
 from kadence.client import routing_key
 from kadence.codec import Codec
-from kadence.errors import DecodeError, KadenceError
+from kadence.errors import DecodeError, KadenceError, RecordTooLargeError
 from kadence.headers import Headers, headers_for
 from kadence.models import (
     CONTROL_TYPES,
@@ -32,11 +32,13 @@ from kadence.models import (
 from kadence.models.base import IDENT_RE
 from kadence.partitioning import partition_for
 from kadence.quotas import QuotaExceededError
+from kadence.sizing import check_fits
 from kadence.target_topics import ingress_tenant
 from kadence.topics import COMMANDS, Topics
 from streams.ingress.admission import Admission
 from streams.ingress.quotas import QuotaUnknownError
 from streams.runtime.records import InputRecord
+from streams.runtime.reject import why_refused
 
 CONCURRENCY_KEY_HEADER = "kadence-concurrency-key"
 """A command for a job with a concurrency key names it here (the job's partition follows it),
@@ -70,17 +72,21 @@ class Router:
     """Quotas and delete placement (None: neither, as in the route's own tests)."""
 
     def route(self, record: InputRecord, now_ms: int) -> list[Out]:
-        """The records one ingress record becomes: Kadence's own, or one `rejected`."""
+        """The records one ingress record becomes: Kadence's own, or one `rejected`. Whatever
+        the record holds, this returns: a tenant's record must never stop the ingress."""
         try:
             return self._route(record.topic, record.key, record.value, record.headers)
-        except (IngressRefusedError, DecodeError) as exc:
-            k, v, h = rejects.rejected_record(
-                topic=record.topic, partition=record.partition, offset=record.offset,
-                key=record.key, value=record.value, headers=record.headers, code=exc.code,
-                reason=str(exc), processor=PROCESSOR, now_ms=now_ms, codec=self.codec,
-                to_topic=self.topics.rejected,
-            )  # fmt: skip
-            return [Out(self.topics.rejected, record.partition % self.partitions, k, v, h)]
+        except (IngressRefusedError, DecodeError, RecordTooLargeError) as exc:
+            code, reason = exc.code, str(exc)
+        except Exception as exc:  # a bug on one record: refused, said, and the next one read
+            code, reason = why_refused(record, exc)
+        k, v, h = rejects.rejected_record(
+            topic=record.topic, partition=record.partition, offset=record.offset,
+            key=record.key, value=record.value, headers=record.headers, code=code,
+            reason=reason, processor=PROCESSOR, now_ms=now_ms, codec=self.codec,
+            to_topic=self.topics.rejected,
+        )  # fmt: skip
+        return [Out(self.topics.rejected, record.partition % self.partitions, k, v, h)]
 
     def _route(
         self,
@@ -150,7 +156,9 @@ class Router:
     def _out(self, topic: str, partition: int, record: WireModel) -> Out:
         value = self.codec.encode(record)
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
-        return Out(topic, partition, str(getattr(record, "key", "")).encode(), value, headers)
+        key = str(getattr(record, "key", "")).encode()
+        check_fits(topic, key, value, headers)
+        return Out(topic, partition, key, value, headers)
 
     @staticmethod
     def _own_key(tenant: str, key: bytes | None) -> str:

@@ -7,10 +7,14 @@ import logging
 from kadence import rejects
 from kadence.codec import Codec
 from kadence.errors import KadenceError
+from kadence.log_limit import LogLimit
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 
 log = logging.getLogger(__name__)
+_LIMIT = LogLimit()
+"""A flood of bad records is a few lines a minute per topic and reason, not one per record
+(each is on `rejected`, with its reason, anyway)."""
 
 
 def why_refused(record: InputRecord, exc: Exception) -> tuple[str, str]:
@@ -20,9 +24,15 @@ def why_refused(record: InputRecord, exc: Exception) -> tuple[str, str]:
     code = getattr(exc, "code", None)
     if isinstance(exc, KadenceError) and isinstance(code, str):
         return code, f"applying it failed: {exc}"
-    log.error(
-        "processing %s[%d]@%d failed", record.topic, record.partition, record.offset, exc_info=exc
-    )
+    if _LIMIT.allow((record.topic, type(exc))):
+        log.error(
+            "processing %s[%d]@%d failed (%d similar lines held back)",
+            record.topic,
+            record.partition,
+            record.offset,
+            _LIMIT.take_held_back(),
+            exc_info=exc,
+        )
     return "processing_error", f"{type(exc).__name__}: {exc} (a Kadence bug; please report it)"
 
 
@@ -37,15 +47,17 @@ def reject(
     reason: str,
     now_ms: int,
 ) -> None:
-    log.warning(
-        "%s rejected %s[%d]@%d: %s: %s",
-        processor,
-        record.topic,
-        record.partition,
-        record.offset,
-        code,
-        reason,
-    )
+    if _LIMIT.allow((processor, record.topic, code)):
+        log.warning(
+            "%s rejected %s[%d]@%d: %s: %r (%d similar lines held back)",
+            processor,
+            record.topic,
+            record.partition,
+            record.offset,
+            code,
+            reason[:1000],
+            _LIMIT.take_held_back(),
+        )
     key, value, headers = rejects.rejected_record(
         topic=record.topic,
         partition=record.partition,

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kadence.log_limit import LogLimit
 from kadence.sizing import RECORD_LIMIT, check_fits
 from streams.runtime.context import Headers
 from streams.runtime.store import Batch, Store, pack, payload_of, wake_of
 from streams.runtime.wheel import TimerWheel
 
 log = logging.getLogger(__name__)
+_LIMIT = LogLimit()
 
 
 @dataclass(slots=True)
@@ -219,7 +221,17 @@ class Task:
     def _load_timer(self, wake: int, key: bytes) -> None:
         if not self.wheel.insert(wake, key):
             raise RuntimeError(f"timer wheel span too small for the {self.window_ms} ms window")
-        self.prefetch(key)
+        try:
+            self.prefetch(key)
+        except Exception as exc:  # only a head start: firing decodes it again (or quarantines it)
+            if _LIMIT.allow(("prefetch", type(exc))):
+                log.warning(
+                    "partition %d: prefetching %r failed (%d similar lines held back): %s",
+                    self.partition,
+                    key[:300],
+                    _LIMIT.take_held_back(),
+                    exc,
+                )
 
     def due(self, now_ms: int, limit: int) -> list[bytes]:
         """Keys whose wake time has come (never early), loading the next window from the index."""

@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
+from kadence.log_limit import LogLimit
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
@@ -43,8 +44,9 @@ class Materializer:
     skipped: int = 0
     applied: int = 0
     failed: int = 0
-    """Records whose decode passed but applying them raised: logged with their offset and
-    skipped, so one bad record cannot freeze every read."""
+    """Records whose decode passed but applying them raised: what they wrote taken back, logged
+    with their offset (once a minute per key at most: `LogLimit`) and skipped, so one bad record
+    cannot freeze every read. Shown on `/ready` with `skipped` (undecodable records)."""
     refused: int = 0
     """Definitions the scheduler refuses too (kadence/acceptance.py), so not shown."""
     stopped_by: str | None = None
@@ -53,6 +55,7 @@ class Materializer:
     """Every partition read up to its end as it was when the view started."""
     changed: threading.Condition = field(default_factory=threading.Condition)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _limit: LogLimit = field(default_factory=LogLimit)
     _targets: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -173,45 +176,62 @@ class Materializer:
         assert partition is not None
         assert offset is not None
         self.store.put(offset_key(topic, partition), offset + 1)
+        self.store.begin()
+        try:
+            applied = self._apply_one(m, topic, partition, offset)
+        except DecodeError as exc:
+            self.store.undo()
+            self.skipped += 1
+            log.debug("view skips %s[%d]@%d: %s", topic, partition, offset, exc)
+        except Exception as exc:  # one record the view cannot show must not freeze every read
+            self.store.undo()
+            self.failed += 1
+            if self._limit.allow((topic, m.key())):
+                log.error(
+                    "view cannot apply %s[%d]@%d; skipped (%d similar lines held back)",
+                    topic,
+                    partition,
+                    offset,
+                    self._limit.take_held_back(),
+                    exc_info=exc,
+                )
+        else:
+            self.store.keep()
+            self.applied += applied
+
+    def _apply_one(self, m: MessageLike, topic: str, partition: int, offset: int) -> bool:
+        """Apply one record to the store (False: a definition the scheduler refuses too, left
+        out); it raises for a record it cannot use (`_apply` takes back what it wrote)."""
         seq = f"{topic.rsplit('.', 1)[-1][:1]}{partition}:{offset:012d}"
         value = m.value()
         at = self.clock.now_ms()
-        try:
-            if topic == self.topics.schedules:
-                definition = None
-                if value is not None:
-                    definition = self.codec.decode_as(value, ScheduleDefinition)
-                refused = apply.apply_definition(
-                    self.store,
-                    m.key() or b"",
-                    definition,
-                    str(at),
-                    partition=partition,
-                    partitions=self._schedule_partitions,
-                    source=f"{partition}:{offset}",
-                )
-                if refused is not None:
-                    self.refused += 1
-                    log.debug("view leaves out %s[%d]@%d: %s", topic, partition, offset, refused)
-                    return
-            elif topic == self.topics.history:
-                apply.apply_history(self.store, self.codec.decode_as(value, HistoryRecord), seq)
-            elif topic == self.topics.outcomes:
-                record = self.codec.decode(value)
-                if isinstance(record, ExecutionOutcome):
-                    apply.apply_outcome(self.store, record, seq)
-            else:
-                letter = self.codec.decode_as(value, DeadLetter)
-                apply.apply_dead_letter(self.store, letter, seq, source=f"{partition}:{offset}")
-        except DecodeError as exc:
-            self.skipped += 1
-            log.debug("view skips %s[%d]@%d: %s", topic, partition, offset, exc)
-            return
-        except Exception:  # one record the view cannot show must not freeze every read
-            self.failed += 1
-            log.exception("view cannot apply %s[%d]@%d; skipped", topic, partition, offset)
-            return
-        self.applied += 1
+        if topic == self.topics.schedules:
+            definition = None
+            if value is not None:
+                definition = self.codec.decode_as(value, ScheduleDefinition)
+            refused = apply.apply_definition(
+                self.store,
+                m.key() or b"",
+                definition,
+                str(at),
+                partition=partition,
+                partitions=self._schedule_partitions,
+                source=f"{partition}:{offset}",
+            )
+            if refused is not None:
+                self.refused += 1
+                log.debug("view leaves out %s[%d]@%d: %s", topic, partition, offset, refused)
+                return False
+        elif topic == self.topics.history:
+            apply.apply_history(self.store, self.codec.decode_as(value, HistoryRecord), seq)
+        elif topic == self.topics.outcomes:
+            record = self.codec.decode(value)
+            if isinstance(record, ExecutionOutcome):
+                apply.apply_outcome(self.store, record, seq)
+        else:
+            letter = self.codec.decode_as(value, DeadLetter)
+            apply.apply_dead_letter(self.store, letter, seq, source=f"{partition}:{offset}")
+        return True
 
     def sweep(self) -> int:
         """Drop history older than the retention, each event folded into its job's roll-up

@@ -55,6 +55,8 @@ class ViewStore:
         self.path = path
         self.db = Rdict(str(path), options=opts)
         self.pending: dict[bytes, bytes | None] = {}
+        self._undo: dict[bytes, tuple[bool, bytes | None]] | None = None
+        """While one record is applied: what each key it wrote held in `pending` before."""
 
     # -- reads (see the pending writes of the open batch first) ------------------------------
 
@@ -96,7 +98,26 @@ class ViewStore:
     # -- writes ------------------------------------------------------------------------------
 
     def put(self, key: bytes, doc: Doc | int | None) -> None:
-        self.pending[key] = None if doc is None else json.dumps(doc).encode()
+        value = None if doc is None else json.dumps(doc).encode()
+        if self._undo is not None and key not in self._undo:
+            self._undo[key] = (key in self.pending, self.pending.get(key))
+        self.pending[key] = value
+
+    def begin(self) -> None:
+        """What is written from here to `keep` or `undo` is one record's: whole or not at all."""
+        self._undo = {}
+
+    def keep(self) -> None:
+        self._undo = None
+
+    def undo(self) -> None:
+        """Take back what was written since `begin` (applying the record failed half way)."""
+        for key, (present, before) in (self._undo or {}).items():
+            if present:
+                self.pending[key] = before
+            else:
+                self.pending.pop(key, None)
+        self._undo = None
 
     def flush(self) -> None:
         if not self.pending:

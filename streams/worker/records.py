@@ -48,9 +48,8 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
     ended = now_ms if run.finished_ms is None else run.finished_ms
     if run.lease_lost and status is not OutcomeStatus.lease_lost:
         what = status.value + (f" ({error.message})" if error else "")
-        error = ErrorInfo(
-            type="LeaseLost",
-            message=f"the lease expired before the run ended; the target said: {what}",
+        error = ErrorInfo.cut(
+            "LeaseLost", f"the lease expired before the run ended; the target said: {what}"
         )
         status = OutcomeStatus.lease_lost
     elif status is OutcomeStatus.timed_out and error is None:
