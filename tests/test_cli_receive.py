@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
+import selectors
 import socket
 import subprocess
 import sys
@@ -179,17 +179,19 @@ def closed_after(conn: socket.socket, started: float, drip: bytes = b"") -> floa
     socket's timeout); with `drip`, one byte of it is sent every 0.2 s meanwhile."""
     conn.setblocking(False)
     deadline = started + 5
-    while time.monotonic() < deadline:
-        readable, _, _ = select.select([conn], [], [], 0.2)
-        if readable:
-            try:
-                if not conn.recv(65536):
+    # a selector, not select.select: in a long test session a socket's number passes 1 023
+    with selectors.DefaultSelector() as watch:
+        watch.register(conn, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if watch.select(0.2):
+                try:
+                    if not conn.recv(65536):
+                        return time.monotonic() - started
+                except ConnectionResetError:
                     return time.monotonic() - started
-            except ConnectionResetError:
-                return time.monotonic() - started
-        elif drip:
-            conn.send(drip[:1])
-            drip = drip[1:] or drip
+            elif drip:
+                conn.send(drip[:1])
+                drip = drip[1:] or drip
     raise TimeoutError("the receiver kept the connection open")
 
 
