@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 TOPIC_REFRESH_MS = 5_000
 """How often the consumer looks for new ingress topics (librdkafka's default is 5 minutes)."""
 BATCH = 500
+UNMADE_RETRY_MS = 60_000
+UNMADE_KEPT = 10_000
 
 
 @dataclass
@@ -74,6 +76,10 @@ class IngressLoop:
         self.events = Events(self.topics, self.router.codec)
         self._known: set[str] = set()
         """Tenants whose events topic this process made sure of."""
+        self._unmade: dict[str, int] = {}
+        """Tenants whose events topic could not be made (ACLs grant the ingress only the listed
+        tenants'), and until when (epoch ms) it is not tried again: one admin request and one
+        log line per tenant per UNMADE_RETRY_MS, not per event."""
         self.pattern = "^" + re.escape(ingress_prefix(ns)) + ".*"
         client_id = f"{ns}.ingress.{self.settings.instance_id}"
         self.consumer = self.clients.consumer(
@@ -147,11 +153,23 @@ class IngressLoop:
         if event is None:
             return
         if event.tenant not in self._known:
+            now = self.clock.now_ms()
+            if self._unmade.get(event.tenant, 0) > now:  # refused lately: not asked again yet
+                self.stats.untold += 1
+                return
             try:
                 provision_events(self.settings, event.tenant)
             except (KadenceError, KafkaException) as exc:  # told in the log, never a stop
-                log.error("tenant %s: no events topic, event not told: %s", event.tenant, exc)
+                log.error(
+                    "tenant %s: no events topic, its events not told for %d s: %s",
+                    event.tenant,
+                    UNMADE_RETRY_MS // 1000,
+                    exc,
+                )
                 self.stats.untold += 1
+                if len(self._unmade) >= UNMADE_KEPT:
+                    self._unmade = {t: u for t, u in self._unmade.items() if u > now}
+                self._unmade[event.tenant] = now + UNMADE_RETRY_MS
                 return
             self._known.add(event.tenant)
         topic = events_topic(self.settings.namespace, event.tenant)
