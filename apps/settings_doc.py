@@ -2,7 +2,8 @@
 
     python -m apps.settings_doc > docs/configuration.md
 
-Each field of `KadenceSettings` (and the worker's, `WorkerSettings`) becomes a row: its
+Each field of `KadenceSettings` (and the worker's and the API's, `WorkerSettings` and
+`ApiSettings`) becomes a row: its
 variable (`KADENCE_<FIELD>`), its default, and the docstring that follows it in the source. A
 docstring after a run of fields describes each of them (the breaker's three, the SASL login).
 A test keeps the file current and fails on a setting without a description.
@@ -19,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from kadence import settings, settings_worker
+from kadence import settings, settings_api, settings_worker
 
 HEADER = """# Configuration
 
@@ -58,6 +59,7 @@ def described(module: ModuleType, cls: type[BaseModel]) -> dict[str, str]:
 def descriptions() -> dict[str, str]:
     return {
         **described(settings_worker, settings_worker.WorkerSettings),
+        **described(settings_api, settings_api.ApiSettings),
         **described(settings, settings.KadenceSettings),
     }
 
