@@ -46,11 +46,6 @@ def expected_ids(d: ScheduleDefinition) -> set[str]:
     return {execution_id(d.key, o.nominal_ms) for o in compiled.upcoming(0, 10_000)}
 
 
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("ahead_ms", [0, 30_000], ids=["at-due", "look-ahead"])
 def test_a_job_every_second_for_a_minute(
@@ -74,8 +69,10 @@ def test_a_job_every_second_for_a_minute(
         assert all(e.dispatched_at >= e.due_at for e in got)  # none early
     else:  # each went out the look-ahead before it was due (the first ones: when created)
         assert [e for e in got if e.dispatched_at < e.due_at]
+    # every run within a second, the first ones too: the job is put 4 s before it starts on a
+    # scheduler just started, whose first search in a zone once took seconds on a loaded machine
     lateness = [max(0.0, (e.dispatched_at - e.due_at).total_seconds()) for e in got]
-    assert _p99(lateness) < 1.0, sorted(lateness)[-5:]
+    assert max(lateness) < 1.0, sorted(lateness)[-5:]
 
 
 def _load_burst(settings: KadenceSettings, n: int, due: datetime) -> list[ScheduleDefinition]:
