@@ -19,7 +19,7 @@ from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 
 from .oracle import Fields
-from .test_oracle import DOM, DOW, HOUR, MINUTE, MONTH, _engine_run, window
+from .test_oracle import DOM, DOW, HOUR, MINUTE, MONTH, _engine_run, _on_some_real_date, window
 
 Check = tuple[date, date] | Fields
 """How the oracle checks one exclusion: a (first, last) date range, or cron fields."""
@@ -89,6 +89,11 @@ def test_exactly_the_occurrences_no_exclusion_names_run(
     if model is CronSchedule:
         spec["dst_fold"] = data.draw(st.sampled_from(list(DstFoldPolicy)))
     plain = compile_schedule(model.model_validate(spec), "t/ex")
+    never = [c for c in checks if isinstance(c, Fields) and not _on_some_real_date(c)]
+    if never:  # e.g. `* * 30 2 *` names no real date: refused, as a schedule would be
+        with pytest.raises(InvalidScheduleError, match="never matches a real date"):
+            compile_schedule(model.model_validate({**spec, "exclude": entries}), "t/ex")
+        return
     with_exclusions = compiled_unless_nothing_left(
         model.model_validate({**spec, "exclude": entries})
     )
