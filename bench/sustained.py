@@ -39,6 +39,7 @@ from bench.scheduler import RESULTS, load, percentiles
 from bench.stack import Stack
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
+from bench.webhooks import SUMMARY as SINK_SUMMARY
 from kadence.models import (
     CronSchedule,
     HandlerTarget,
@@ -310,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sink is not None:
             sink.stop()
+    at_sink = _sink_summary(sink.output()) if sink is not None else {}
     result = {
         "knee_per_s": knee(rows),
         "target": args.target,
@@ -317,13 +319,27 @@ def main(argv: list[str] | None = None) -> int:
         "schedulers": args.schedulers,
         "worker_concurrency": args.concurrency,
         "rates": rows,
+        # what the receiver saw, every rate of this run together (one rate a run to read it
+        # per rate): each request's arrival minus its due time, warm-up included
+        "received_after_due_s": at_sink.get("lateness_as_received_s"),
+        "sink_requests": at_sink.get("requests"),
+        "sink_connections": at_sink.get("connections"),
     }
     args.results.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.target == "kafka" else f"-{args.target}"
     (args.results / f"sustained{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
     at = result["knee_per_s"]
     print(f"knee ({args.target} target): {at}/s (p99 under {ON_TIME_S} s, no lag growth)")
+    if result["received_after_due_s"] is not None:
+        received = result["received_after_due_s"]
+        print(f"received by the sink - due (every rate, warm-up included): {received}")
     return 0
+
+
+def _sink_summary(output: str) -> dict[str, Any]:
+    """The last summary line bench.http_sink printed as it stopped, {} without one."""
+    lines = [line for line in output.splitlines() if line.startswith(SINK_SUMMARY)]
+    return dict(json.loads(lines[-1].removeprefix(SINK_SUMMARY))) if lines else {}
 
 
 if __name__ == "__main__":
