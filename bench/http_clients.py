@@ -4,11 +4,11 @@ that could replace it, against the loopback keep-alive sink (bench/http_sink.py)
 
     python -m bench.http_clients [--requests 5000] [--at-once 64] [--loop uvloop|asyncio|both]
 
-exchange: connectors/http_exchange.py's `checked_exchange` (the resolver and its cache, the
-address policy, the pool, h11's framing, the deadline); run: the whole webhook run
-(`HttpCaller.send`: plus headers and the HMAC signature); aiohttp and httpx (neither signs nor
-checks addresses; by IP literal); bare-streams: a request on asyncio streams with no checks at
-all (the floor); fresh-connection: a new connection per request, all at once (what a burst of
+exchange: connectors/http_exchange.py's `checked_exchange` (the resolver and its cache, the address
+policy, the pool, llhttp's framing with h11 for legacy heads, the deadline); run: the whole webhook
+run (`HttpCaller.send`: plus headers and the HMAC signature); aiohttp and httpx (neither signs nor
+checks addresses; by IP literal); bare-streams: a request on asyncio streams with no checks at all
+(the floor); fresh-connection: a new connection per request, all at once (what a burst of
 runs to one target costs without kept connections). By host name, the name is `localhost`
 (the hosts file, through c-ares); its answer is kept for the resolver's TTL floor, so a host
 name costs one dictionary lookup per run more than a literal.

@@ -10,11 +10,12 @@ Kadence's headers win over the job's own, whatever their case (kadence.headers.w
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
 The exchange (connectors/http_exchange.py): names resolved and cached (connectors/http_dns.py),
-every address checked for the job's tenant and tried in turn, the request framed and the answer
-read by h11 (connectors/http_conn.py) within the run's deadline; the answer's head decides the
-run. Connections are kept alive and reused by the same tenant's runs to the same checked address
-(connectors/http_pool.py), opened ahead of runs due soon (connectors/http_warm.py), and closed
-when anything arrives that no request asked for. A request is never sent twice by the client.
+every address checked for the job's tenant and tried in turn, the answer read by llhttp (httptools;
+h11 for the legacy heads llhttp refuses: connectors/http_conn.py) within the run's deadline; the
+answer's head decides the run. Connections are kept alive and reused by the same tenant's runs to
+the same checked address (connectors/http_pool.py), opened ahead of runs due soon
+(connectors/http_warm.py), and closed when anything arrives that no request asked for. A request is
+never sent twice by the client.
 Requests run as coroutines on the target's event loop (connectors/aio.py): `start` holds no
 thread while the target answers, and a stop aborts the request at once; the blocking call
 waits for the same coroutine.
