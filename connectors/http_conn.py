@@ -66,16 +66,35 @@ class Answer:
 def request_bytes(method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
     """The request on the wire; raises InvalidRequestError for a name or value that would
     change its framing (the models refuse them at the door already)."""
+    try:
+        names = [name.encode("ascii") for name, _ in headers]
+        values = [value.encode("latin-1") for _, value in headers]
+    except UnicodeEncodeError:
+        names = values = []
+    # one match over all names and one over all values: each pattern is a run of allowed bytes,
+    # so the joined bytes match exactly when every part does (and no name is empty)
+    if (
+        len(names) != len(headers)
+        or not all(names)
+        or (names and not _NAME.fullmatch(b"".join(names)))
+        or not _VALUE.fullmatch(b"".join(values))
+    ):
+        raise InvalidRequestError(_refused_header(headers))
     lines = [f"{method} {target} HTTP/1.1".encode("ascii")]
+    lines.extend(name + b": " + value for name, value in zip(names, values, strict=True))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def _refused_header(headers: list[tuple[str, str]]) -> str:
+    """Why `request_bytes` refused `headers`: the first one HTTP does not allow."""
     for name, value in headers:
         try:
             raw_name, raw_value = name.encode("ascii"), value.encode("latin-1")
         except UnicodeEncodeError:
-            raw_name = raw_value = b"\n"  # refused below
+            raw_name = raw_value = b"\n"
         if not _NAME.fullmatch(raw_name) or not _VALUE.fullmatch(raw_value):
-            raise InvalidRequestError(f"header {name!r}: not a header name and value HTTP allows")
-        lines.append(raw_name + b": " + raw_value)
-    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+            return f"header {name!r}: not a header name and value HTTP allows"
+    return "a header HTTP does not allow"
 
 
 class HttpConnection(asyncio.Protocol):

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 import time
@@ -60,6 +61,16 @@ class CaresLookup:
         return [(_address(node.addr[0]), float(node.ttl)) for node in answer.nodes]
 
 
+@functools.lru_cache(maxsize=NAMES_KEPT)
+def _literal(host: str) -> tuple[IPAddress, ...]:
+    """`host` as an address if it is one (parsed once: a job's runs send to the same host),
+    else () (a name to resolve)."""
+    try:
+        return (ipaddress.ip_address(host),)
+    except ValueError:
+        return ()
+
+
 def _address(raw: bytes | str) -> IPAddress:
     text = raw.decode() if isinstance(raw, bytes) else raw
     return ipaddress.ip_address(text.split("%", 1)[0])  # no IPv6 zone
@@ -97,10 +108,7 @@ class Resolver:
     async def addresses(self, host: str, port: int, tenant: str) -> tuple[IPAddress, ...]:
         """Every address of `host` (an address: itself), each one a target of `tenant` may
         reach on `port`. Raises AddressRefused (ssrf) or OSError (no answer)."""
-        try:
-            found: tuple[IPAddress, ...] = (ipaddress.ip_address(host),)
-        except ValueError:
-            found = await self._answer(host, tenant)
+        found = _literal(host) or await self._answer(host, tenant)
         self.policy.check_all(host, port, found, tenant)
         return found
 

@@ -20,6 +20,7 @@ asks. Stopping the run cancels the coroutine (its connection is aborted); the de
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from urllib.parse import quote, urlsplit
 
@@ -40,6 +41,8 @@ from kadence.targets import Result
 BODY_GRACE_S = 1.0
 """How long an answer's body may take after its head (within the deadline) before the run is
 decided without the rest of it and the connection closed."""
+URLS_KEPT = 4_096
+"""Target URLs whose parse is kept (the least recently used goes)."""
 _PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 """Visible ASCII stays as it is in a request target; anything else is percent-encoded."""
 
@@ -77,18 +80,12 @@ async def checked_exchange(
 ) -> Result | tuple[Answer, str]:
     """The answer to `method url` for a run of `tenant` and the start of its body, or how the
     exchange failed. `deadline` is on time.monotonic(); `timeout_ms` names it in messages."""
-    parts = urlsplit(url)
-    scheme = parts.scheme
-    port = parts.port or (443 if scheme == "https" else 80)
-    target = quote(parts.path or "/", safe=_PATH_SAFE)
-    if parts.query:
-        target += "?" + quote(parts.query, safe=_PATH_SAFE)
     conn: HttpConnection | None = None
     key: Key | None = None
     loop = asyncio.get_running_loop()
     try:
-        host = _ascii_host(parts.hostname or "")
-        fields = request_headers(host_header(host, port, scheme), headers, body)
+        scheme, host, port, target, shown = _parsed(url)
+        fields = request_headers(shown, headers, body)
         request = request_bytes(method, target, fields, body)
         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
             addresses = await resolver.addresses(host, port, tenant)
@@ -109,6 +106,20 @@ async def checked_exchange(
     finally:
         if conn is not None and key is not None:
             pool.give(key, conn, reusable=False)
+
+
+@functools.lru_cache(maxsize=URLS_KEPT)
+def _parsed(url: str) -> tuple[str, str, int, str, str]:
+    """`url`'s scheme, ASCII host, port, request target and Host header. A job's runs all go to
+    the same URL: parsed once, not at every run. Raises InvalidRequestError (not kept)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = quote(parts.path or "/", safe=_PATH_SAFE)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=_PATH_SAFE)
+    host = _ascii_host(parts.hostname or "")
+    return scheme, host, port, target, host_header(host, port, scheme)
 
 
 def _ascii_host(host: str) -> str:
