@@ -23,10 +23,14 @@ import signal
 import ssl
 import time
 from datetime import datetime
+from typing import Any
 
 import uvloop
 
 from bench.scheduler import percentiles
+
+SUMMARY = "http sink summary: "
+"""What the last line the sink prints as it stops starts with; `summary_of` reads it back."""
 
 RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
 
@@ -120,6 +124,12 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             await writer.wait_closed()
 
 
+def summary_of(output: str) -> dict[str, Any]:
+    """The summary the sink printed last as it stopped (its output), {} without one."""
+    lines = [line for line in output.splitlines() if line.startswith(SUMMARY)]
+    return dict(json.loads(lines[-1].removeprefix(SUMMARY))) if lines else {}
+
+
 async def main() -> None:
     server = await asyncio.start_server(_serve, "127.0.0.1", 0, backlog=4096, ssl=_tls())
     port = server.sockets[0].getsockname()[1]
@@ -138,7 +148,7 @@ async def main() -> None:
         "most_held_at_once": Counts.most_held,
         "lateness_as_received_s": percentiles(Counts.lateness),
     }
-    print(f"http sink summary: {json.dumps(summary)}", flush=True)
+    print(f"{SUMMARY}{json.dumps(summary)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -34,12 +34,12 @@ from apps.processes import ChildProcess
 from bench import topic_volume
 from bench.cpu import cpu_per_execution_us
 from bench.execution import HANDLERS, succeeded
+from bench.http_sink import summary_of
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles
 from bench.stack import Stack
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
-from bench.webhooks import SUMMARY as SINK_SUMMARY
 from kadence.models import (
     CronSchedule,
     HandlerTarget,
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sink is not None:
             sink.stop()
-    at_sink = _sink_summary(sink.output()) if sink is not None else {}
+    at_sink = summary_of(sink.output()) if sink is not None else {}
     result = {
         "knee_per_s": knee(rows),
         "target": args.target,
@@ -334,12 +334,6 @@ def main(argv: list[str] | None = None) -> int:
         received = result["received_after_due_s"]
         print(f"received by the sink - due (every rate, warm-up included): {received}")
     return 0
-
-
-def _sink_summary(output: str) -> dict[str, Any]:
-    """The last summary line bench.http_sink printed as it stopped, {} without one."""
-    lines = [line for line in output.splitlines() if line.startswith(SINK_SUMMARY)]
-    return dict(json.loads(lines[-1].removeprefix(SINK_SUMMARY))) if lines else {}
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ from typing import Any
 
 from apps.processes import ChildProcess
 from bench.execution import jobs, succeeded
+from bench.http_sink import summary_of
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
 from bench.stack import Stack
 from kadence.models import ExecutionOutcome, HttpTarget
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-
-SUMMARY = "http sink summary: "
 
 
 def burst(
@@ -70,8 +69,7 @@ def burst(
         sink.stop()
         if logs is None:
             shutil.rmtree(root, ignore_errors=True)
-    lines = [line for line in sink.output().splitlines() if line.startswith(SUMMARY)]
-    at_sink = json.loads(lines[-1].removeprefix(SUMMARY)) if lines else {}
+    at_sink = summary_of(sink.output())
     first: dict[str, ExecutionOutcome] = {}
     for o in got:
         first.setdefault(o.execution_id, o)
