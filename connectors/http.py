@@ -1,4 +1,4 @@
-"""The HTTP webhook target: POST the payload, signed, to a vetted address, no redirects.
+"""The HTTP webhook target: the payload, signed, to a vetted address, no redirects.
 
 Headers (Standard Webhooks style, plus Kadence's own):
 - `webhook-id` (= the execution id, the idempotency key), `webhook-timestamp` (unix seconds),
@@ -7,8 +7,11 @@ Headers (Standard Webhooks style, plus Kadence's own):
 - `idempotency-key`, `kadence-execution-id`, `kadence-attempt`, `kadence-delivery`,
   `kadence-due-at`, `kadence-tenant`, `kadence-job`.
 Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
-2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
-are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
+The target's `method` (GET and DELETE without a body unless the run has a payload) and `query`
+(after the URL's own). The target's `success_statuses` succeed (any 2xx by default); a failing
+status in its `retryable_statuses` (408, 425, 429 and 5xx by default) fails retryably, any
+other (3xx included: redirects are not followed) for good (kadence/models/statuses.py).
+Connection errors are retryable; the deadline is `timed_out`.
 The exchange (connectors/http_exchange.py): names resolved and cached (connectors/http_dns.py),
 every address checked for the job's tenant and tried in turn, the answer read by llhttp (httptools;
 h11 for the legacy heads llhttp refuses: connectors/http_conn.py) within the run's deadline; the
@@ -24,6 +27,7 @@ waits for the same coroutine.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import ssl
@@ -42,9 +46,13 @@ from connectors.http_warm import LEAD_S, Warmer
 from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
+from kadence.models.statuses import DEFAULT_RETRYABLE, DEFAULT_SUCCESS, status_set
+from kadence.models.targets import with_query
 from kadence.targets import Result, Stop
 
-RETRYABLE_STATUS = frozenset({408, 425, 429})
+BODYLESS = frozenset({"GET", "DELETE"})
+"""Methods whose request has no content unless the run has a payload (RFC 9110 9.3.1, 9.3.5:
+content has no defined meaning there, and a receiver may refuse it)."""
 USER_AGENT = "Kadence-Webhook/1"
 SHARED = "*"
 """The secrets scope every tenant may use (KADENCE_WEBHOOK_SECRETS)."""
@@ -113,10 +121,13 @@ class HttpCaller:
         assert isinstance(target, HttpTarget)
         self.warmer.expect(target.url, ex.tenant, ex.due_at.timestamp())
 
-    def headers(self, ex: ExecutionRequested, target: HttpTarget, body: bytes) -> dict[str, str]:
+    def headers(
+        self, ex: ExecutionRequested, target: HttpTarget, body: bytes | None
+    ) -> dict[str, str]:
+        """Kadence's headers over the target's; no `content-type` for a request without
+        content (`body` None)."""
         now = int(time.time())
         own = {
-            "content-type": ex.content_type,
             "user-agent": USER_AGENT,
             "webhook-id": ex.execution_id,
             "webhook-timestamp": str(now),
@@ -128,9 +139,12 @@ class HttpCaller:
             "kadence-tenant": ex.tenant,
             "kadence-job": ex.job_id,
         }
+        if body is not None:
+            own["content-type"] = ex.content_type
         if target.secret_ref is not None:
             secret = secret_for(self.secrets, ex.tenant, target.secret_ref)
-            own["webhook-signature"] = sign(secret.get_secret_value(), ex.execution_id, now, body)
+            signed = sign(secret.get_secret_value(), ex.execution_id, now, body or b"")
+            own["webhook-signature"] = signed
         return with_own(target.headers, own)
 
     def start(
@@ -149,15 +163,16 @@ class HttpCaller:
     async def send(self, ex: ExecutionRequested, stop: Stop, deadline: float) -> Result:
         target = ex.target
         assert isinstance(target, HttpTarget)
-        body = ex.payload
+        body = None if target.method in BODYLESS and not ex.payload else ex.payload
         try:
             headers = self.headers(ex, target, body)
         except UnknownSecretError:
             return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
+        url = _url(target.url, tuple(target.query.items())) if target.query else target.url
         answer = await checked_exchange(
             self.pool,
             self.resolver,
-            target.url,
+            url,
             tenant=ex.tenant,
             method=target.method,
             body=body,
@@ -171,13 +186,19 @@ class HttpCaller:
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         status = response.status
-        if 200 <= status < 300:
+        if status in status_set(target.success_statuses, DEFAULT_SUCCESS):
             return Result.ok()
-        message = f"{status} {response.reason} from {target.url}"
+        message = f"{status} {response.reason} from {url}"
         if 300 <= status < 400:
             location = response.getheader("location", "?")
             message += f": redirect to {location} not followed (targets must answer directly)"
         elif text:
             message += f": {text}"
-        retryable = status in RETRYABLE_STATUS or status >= 500
+        retryable = status in status_set(target.retryable_statuses, DEFAULT_RETRYABLE)
         return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
+
+
+@functools.lru_cache(maxsize=4_096)
+def _url(url: str, query: tuple[tuple[str, str], ...]) -> str:
+    """The URL a target with query parameters calls: built once per target, not at every run."""
+    return with_query(url, dict(query))

@@ -52,15 +52,18 @@ def host_header(host: str, port: int, scheme: str) -> str:
     return shown if port == (443 if scheme == "https" else 80) else f"{shown}:{port}"
 
 
-def request_headers(host: str, headers: dict[str, str], body: bytes) -> list[tuple[str, str]]:
-    """`headers` with `Host`, `Accept-Encoding: identity` and `Content-Length` unless given."""
+def request_headers(
+    host: str, headers: dict[str, str], body: bytes | None
+) -> list[tuple[str, str]]:
+    """`headers` with `Host`, `Accept-Encoding: identity` and `Content-Length` unless given (a
+    request without content, `body` None, has no `Content-Length`)."""
     names = {name.lower() for name in headers}
     fields: list[tuple[str, str]] = []
     if "host" not in names:
         fields.append(("Host", host))
     if "accept-encoding" not in names:
         fields.append(("Accept-Encoding", "identity"))
-    if "content-length" not in names and "transfer-encoding" not in names:
+    if body is not None and "content-length" not in names and "transfer-encoding" not in names:
         fields.append(("Content-Length", str(len(body))))
     fields.extend(headers.items())
     return fields
@@ -73,20 +76,21 @@ async def checked_exchange(
     *,
     tenant: str,
     method: str,
-    body: bytes,
+    body: bytes | None,
     headers: dict[str, str],
     deadline: float,
     timeout_ms: int,
 ) -> Result | tuple[Answer, str]:
     """The answer to `method url` for a run of `tenant` and the start of its body, or how the
-    exchange failed. `deadline` is on time.monotonic(); `timeout_ms` names it in messages."""
+    exchange failed. `body` None: a request without content. `deadline` is on time.monotonic();
+    `timeout_ms` names it in messages."""
     conn: HttpConnection | None = None
     key: Key | None = None
     loop = asyncio.get_running_loop()
     try:
         scheme, host, port, target, shown = _parsed(url)
         fields = request_headers(shown, headers, body)
-        request = request_bytes(method, target, fields, body)
+        request = request_bytes(method, target, fields, body or b"")
         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
             addresses = await resolver.addresses(host, port, tenant)
             keys = [(scheme, host, port, address, tenant) for address in addresses]

@@ -83,7 +83,10 @@ def _member(enum: type[StrEnum], value: str) -> Any:
 def _target(datum: dict[str, Any]) -> Any:
     """The validated target for this datum, from the cache when seen before (models are frozen;
     the cache is cleared when full)."""
-    key = tuple((k, tuple(v.items()) if isinstance(v, dict) else v) for k, v in datum.items())
+    key = tuple(
+        (k, tuple(v.items()) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v)
+        for k, v in datum.items()
+    )
     target = _TARGET_CACHE.get(key)
     if target is None:
         try:
@@ -280,10 +283,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "067c32e6a31c21b8",  # targets go through pydantic (models/targets.py)
+    ExecutionRequested: "1ac915a466b1f86a",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "519bc9429bc8472c",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "5565274c3648b771",  # its execution (models/targets.py)
+    LeaseEvent: "2d2f57628c2fe3f8",  # its execution (models/targets.py)
     LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""

@@ -19,6 +19,9 @@ class Hit:
     at: float
     done: float = 0.0
     """When the answer was ready (0: not yet): the run's end, as the target saw it."""
+    method: str = "POST"
+    query: str = ""
+    """The request target's query, as sent (percent-encoded)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -32,7 +35,8 @@ class _Server(ThreadingHTTPServer):
 class TargetServer:
     """POST /ok -> 200; /fail -> 503; /flaky -> 503 on attempt 1, then 200; /slow?s=N -> 200
     after N s; /hang -> never answers
-    (until the server stops); /redirect?to=URL -> 302. `keep_alive`: HTTP/1.1, a connection
+    (until the server stops); /redirect?to=URL -> 302; /status?code=N -> N. GET, PUT, PATCH and
+    DELETE are answered the same way. `keep_alive`: HTTP/1.1, a connection
     serves request after request (else HTTP/1.0, closed after each answer). Any path with
     `?gated=1` answers only while `gate` is open (a test holds a run in flight for as long as
     it needs, instead of racing a timer)."""
@@ -63,9 +67,9 @@ class TargetServer:
             def do_POST(self) -> None:
                 url = urlsplit(self.path)
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                hit = Hit(
-                    url.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()
-                )
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                at = time.time()
+                hit = Hit(url.path, headers, body, at, method=self.command, query=url.query)
                 with outer.lock:
                     outer.hits.append(hit)
                 query = parse_qs(url.query)
@@ -80,6 +84,9 @@ class TargetServer:
                 first_try = self.headers.get("kadence-attempt") == "1"
                 if url.path == "/fail" or (url.path == "/flaky" and first_try):
                     self._answer(503, b"target is down")
+                elif url.path == "/status":
+                    code = int(query["code"][0])
+                    self._answer(code, b"" if code in (204, 304) else b"as asked")
                 elif url.path == "/redirect":
                     self.send_response(302)
                     self.send_header("location", query["to"][0])
@@ -87,6 +94,8 @@ class TargetServer:
                     self.end_headers()
                 else:
                     self._answer(200, b"ok")
+
+            do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # noqa: N815 - http.server's names
 
             def _answer(self, status: int, body: bytes) -> None:
                 try:

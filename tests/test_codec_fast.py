@@ -153,7 +153,14 @@ targets = st.one_of(
     st.builds(
         HttpTarget,
         url=st.sampled_from(["https://x.example/run", "http://10.0.0.1:8080/é?q=1"]),
-        method=st.sampled_from(["POST", "PUT"]),
+        method=st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        query=st.dictionaries(
+            st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+            st.text(st.characters(exclude_categories=("Cc", "Cs")), max_size=20),
+            max_size=3,
+        ),
+        success_statuses=st.none() | st.sampled_from([["2xx"], ["204", "300-399"]]),
+        retryable_statuses=st.none() | st.sampled_from([[], ["409", "5xx"]]),
         headers=st.dictionaries(
             st.from_regex(r"X-[a-z]{1,8}", fullmatch=True), header_values, max_size=3
         ),
@@ -184,6 +191,7 @@ executions = st.builds(
     timeout_ms=up_to(MAX_TIMEOUT_MS),
     lease_ttl_ms=up_to(MAX_LEASE_TTL_MS),
     concurrency_key=st.none() | idents,
+    start_by=st.none() | instants,
 )
 workers = st.text(min_size=1, max_size=128)
 records = st.one_of(
@@ -326,6 +334,24 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
             target=("kadence.HttpTarget", {"kind": "http", "url": "https://u:p@x.example/"}),
         ),
     ),
+    **{
+        f"http target with {name}": (
+            ExecutionRequested,
+            _datum(
+                "ExecutionRequested",
+                target=("kadence.HttpTarget", {"kind": "http", "url": "https://x.example/", **bad}),
+            ),
+        )
+        for name, bad in dict[str, dict[str, object]](
+            {
+                "a status past 599": {"success_statuses": ["600"]},
+                "a retried status that succeeds": {"retryable_statuses": ["2xx"]},
+                "a credential in its query": {"query": {"access_token": "sk_live"}},
+                "a line break in its query": {"query": {"a": "b\r\nc"}},
+                "a method Kadence does not send": {"method": "CONNECT"},
+            }
+        ).items()
+    },
     "target kind of another branch": (
         ExecutionRequested,
         _datum(

@@ -188,6 +188,14 @@ OVERRIDES: dict[str, st.SearchStrategy[Any]] = {
     "SqsTarget.queue_url": st.from_regex(r"[A-Za-z0-9_-]{1,80}", fullmatch=True).map(
         "https://sqs.eu-west-1.amazonaws.com/123456789012/{}".format
     ),
+    "HttpTarget.query": st.dictionaries(
+        st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+        st.text(st.characters(exclude_categories=("Cc", "Cs")), max_size=40),
+        max_size=3,
+    )
+    | st.just({f"p{i}": "\U0001f600" * 28 for i in range(9)}),  # near the encoded bound
+    "HttpTarget.success_statuses": st.none() | st.sampled_from([["2xx"], ["100-399"], [204]]),
+    "HttpTarget.retryable_statuses": st.none() | st.sampled_from([[], ["4xx", "599"]]),
     "ExcludeDates.start": st.dates().map(str),
     "ExcludeDates.end": st.none() | st.dates().map(str),
 }

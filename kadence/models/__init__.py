@@ -23,6 +23,7 @@ from kadence.models.commands import (
     TriggerNow,
 )
 from kadence.models.execution import (
+    MAX_EVENT_AGE_ERROR,
     MAX_HELD_RANGES,
     MAX_HELD_RUNS,
     MAX_LEASE_TTL_MS,
@@ -80,6 +81,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
 __all__ = [
     "COMMAND_TYPES",
     "CONTROL_TYPES",
+    "MAX_EVENT_AGE_ERROR",
     "MAX_HELD_RANGES",
     "MAX_HELD_RUNS",
     "MAX_LEASE_TTL_MS",

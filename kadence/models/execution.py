@@ -81,6 +81,10 @@ class ExecutionRequested(WireModel):
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS)]
     lease_ttl_ms: Annotated[int, Field(ge=1, le=MAX_LEASE_TTL_MS)]
     concurrency_key: Identifier | None = None
+    start_by: UtcDatetime | None = None
+    """Not started after this instant: the job's `max_event_age_ms` past the run's scheduled
+    time, the same for every attempt and delivery; a worker reaching it later reports the run
+    failed (`MAX_EVENT_AGE_ERROR`, not retryable) without calling its target. None: no limit."""
 
     @property
     def key(self) -> str:
@@ -200,6 +204,10 @@ REDELIVERY_CAP_ERROR = "RedeliveryCap"
 deliveries in a row as the redelivery cap allows; the scheduler dead-letters such a run with
 reason `redelivery_cap`."""
 
+
+MAX_EVENT_AGE_ERROR = "MaxEventAge"
+"""`ErrorInfo.type` of the outcome a worker writes for a run it reached after its `start_by`:
+not started, not retryable, so the scheduler dead-letters it (docs/execution.md)."""
 
 MAX_ERROR_MESSAGE = 4096
 

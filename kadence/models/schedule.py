@@ -162,6 +162,8 @@ class CronSchedule(WireModel):
 
 
 MAX_INTERVAL_S = 366 * 86_400
+MAX_EVENT_AGE_MS = 30 * 86_400_000
+"""A job's `max_event_age_ms` at most (as `catch_up_window_ms`)."""
 
 
 class IntervalSchedule(WireModel):
@@ -257,6 +259,12 @@ class ScheduleDefinition(WireModel):
     timeout_ms: Annotated[int, Field(ge=1_000, le=MAX_TIMEOUT_MS)] = 300_000
     """Per-attempt time limit (up to 6 h)."""
     lease_ttl_ms: Annotated[int, Field(ge=3_000, le=600_000)] = 30_000
+    max_event_age_ms: Annotated[int, Field(ge=1_000, le=MAX_EVENT_AGE_MS)] | None = None
+    """A run not started within this long of its scheduled time (nominal + spread; for a
+    manual trigger, a backfill or a replay, when it was asked for) is not started: it is
+    dead-lettered with error `MaxEventAge`, its target never called (EventBridge's
+    MaximumEventAgeInSeconds). Retries count from the same instant, so they stop once it has
+    passed (docs/execution.md). 1 s to 30 days; None: no limit."""
     overlap: OverlapPolicy = OverlapPolicy.skip
     max_buffered: Annotated[int, Field(ge=1, le=1_000)] = 10
     """Bound for overlap=buffer_all."""

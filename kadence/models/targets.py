@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Annotated, Literal
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote, urlencode, urlsplit, urlunsplit
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kadence.models.base import Identifier, WireModel
+from kadence.models.statuses import MAX_STATUS_ENTRIES, StatusEntry, status_problem
 
 MAX_TARGET_HEADERS = 64
 MAX_TARGET_HEADER_BYTES = 16 * 1024
@@ -46,6 +47,30 @@ def _header_value(value: str) -> str:
     return value
 
 
+MAX_QUERY_PARAMS = 64
+MAX_QUERY_BYTES = 4 * 1024
+"""A target's query parameters at most, and the bytes they take percent-encoded (what the
+receiver reads after the URL's own query): bounded as the headers are."""
+_SECRET_QUERY = {"access_token", "api_key", "apikey", "api-key", "client_secret", "password"}
+"""Query parameter names that carry credentials (OAuth2's RFC 6750 2.3, the usual API keys)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def encoded_query(query: dict[str, str]) -> str:
+    """`query` as the receiver reads it: `name=value` pairs joined by `&`, everything but
+    letters, digits and `-._~` percent-encoded as UTF-8 (RFC 3986 2.3; a space is `%20`)."""
+    return urlencode(query, quote_via=quote, safe="")
+
+
+def with_query(url: str, query: dict[str, str]) -> str:
+    """`url` with `query` after its own query (before any fragment, which is never sent)."""
+    if not query:
+        return url
+    parts = urlsplit(url)
+    joined = f"{parts.query}&{encoded_query(query)}" if parts.query else encoded_query(query)
+    return urlunsplit(parts._replace(query=joined))
+
+
 HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$")]
 HeaderValue = Annotated[
     str, Field(max_length=MAX_TARGET_HEADER_BYTES), AfterValidator(_header_value)
@@ -64,11 +89,34 @@ def http_url_parts(url: str, credentials_field: str) -> SplitResult:
 
 
 class HttpTarget(WireModel):
-    """POST the payload to a webhook. Secrets are referenced by name, never carried inline."""
+    """Call a webhook with the payload. Secrets are referenced by name, never carried inline."""
 
     kind: Literal["http"] = "http"
     url: Annotated[str, Field(min_length=1, max_length=2048)]
-    method: Literal["POST", "PUT"] = "POST"
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    """GET and DELETE send a body only when the run has a payload (then with its content type);
+    without one, no `Content-Length` and no `Content-Type`. POST, PUT and PATCH always send
+    one (`Content-Length: 0` for an empty payload)."""
+    query: Annotated[
+        dict[
+            Annotated[str, Field(min_length=1, max_length=256)],
+            Annotated[str, Field(max_length=MAX_QUERY_BYTES)],
+        ],
+        Field(max_length=MAX_QUERY_PARAMS),
+    ] = Field(default_factory=dict)
+    """Query parameters added after the URL's own, percent-encoded (`encoded_query`): text
+    without control characters, no credentials (`access_token`, `api_key`... are refused)."""
+    success_statuses: (
+        Annotated[list[StatusEntry], Field(min_length=1, max_length=MAX_STATUS_ENTRIES)] | None
+    ) = None
+    """Answers that succeed: statuses (`204`), classes (`2xx`) and ranges (`200-204`) within
+    100-599 (kadence/models/statuses.py). None: any 2xx. A 3xx named here succeeds; one not
+    named fails for good: redirects are never followed."""
+    retryable_statuses: (
+        Annotated[list[StatusEntry], Field(max_length=MAX_STATUS_ENTRIES)] | None
+    ) = None
+    """Failing answers retried (within the job's retry policy): 4xx and 5xx only, none that
+    succeeds. None: 408, 425, 429 and 5xx. []: no status is retried."""
     headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_TARGET_HEADERS)] = Field(
         default_factory=dict
     )
@@ -81,6 +129,46 @@ class HttpTarget(WireModel):
     def _http_url(cls, url: str) -> str:
         http_url_parts(url, "secret_ref")
         return url
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query_text(cls, query: object) -> object:
+        """Each rule in its own words, before the types above say it less clearly."""
+        if not isinstance(query, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in query.items()
+        ):
+            return query  # the types refuse it (a number, a list, a null are not text)
+        if len(query) > MAX_QUERY_PARAMS:
+            raise ValueError(f"at most {MAX_QUERY_PARAMS} query parameters")
+        for name, value in query.items():
+            if name.strip().lower() in _SECRET_QUERY:
+                raise ValueError(
+                    f"query parameter {name!r} carries credentials; put the secret in the "
+                    "worker's secret store"
+                )
+            for what, text in (("name", name), ("value", value)):
+                bad = _CONTROL.search(text)
+                if bad is not None:
+                    raise ValueError(
+                        f"query parameter {name[:64]!r}: its {what} holds a control character "
+                        f"(U+{ord(bad.group()):04X}) at character {bad.start()}"
+                    )
+        try:
+            size = len(encoded_query(query))
+        except UnicodeEncodeError:
+            return query  # a lone surrogate: the types refuse it
+        if size > MAX_QUERY_BYTES:
+            raise ValueError(
+                f"query parameters take {size} bytes percent-encoded; at most {MAX_QUERY_BYTES}"
+            )
+        return query
+
+    @model_validator(mode="after")
+    def _statuses(self) -> HttpTarget:
+        problem = status_problem(self.success_statuses, self.retryable_statuses)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @field_validator("headers", mode="before")
     @classmethod

@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kadence.clock import ms_to_datetime
-from kadence.fast_models import new_execution
 from kadence.models import (
     Decision,
-    ExecutionRequested,
     ExecutionRevoked,
     OverlapPolicy,
     TriggerKind,
@@ -19,6 +17,7 @@ from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.entries import Pending, Running
 from streams.scheduler.fired import fired_history
+from streams.scheduler.requested import execution
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import (
     RUNNING_LIMIT,
@@ -45,30 +44,6 @@ from streams.scheduler.step import (
 
 SCHEDULED = ("schedule", "catch_up")
 """Triggers of a scheduled occurrence: only these count against the overlap buffer's limit."""
-
-
-def execution(state: JobState, facts: Facts, shot: Shot) -> ExecutionRequested:
-    d = state.definition(facts.codec)
-    return new_execution(
-        {
-            "execution_id": shot.execution_id,
-            "tenant": d.tenant,
-            "job_id": d.job_id,
-            "definition_version": d.version,
-            "attempt": shot.attempt,
-            "delivery": 1,
-            "trigger": shot.trigger,
-            "nominal_at": ms_to_datetime(shot.nominal_ms),
-            "due_at": ms_to_datetime(shot.due_ms),
-            "dispatched_at": ms_to_datetime(facts.now_ms),
-            "target": d.target,
-            "payload": d.payload if shot.payload is None else shot.payload,
-            "content_type": d.content_type,
-            "timeout_ms": d.timeout_ms,
-            "lease_ttl_ms": d.lease_ttl_ms,
-            "concurrency_key": d.concurrency_key,
-        }
-    )
 
 
 def fire(

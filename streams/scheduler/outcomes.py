@@ -21,9 +21,10 @@ from kadence.models import (
     TriggerKind,
 )
 from streams.scheduler.breaker import after_outcome
-from streams.scheduler.dispatch import drain_buffer, execution, keep_override, room_for, start
+from streams.scheduler.dispatch import drain_buffer, keep_override, room_for, start
 from streams.scheduler.entries import Pending
 from streams.scheduler.paused import pause_job
+from streams.scheduler.requested import execution
 from streams.scheduler.settled import already_applied, applied, reopened
 from streams.scheduler.state import DEAD_LIMIT, JobState, kept_payloads
 from streams.scheduler.step import Delete, Effects, Emit, Facts, Refused, Shot, Sink, settle
@@ -163,6 +164,7 @@ def replay_orphan(cmd: ReplayDeadLetter, now_ms: int) -> list[Emit]:
             "trigger": TriggerKind.replay,
             "due_at": now,
             "dispatched_at": now,
+            "start_by": None,  # asked for now: no job left to say its max_event_age_ms
         }
     )
     record = HistoryRecord(

@@ -41,6 +41,7 @@ from kadence.models import ExecutionRequested
 from kadence.settings import KadenceSettings
 from kadence.targets import Delivers, Delivery, Result, Stop, Target
 from streams.worker.active import Delivered, TxnWork
+from streams.worker.event_age import too_old
 from streams.worker.holding import claim
 from streams.worker.inbox import Inbox, Item
 from streams.worker.metrics import WorkerMetrics
@@ -139,6 +140,8 @@ class Deliveries:
             return None
         run = claim(item, now, NO_STOP)
         refused = self._refused.pop(ex.execution_id, None)
+        if refused is None and ex.start_by is not None:
+            refused = too_old(ex, now)  # past the job's max_event_age_ms: not delivered
         if refused is not None:
             return Delivered(run, None, refused)
         try:

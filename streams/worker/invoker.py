@@ -20,6 +20,7 @@ from concurrent.futures import Executor, Future
 from kadence.models import ExecutionRequested
 from kadence.targets import Forwards, Result, Starts, Target
 from streams.worker.active import ActiveRun, invoke
+from streams.worker.event_age import too_old
 from streams.worker.inbox import Item
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class Invoker:
         ex, record = run.execution, run.item.record
         kind = ex.target.kind
         caller = self.targets.get(kind)
+        late = None if ex.start_by is None else too_old(ex, self.now_ms())
+        if late is not None:  # past the job's max_event_age_ms: not started
+            run.pooled = False
+            return _ended(late)
         if caller is None:
             run.pooled = False
             return _ended(
