@@ -7,6 +7,8 @@ Headers (Standard Webhooks style, plus Kadence's own):
 - `idempotency-key`, `kadence-execution-id`, `kadence-attempt`, `kadence-delivery`,
   `kadence-due-at`, `kadence-tenant`, `kadence-job`.
 Kadence's headers win over the job's own, whatever their case (kadence.headers.with_own).
+Each attempt's result keeps the answer's status, its body's first KiB and the headers the target
+names in `result_headers` (connectors/results.py).
 2xx succeeds; 408, 425, 429 and 5xx fail retryably; any other status (3xx included: redirects
 are not followed) fails for good. Connection errors are retryable; the deadline is `timed_out`.
 The exchange (connectors/http_exchange.py): names resolved and cached (connectors/http_dns.py),
@@ -39,6 +41,7 @@ from connectors.http_dns import Resolver
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import LEAD_S, Warmer
+from connectors.results import http_result
 from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
@@ -167,17 +170,20 @@ class HttpCaller:
         )
         if isinstance(answer, Result):
             return answer
-        response, text = answer
+        response, body_start = answer
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         status = response.status
+        detail = http_result(status, response.headers, body_start, target.result_headers)
         if 200 <= status < 300:
-            return Result.ok()
+            return Result.ok(detail)
         message = f"{status} {response.reason} from {target.url}"
         if 300 <= status < 400:
             location = response.getheader("location", "?")
             message += f": redirect to {location} not followed (targets must answer directly)"
-        elif text:
-            message += f": {text}"
+        elif body_start:
+            message += f": {body_start.decode(errors='replace')}"
         retryable = status in RETRYABLE_STATUS or status >= 500
-        return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
+        return Result.failed(
+            "HttpStatus", message, retryable=retryable, code=str(status), detail=detail
+        )
