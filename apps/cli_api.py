@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from apps.cli_runs import err, wait_run, why
-from apps.cli_show import labels_text, last, schedule_text, table
+from apps.cli_show import labels_text, last, result_text, schedule_text, table
 from kadence.api_client import ApiClient, ApiError
 
 
@@ -62,7 +62,11 @@ def add_commands(sub: Any) -> None:
         "it succeeded)",
     )
     cmd("next", "the next due times", "job_id").add_argument("-n", type=int, default=10)
-    cmd("runs", "one line per occurrence: status, lateness, attempts, error or reason", "job_id")
+    cmd(
+        "runs",
+        "one line per occurrence: status, lateness, attempts, result, error or reason",
+        "job_id",
+    )
     cmd("history", "every recorded event of a job, newest first", "job_id")
     cmd("cancel", "cancel a run", "job_id", "run_id")
     bf = cmd("backfill", "run the occurrences in [start, end) (dry run unless --run)", "job_id")
@@ -179,7 +183,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             table(
                 console,
                 f"runs of {job}",
-                ["run", "status", "started", "late (s)", "attempts", "error / reason"],
+                ["run", "status", "started", "late (s)", "attempts", "result", "error / reason"],
                 [
                     [
                         r["execution_id"],  # whole: what `kadence cancel` takes
@@ -187,6 +191,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
                         r["started_at"] or "-",
                         "-" if r["lateness_s"] is None else f"{r['lateness_s']:.3f}",
                         f"{r['attempts']}/{r['deliveries']}",
+                        result_text(r.get("result")),
                         why(r),
                     ]
                     for r in runs

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from apps.cli_show import result_text
 from kadence.api_client import ApiClient, ApiError
 
 
@@ -46,7 +47,8 @@ def wait_run(
     if run["status"] != "succeeded":
         raise RunNotSucceededError(f"run {run_id} {run['status']}: {why(run)}")
     if not quiet:
-        console.print(f"run {run_id}: succeeded, started {late}", soft_wrap=True)
+        got = f", result {result_text(run['result'])}" if run.get("result") else ""
+        console.print(f"run {run_id}: succeeded, started {late}{got}", soft_wrap=True)
     return dict(run)
 
 

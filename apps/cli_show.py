@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Console
@@ -44,3 +45,30 @@ def duration(seconds: int) -> str:
 
 def last(run: dict[str, Any] | None) -> str:
     return "-" if not run else f"{run['status']} {run['started_at']}"
+
+
+RESULT_CHARS = 80
+"""Characters of a run's result the runs table shows (`--json` shows all of it)."""
+
+
+def result_text(result: dict[str, Any] | None) -> str:
+    """A run's result in one short line: `201 {"id": 42}`, `200 (312 bytes, base64) ...`, a
+    handler's value as JSON, the chosen headers, and the note."""
+    if not result:
+        return "-"
+    parts: list[str] = []
+    if result.get("status_code") is not None:
+        parts.append(str(result["status_code"]))
+    if "value" in result:
+        parts.append(json.dumps(result["value"], ensure_ascii=False))
+    body = result.get("body")
+    if body:
+        shown = " ".join(body.split())
+        if result.get("body_encoding") == "base64":
+            shown = f"(base64) {shown}"
+        parts.append(shown + ("…" if result.get("body_truncated") else ""))
+    parts.extend(f"{k}: {v}" for k, v in (result.get("headers") or {}).items())
+    if result.get("note"):
+        parts.append(f"[{result['note']}]")
+    text = " ".join(parts)
+    return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 1] + "…"

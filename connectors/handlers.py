@@ -3,15 +3,18 @@
     from connectors.handlers import handler
 
     @handler("send-digest", tenants=["acme"])   # or tenants="*": every tenant may call it
-    def send_digest(execution, stop):   # return None (success) or a kadence.targets.Result
+    def send_digest(execution, stop):   # None or a value (success), or a kadence.targets.Result
         ...
 
 A handler serves only the tenants it names: a job of another tenant naming it fails as if it
 did not exist, and the failure names no other handler. A tenant's own handler wins over a
 shared ("*") one of the same name.
 
-Exceptions fail the attempt: `RetryableError` ones retryably, any other for good. Long handlers
-should check `stop.is_set()` (cancelled, timed out, or the lease was lost) and return.
+A returned value other than a Result is the run's result (connectors/results.py): kept as JSON,
+at most 4 KiB; one that is not JSON or larger is left out, with a note saying why, and the run
+still succeeds. Exceptions fail the attempt: `RetryableError` ones retryably, any other for
+good. Long handlers should check `stop.is_set()` (cancelled, timed out, or the lease was lost)
+and return.
 
 An `async def` handler runs on the worker's event loop (connectors/aio.py), without a thread or
 a slot of the worker's pool: thousands can wait on I/O at once. It must not block (use
@@ -23,15 +26,17 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from connectors.aio import EventLoop
+from connectors.results import value_result
 from kadence.models import ExecutionRequested, HandlerTarget, OutcomeStatus
 from kadence.models.base import IDENT_RE
 from kadence.targets import Result, Stop
 
-Handler = Callable[[ExecutionRequested, Stop], Result | Awaitable[Result | None] | None]
+Handler = Callable[[ExecutionRequested, Stop], object]
+"""Returns None, a value (the run's result), a Result, or an awaitable of one of them."""
 SHARED = "*"
 """The scope of handlers every tenant may call."""
 _REGISTRY: dict[str, dict[str, Handler]] = {}
@@ -136,9 +141,8 @@ def _ended(result: object, stop: Stop) -> Result:
         return Result(stop.reason or OutcomeStatus.cancelled)
     if result is None:
         return Result.ok()
-    if not isinstance(result, Result):
-        kind = type(result).__name__
-        return Result.failed("HandlerResult", f"a handler returned a {kind}", retryable=False)
+    if not isinstance(result, Result):  # a value: the run succeeded, the value is its result
+        return Result.ok(value_result(result))
     return result
 
 

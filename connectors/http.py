@@ -12,6 +12,8 @@ The target's `method` (GET and DELETE without a body unless the run has a payloa
 status in its `retryable_statuses` (408, 425, 429 and 5xx by default) fails retryably, any
 other (3xx included: redirects are not followed) for good (kadence/models/statuses.py).
 Connection errors are retryable; the deadline is `timed_out`.
+Each attempt's result keeps the answer's status, its body's first KiB and the headers the target
+names in `result_headers` (connectors/results.py).
 The exchange (connectors/http_exchange.py): names resolved and cached (connectors/http_dns.py),
 every address checked for the job's tenant and tried in turn, the answer read by llhttp (httptools;
 h11 for the legacy heads llhttp refuses: connectors/http_conn.py) within the run's deadline; the
@@ -43,6 +45,7 @@ from connectors.http_dns import Resolver
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import LEAD_S, Warmer
+from connectors.results import http_result
 from connectors.ssrf import AddressPolicy
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
@@ -182,20 +185,23 @@ class HttpCaller:
         )
         if isinstance(answer, Result):
             return answer
-        response, text = answer
+        response, body_start = answer
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         status = response.status
+        detail = http_result(status, response.headers, body_start, target.result_headers)
         if status in status_set(target.success_statuses, DEFAULT_SUCCESS):
-            return Result.ok()
+            return Result.ok(detail)
         message = f"{status} {response.reason} from {url}"
         if 300 <= status < 400:
             location = response.getheader("location", "?")
             message += f": redirect to {location} not followed (targets must answer directly)"
-        elif text:
-            message += f": {text}"
+        elif body_start:
+            message += f": {body_start.decode(errors='replace')}"
         retryable = status in status_set(target.retryable_statuses, DEFAULT_RETRYABLE)
-        return Result.failed("HttpStatus", message, retryable=retryable, code=str(status))
+        return Result.failed(
+            "HttpStatus", message, retryable=retryable, code=str(status), detail=detail
+        )
 
 
 @functools.lru_cache(maxsize=4_096)

@@ -80,10 +80,11 @@ async def checked_exchange(
     headers: dict[str, str],
     deadline: float,
     timeout_ms: int,
-) -> Result | tuple[Answer, str]:
-    """The answer to `method url` for a run of `tenant` and the start of its body, or how the
-    exchange failed. `body` None: a request without content. `deadline` is on time.monotonic();
-    `timeout_ms` names it in messages."""
+) -> Result | tuple[Answer, bytes]:
+    """The answer to `method url` for a run of `tenant` and the start of its body (at most
+    BODY_LIMIT bytes, connectors/http_conn.py), or how the exchange failed. `body` None: a
+    request without content. `deadline` is on time.monotonic(); `timeout_ms` names it in
+    messages."""
     conn: HttpConnection | None = None
     key: Key | None = None
     loop = asyncio.get_running_loop()
@@ -102,7 +103,7 @@ async def checked_exchange(
         reusable = complete and conn.reusable()
         pool.give(key, conn, reusable)
         conn = None
-        return answer, text.decode(errors="replace")
+        return answer, text
     except TimeoutError:
         return Result(OutcomeStatus.timed_out, True, timeout_error(url, timeout_ms))
     except (AddressRefused, OSError, BadResponseError, InvalidRequestError) as exc:

@@ -196,12 +196,12 @@ class SqsCaller:
         )
         if isinstance(answer, Result):
             return answer
-        response, text = answer
+        response, body_start = answer
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         if 200 <= response.status < 300:
             return Result.ok()
-        kind, why = refusal(text)
+        kind, why = refusal(body_start.decode(errors="replace"))
         retryable = response.status >= 500 or response.status == 429 or kind in RETRYABLE_ERRORS
         message_ = f"{response.status} {kind} from {target.queue_url}: {why}"
         return Result.failed("SqsError", message_, retryable=retryable, code=kind)

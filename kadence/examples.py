@@ -28,6 +28,7 @@ from kadence.models import (
     ReplayDeadLetter,
     ResumeJob,
     RetryPolicy,
+    RunResult,
     ScheduleDefinition,
     TenantCircuit,
     TriggerNow,
@@ -48,6 +49,7 @@ def schedule_definition() -> ScheduleDefinition:
             url="https://reports.acme.example/run",
             headers={"X-Team": "finance"},
             secret_ref="acme-reports",  # noqa: S106 - a name, not a secret
+            result_headers=["Retry-After"],
         ),
         payload=b'{"report":"daily"}',
         retry=RetryPolicy(max_attempts=5),
@@ -141,6 +143,11 @@ def examples() -> dict[str, WireModel]:
             due_at=ex.due_at,
             started_at=T0.replace(second=18),
             finished_at=T0.replace(second=19),
+            result=RunResult(
+                status_code=503,
+                headers={"retry-after": "120"},
+                body=b"maintenance until 01:32",
+            ),
         ),
         HistoryRecord(
             tenant="acme",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 import typing
 from collections.abc import Callable
@@ -54,6 +55,14 @@ from kadence.models.base import (
 )
 from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
 from kadence.models.records import MAX_DETAIL_BYTES, MAX_DETAILS
+from kadence.models.results import (
+    RESULT_BODY_BYTES,
+    RESULT_HEADER_CHARS,
+    RESULT_HEADERS,
+    RESULT_NOTE_CHARS,
+    RESULT_VALUE_BYTES,
+    RunResult,
+)
 from kadence.models.targets import Target
 
 Builder = Callable[[dict[str, Any]], WireModel | None]
@@ -163,14 +172,48 @@ def _run_fields_ok(d: dict[str, Any]) -> bool:
     )
 
 
+_RESULT_HEADER = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]{1,256}")
+
+
+def _json_ok(value: str) -> bool:
+    if len(value.encode(errors="surrogatepass")) > RESULT_VALUE_BYTES:
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _result(d: dict[str, Any] | None) -> Any:
+    """A RunResult from its datum, None for none, False when a bound is broken."""
+    if d is None:
+        return None
+    code, headers, value = d["status_code"], d["headers"], d["value"]
+    if (
+        (code is not None and not 100 <= code <= 999)
+        or len(headers) > RESULT_HEADERS
+        or len(d["body"]) > RESULT_BODY_BYTES
+        or len(d["note"]) > RESULT_NOTE_CHARS
+        or (value is not None and not _json_ok(value))
+        or not all(
+            _RESULT_HEADER.fullmatch(k) and len(v) <= RESULT_HEADER_CHARS
+            for k, v in headers.items()
+        )
+    ):
+        return False
+    return _make(RunResult, d)
+
+
 def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
     if not _run_fields_ok(d):
         return None
     status = _member(OutcomeStatus, d["status"])
     error = _error(d["error"])
-    if status is None or error is False:
+    result = _result(d["result"])
+    if status is None or error is False or result is False:
         return None
-    d["status"], d["error"] = status, error
+    d["status"], d["error"], d["result"] = status, error, result
     return _make(ExecutionOutcome, d)  # type: ignore[no-any-return]
 
 
@@ -283,10 +326,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "1ac915a466b1f86a",  # targets go through pydantic (models/targets.py)
-    ExecutionOutcome: "519bc9429bc8472c",
+    ExecutionRequested: "37038e43d0ae4714",  # targets go through pydantic (models/targets.py)
+    ExecutionOutcome: "6c93114d9e91fe05",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "2d2f57628c2fe3f8",  # its execution (models/targets.py)
+    LeaseEvent: "7e767e0db5530fdf",  # its execution (models/targets.py)
     LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""

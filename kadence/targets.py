@@ -9,25 +9,35 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from kadence.headers import Headers
-from kadence.models import ErrorInfo, ExecutionRequested, OutcomeStatus
+from kadence.models import ErrorInfo, ExecutionRequested, OutcomeStatus, RunResult
 
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """How one invocation ended, in the outcome's terms."""
+    """How one invocation ended, in the outcome's terms; `detail`: what it returned (an HTTP
+    answer's status and body start, a handler's value), kept in the outcome."""
 
     status: OutcomeStatus
     retryable: bool = False
     error: ErrorInfo | None = None
+    detail: RunResult | None = None
 
     @classmethod
-    def ok(cls) -> Result:
-        return cls(OutcomeStatus.succeeded)
+    def ok(cls, detail: RunResult | None = None) -> Result:
+        return cls(OutcomeStatus.succeeded, detail=detail)
 
     @classmethod
-    def failed(cls, kind: str, message: str, *, retryable: bool, code: str | None = None) -> Result:
+    def failed(
+        cls,
+        kind: str,
+        message: str,
+        *,
+        retryable: bool,
+        code: str | None = None,
+        detail: RunResult | None = None,
+    ) -> Result:
         error = ErrorInfo.cut(kind, message, code)
-        return cls(OutcomeStatus.failed, retryable, error)
+        return cls(OutcomeStatus.failed, retryable, error, detail)
 
 
 class Stop:

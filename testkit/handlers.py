@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -32,3 +33,9 @@ def stubborn(ex: ExecutionRequested, _stop: Stop) -> Result | None:
     cancellation): the worker holds the run until it returns."""
     time.sleep(float(ex.payload or b"1"))
     return None
+
+
+@handler("echo-value", tenants="*")
+def echo_value(ex: ExecutionRequested, _stop: Stop) -> object:
+    """Returns the job's JSON payload under "echo": the run's result is that value."""
+    return {"echo": json.loads(ex.payload or b"null")}

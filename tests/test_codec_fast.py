@@ -4,6 +4,7 @@ with the generic path: the same bytes out, the same models in, the same errors f
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from kadence.models import (
     OnceSchedule,
     OutcomeStatus,
     RetryPolicy,
+    RunResult,
     ScheduleDefinition,
     TriggerKind,
     WireModel,
@@ -51,7 +53,15 @@ from kadence.models.base import (
     MEDIA_TYPE_RE,
 )
 from kadence.models.execution import MAX_HELD_RUNS, MAX_LEASE_TTL_MS
+from kadence.models.results import (
+    RESULT_BODY_BYTES,
+    RESULT_HEADER_CHARS,
+    RESULT_HEADERS,
+    RESULT_NOTE_CHARS,
+    RESULT_VALUE_BYTES,
+)
 from kadence.schema_files import schemas_dir
+from kadence.sizing import RECORD_LIMIT
 
 FAST = Codec()
 SLOW = Codec(fast=False)
@@ -165,12 +175,35 @@ targets = st.one_of(
             st.from_regex(r"X-[a-z]{1,8}", fullmatch=True), header_values, max_size=3
         ),
         secret_ref=st.none() | idents,
+        result_headers=st.lists(
+            st.from_regex(r"x-[a-z]{1,8}", fullmatch=True), max_size=3, unique=True
+        ),
     ),
     st.builds(KafkaTarget, topic=st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True)),
     st.builds(HandlerTarget, name=idents),
 )
 errors = st.none() | st.builds(
     ErrorInfo, type=texts, message=st.text(max_size=300), code=st.none() | st.text(max_size=64)
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+results = st.none() | st.builds(
+    RunResult,
+    status_code=st.none() | st.integers(100, 999),
+    headers=st.dictionaries(
+        st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
+        st.text(max_size=RESULT_HEADER_CHARS),
+        max_size=RESULT_HEADERS,
+    ),
+    body=st.binary(max_size=RESULT_BODY_BYTES),
+    body_truncated=st.booleans(),
+    value=st.none() | json_values.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    note=st.text(max_size=RESULT_NOTE_CHARS),
 )
 ids = st.text(min_size=1, max_size=400)
 executions = st.builds(
@@ -211,6 +244,7 @@ records = st.one_of(
         due_at=instants,
         started_at=instants,
         finished_at=instants,
+        result=results,
     ),
     st.builds(
         HistoryRecord,
@@ -275,6 +309,31 @@ def test_lengths_count_characters_not_bytes() -> None:
     assert FAST.decode(FAST.encode(record)) == record
 
 
+def test_the_largest_result_agrees_and_its_outcome_fits_the_broker_many_times_over() -> None:
+    result = RunResult(
+        status_code=599,
+        headers={f"x-{i:0254d}": "\U0001f600" * RESULT_HEADER_CHARS for i in range(RESULT_HEADERS)},
+        body=b"\xff" * RESULT_BODY_BYTES,
+        body_truncated=True,
+        value=json.dumps("\U0001f600" * (RESULT_VALUE_BYTES // 4 - 1), ensure_ascii=False),
+        note="\U0001f600" * RESULT_NOTE_CHARS,
+    )
+    error = ErrorInfo(type="t" * 256, message="\U0001f600" * 4096, code="c" * 64)
+    record = EXAMPLES["ExecutionOutcome"].model_copy(
+        update={"result": result, "error": error, "execution_id": "\U0001f600" * 400}
+    )
+    check(record)
+    assert len(FAST.encode(record)) < RECORD_LIMIT // 8
+
+
+def test_an_outcome_written_before_results_decodes_without_one() -> None:
+    old = (schemas_dir() / "history" / "ExecutionOutcome" / "v1.bin").read_bytes()
+    for codec in (FAST, SLOW):
+        outcome = codec.decode(old)
+        assert isinstance(outcome, ExecutionOutcome)
+        assert outcome.result is None
+
+
 def test_the_largest_lease_snapshot_agrees() -> None:
     held = [HeldRange(partition=i % 64, start=i, count=1, ttl_ms=30_000) for i in range(4_096)]
     check(LeaseSnapshot(worker_id="w", incarnation="i", at=datetime.now(UTC), held=held))
@@ -305,6 +364,12 @@ def _datum(name: str, **changes: Any) -> dict[str, Any]:
     datum = EXAMPLES[name].model_dump()
     if "target" in datum:
         datum["target"] = ("kadence.HttpTarget", datum["target"])
+    datum.update(changes)
+    return datum
+
+
+def _result(**changes: Any) -> dict[str, Any]:
+    datum = RunResult().model_dump()
     datum.update(changes)
     return datum
 
@@ -363,6 +428,46 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
     "long error code": (
         ExecutionOutcome,
         _datum("ExecutionOutcome", error={"type": "t", "message": "m", "code": "c" * 65}),
+    ),
+    "result body over 1 KiB": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(body=b"x" * (RESULT_BODY_BYTES + 1))),
+    ),
+    "result status 99": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(status_code=99)),
+    ),
+    "result status 1000": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(status_code=1000)),
+    ),
+    "result header name in upper case": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(headers={"ETag": "v"})),
+    ),
+    "result header with CRLF": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(headers={"a\r\nb": "v"})),
+    ),
+    "result header value too long": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(headers={"h": "v" * (RESULT_HEADER_CHARS + 1)})),
+    ),
+    "result too many headers": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(headers={f"h{i}": "v" for i in range(17)})),
+    ),
+    "result value not JSON": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(value="{nope")),
+    ),
+    "result value over 4 KiB": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(value=json.dumps("x" * RESULT_VALUE_BYTES))),
+    ),
+    "result note too long": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", result=_result(note="n" * (RESULT_NOTE_CHARS + 1))),
     ),
     "history bad job id": (HistoryRecord, _datum("HistoryRecord", job_id="-job")),
     "history long reason": (HistoryRecord, _datum("HistoryRecord", reason="r" * 2049)),

@@ -136,6 +136,28 @@ class ErrorShown(Shown):
     code: str | None = None
 
 
+class ResultShown(Shown):
+    """What an attempt returned (docs/execution.md, "Results"): an HTTP answer's status code,
+    the start of its body and the headers the target named in `result_headers`, or a
+    handler's return value. Parts it does not have are left out."""
+
+    status_code: int | None = None
+    headers: dict[str, str] | None = Field(
+        default=None, description="the answer's headers named in result_headers, lower-cased"
+    )
+    body: str | None = Field(
+        default=None,
+        description="the body's first 1 024 bytes: text when UTF-8, else base64 "
+        "(body_encoding says which)",
+    )
+    body_encoding: Literal["base64"] | None = None
+    body_truncated: bool | None = Field(default=None, description="the body was longer")
+    value: Any = Field(default=None, description="a handler's return value (JSON)")
+    note: str | None = Field(
+        default=None, description="what was left out or cut, and why (a value too large...)"
+    )
+
+
 class HistoryEvent(Shown):
     """One recorded event of a job, newest first. `kind` says which fields it has: a
     scheduler's `decision` (fired, skipped, paused, retry_scheduled, ... with its reason), a
@@ -156,6 +178,7 @@ class HistoryEvent(Shown):
     worker_id: str | None = None
     reason: str | None = None
     error: ErrorShown | None = None
+    result: ResultShown | None = Field(default=None, description="an outcome's: what it returned")
     details: dict[str, str] | None = None
 
 
@@ -175,6 +198,9 @@ class RunShown(Shown):
     attempts: int
     deliveries: int
     last_error: ErrorShown | None
+    result: ResultShown | None = Field(
+        default=None, description="what its latest attempt returned (each is in the history)"
+    )
     reason: str
     events: int
 

@@ -40,6 +40,7 @@ from kadence.models.execution import (
     TriggerKind,
 )
 from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
+from kadence.models.results import RunResult
 from kadence.models.schedule import (
     CronSchedule,
     DstFoldPolicy,
@@ -128,6 +129,7 @@ __all__ = [
     "ReplayDeadLetter",
     "ResumeJob",
     "RetryPolicy",
+    "RunResult",
     "ScheduleDefinition",
     "SqsTarget",
     "TenantCircuit",

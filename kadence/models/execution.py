@@ -23,6 +23,7 @@ from kadence.models.base import (
     WorkerId,
     job_key,
 )
+from kadence.models.results import RunResult
 from kadence.models.targets import Target
 
 
@@ -251,6 +252,10 @@ class ExecutionOutcome(WireModel):
     due_at: UtcDatetime
     started_at: UtcDatetime
     finished_at: UtcDatetime
+    result: RunResult | None = None
+    """What the attempt returned (an HTTP answer's status, body start and chosen headers, a
+    handler's value), bounded (kadence/models/results.py); None when the target has none (a
+    Kafka delivery, a timeout) and in outcomes written before results existed."""
 
     @property
     def key(self) -> str:

@@ -18,6 +18,10 @@ MAX_TARGET_HEADER_BYTES = 16 * 1024
 """Target headers are copied into every execution, lease and scheduler state record: bounded,
 so that with the largest payload those records still fit the broker's limit."""
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
+_SECRET_ANSWER_HEADERS = {*_SECRET_HEADERS, "set-cookie", "set-cookie2"}
+"""Answer headers that carry credentials: never kept in a run's result (`result_headers`)."""
+MAX_RESULT_HEADERS = 16
+"""Answer headers a target may keep in each run's result (kadence/models/results.py)."""
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 """An HTTP header name: a token (RFC 9110, 5.1), so no spaces, colons or control characters."""
 _NOT_IN_HEADER_VALUE = re.compile(r"[^\t\x20-\x7e\xa0-\xff]")
@@ -123,6 +127,12 @@ class HttpTarget(WireModel):
     """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
     secret_ref: Identifier | None = None
     """Name of the signing/auth secret held by the workers (never the secret itself)."""
+    result_headers: Annotated[list[HeaderName], Field(max_length=MAX_RESULT_HEADERS)] = Field(
+        default_factory=list
+    )
+    """Answer headers each run keeps in its result (names, any case; e.g. `etag`,
+    `x-request-id`), beside the status code and the body's start. Credential-carrying ones
+    (`set-cookie`, `authorization`, ...) are refused."""
 
     @field_validator("url")
     @classmethod
@@ -200,6 +210,27 @@ class HttpTarget(WireModel):
             if problem is not None:
                 raise ValueError(f"header {name!r}: {problem}")
         return headers
+
+    @field_validator("result_headers", mode="before")
+    @classmethod
+    def _result_headers(cls, names: object) -> object:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return names  # the types refuse it
+        if len(names) > MAX_RESULT_HEADERS:
+            raise ValueError(f"at most {MAX_RESULT_HEADERS} result headers")
+        seen: set[str] = set()
+        for name in names:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"result header {name[:300]!r} is not an HTTP header name")
+            low = name.lower()
+            if low in _SECRET_ANSWER_HEADERS:
+                raise ValueError(
+                    f"result header {name!r} carries credentials: it is never kept in results"
+                )
+            if low in seen:
+                raise ValueError(f"result header {name!r} is named twice")
+            seen.add(low)
+        return names
 
 
 class DeliveryFormat(StrEnum):

@@ -167,6 +167,8 @@ def apply_outcome(store: ViewStore, r: ExecutionOutcome, seq: str) -> None:
         "lateness_s": round(lateness_s, 3),
         "error": None if r.error is None else r.error.model_dump(mode="json"),
     }
+    if r.result is not None:  # what the attempt returned, as the API shows it
+        event["result"] = r.result.shown()
     store.put(history_key(r.tenant, r.job_id, datetime_to_ms(r.finished_at), seq), event)
     if r.status.value == "succeeded":
         _mark_replayed(store, r.tenant, r.execution_id, "succeeded", r.finished_at)

@@ -233,6 +233,7 @@ def _new_run(eid: str, e: Doc) -> Doc:
         "attempts": 0,
         "deliveries": 0,
         "last_error": None,
+        "result": None,
         "reason": "",
         "events": 0,
     }
@@ -249,6 +250,7 @@ def _fold(run: Doc, e: Doc) -> None:
             run["lateness_s"] = e["lateness_s"]
         run["finished_at"] = e["finished_at"]
         run["status"] = e["status"]
+        run["result"] = e.get("result")  # the latest attempt's (each is in the history)
         if e["error"]:
             run["last_error"] = e["error"]
     elif e["kind"] == "dead_letter":

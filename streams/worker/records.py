@@ -42,7 +42,8 @@ def lease_event(
 def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> ExecutionOutcome:
     """The run's outcome, ended when its invocation did (`now_ms` if that was not stamped).
     A run whose lease was lost reports `lease_lost` whatever the target
-    said (the reaper has handed it on); a timeout or cancel without an error gets one."""
+    said (the reaper has handed it on); a timeout or cancel without an error gets one. What the
+    target returned (`result.detail`) is kept as the attempt's result."""
     ex = run.execution
     status, error = result.status, result.error
     ended = now_ms if run.finished_ms is None else run.finished_ms
@@ -70,6 +71,7 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
         due_at=ex.due_at,
         started_at=ms_to_datetime(run.started_ms),
         finished_at=ms_to_datetime(max(ended, run.started_ms)),
+        result=result.detail,
     )
 
 
@@ -93,6 +95,7 @@ def delivered_outcome(run: ActiveRun, worker_id: str) -> ExecutionOutcome:
         due_at=ex.due_at,
         started_at=at,
         finished_at=at,
+        result=None,
     )
 
 
