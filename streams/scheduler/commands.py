@@ -57,7 +57,8 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
         room_for(state, facts, 1, "a trigger")
         key = state.definition(facts.codec).key
         exec_id = manual_execution_id(key, command.request_id)
-        shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
+        now, payload = facts.now_ms, command.payload
+        shot = Shot(exec_id, now, now, TriggerKind.manual, 1, payload, command.caused_by)
         state = start(state, effects, facts, shot)
         if command.payload is not None:
             state = keep_override(state, facts, exec_id, command.payload)

@@ -35,7 +35,7 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler import chaining, commands, definitions, firing, groups, orphans, outcomes
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
@@ -183,7 +183,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         self._keyed(command.key, record)
         state = self._load(ctx, record.key)
         if state is None:
-            raise Refused("unknown_job", f"no job {command.key} on this partition")
+            raise chaining.unknown_job(command, command.key, record.partition, now_ms)
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
         self._write(ctx, record.key, effects, now_ms=now_ms)
 
