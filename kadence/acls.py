@@ -175,7 +175,6 @@ def _scheduler(ns: str) -> list[Grant]:
             (W,),
             "a job's tombstone when it deletes itself (delete_after_completion)",
         ),
-        _topics(ns, (COMMANDS,), (W,), "a chain link's trigger (on_success, on_failure)"),
         *_processor(ns, "scheduler"),
         _provisioned(ns),
     ]

@@ -173,12 +173,24 @@ COMMAND_TYPES: tuple[type[WireModel], ...] = (
     ReplayDeadLetter,
 )
 """What users send (the SDK, the API, the CLI)."""
-CONTROL_TYPES: tuple[type[WireModel], ...] = (JobMoved, TenantCircuit, ReplayDeadLetter)
+CONTROL_TYPES: tuple[type[WireModel], ...] = (JobMoved, TenantCircuit, ReplayDeadLetter, TriggerNow)
 """What Kadence's own processes say to the schedulers, on the `scheduler-control` topic that
 no tenant may write: a scheduler's `JobMoved` and `TenantCircuit`, and the API's replays that
 carry their dead letter (`ReplayDeadLetter.letter`, read back from the dead-letter topic). On
 `commands` (and a tenant's ingress) these are refused: anyone who may write there could forge
-them (docs/security.md, "Control records")."""
+them (docs/security.md, "Control records"). A chain link's trigger (a `TriggerNow` with
+`caused_by`) travels here too (`kadence_only`)."""
 TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved, TenantCircuit)
 """Every command-like record: users' commands and the control records (for the schema files
 and the decoder of the topics that refuse control records by name)."""
+
+
+def kadence_only(command: object) -> bool:
+    """Whether `command` is Kadence's own word, refused where tenants write (docs/security.md,
+    "Control records"): a job moved, a tenant's circuit, a replay carrying its letter, a chain
+    link's trigger (one with `caused_by`)."""
+    if isinstance(command, ReplayDeadLetter):
+        return command.letter is not None
+    if isinstance(command, TriggerNow):
+        return command.caused_by is not None
+    return isinstance(command, JobMoved | TenantCircuit)

@@ -3,7 +3,8 @@ after its retries), trigger the jobs its `on_success` or `on_failure` names, and
 history; refuse a link's trigger that reaches no job, saying so in the upstream job's history
 (docs/execution.md, "Chaining").
 
-A trigger is a `TriggerNow` on `commands`, written in the same transaction as the outcome's
+A trigger is a `TriggerNow` on `scheduler-control` (Kadence's own word: on `commands` a
+trigger with `caused_by` is refused), written in the same transaction as the outcome's
 other effects: a crash before the commit writes it again when the outcome is read again, with
 the same request id (kadence/chains.py), which the downstream job applies once."""
 
@@ -92,7 +93,7 @@ def _trigger(
     )
     key = command.key
     route = f"{tenant}/~{link.concurrency_key}" if link.concurrency_key else key
-    return Emit(Sink.commands, Routed(command, route))
+    return Emit(Sink.control, Routed(command, route))
 
 
 def unknown_job(command: object, key: str, partition: int, now_ms: int) -> Refused:

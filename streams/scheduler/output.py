@@ -21,7 +21,7 @@ class Output:
             Sink.history: cfg.topics.history,
             Sink.dead_letter: cfg.topics.dead_letter,
             Sink.schedules: cfg.topics.schedules,
-            Sink.commands: cfg.topics.commands,
+            Sink.control: cfg.topics.scheduler_control,
         }
 
     def encoded(

@@ -29,8 +29,8 @@ class Sink(StrEnum):
     dead_letter = "dead_letter"
     schedules = "schedules"
     """Only `Delete`: a job deleting itself (delete_after_completion)."""
-    commands = "commands"
-    """Only `Routed`: a chain link's trigger (chaining.py)."""
+    control = "control"
+    """Only `Routed`: a chain link's trigger, on `scheduler-control` (chaining.py)."""
 
 
 @dataclass(frozen=True, slots=True)

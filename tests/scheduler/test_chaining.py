@@ -44,7 +44,7 @@ def triggers(effects: Effects) -> list[tuple[TriggerNow, str]]:
     """The chain triggers a step wrote, with the route that picks their partition."""
     out = []
     for e in effects.out:
-        if e.sink is Sink.commands:
+        if e.sink is Sink.control:
             assert isinstance(e.record, Routed) and isinstance(e.record.record, TriggerNow)
             out.append((e.record.record, e.record.route))
     return out
@@ -310,7 +310,7 @@ def test_the_processor_writes_the_trigger_on_commands_keyed_by_the_job_on_its_pa
     assert isinstance(ex, ExecutionRequested)
     out.clear()
     _feed(proc, task, topics.outcomes, a.key, make_outcome(ex, OutcomeStatus.succeeded))
-    sent = [(p, k, CODEC.decode(v)) for t, p, k, v, _h in out if t == topics.commands]
+    sent = [(p, k, CODEC.decode(v)) for t, p, k, v, _h in out if t == topics.scheduler_control]
     assert [(p, k) for p, k, _ in sent] == [
         (partition_for("acme/b", 8), b"acme/b"),
         (partition_for("acme/~g", 8), b"acme/c"),
@@ -329,10 +329,31 @@ def test_a_trigger_of_a_missing_job_is_rejected_and_the_upstream_history_says_wh
         caused_by="acme/a@manual:r",
         chain_depth=1,
     )
-    _feed(proc, task, topics.commands, "acme/gone", trigger)
+    _feed(proc, task, topics.scheduler_control, "acme/gone", trigger)
     [rejected] = [CODEC.decode(v) for t, _p, _k, v, _h in out if t == topics.rejected]
     assert isinstance(rejected, Rejected) and rejected.code == "unknown_job"
     told = [CODEC.decode(v) for t, _p, _k, v, _h in out if t == topics.history]
     [record] = [h for h in told if isinstance(h, HistoryRecord)]
     assert (record.job_id, record.decision) == ("a", Decision.refused)
     assert "acme/gone" in record.reason and "acme/a@manual:r" in record.reason
+
+
+def test_a_chain_trigger_on_commands_is_refused_as_kadence_s_own_word() -> None:
+    """Only schedulers write a trigger with caused_by (on scheduler-control): on `commands`,
+    which tenants may write, it would let them forge links in their jobs' histories."""
+    proc, task, out = _processor(1)
+    topics = proc.cfg.topics
+    b = _job(job_id="b")
+    _feed(proc, task, topics.schedules, b.key, b)
+    forged = TriggerNow(
+        tenant="acme",
+        job_id="b",
+        issued_at=ex_at(),
+        request_id=chain_request_id("acme/a@manual:r", SUCCESS, "b", 1),
+        caused_by="acme/a@manual:r",
+        chain_depth=1,
+    )
+    _feed(proc, task, topics.commands, b.key, forged)
+    [rejected] = [CODEC.decode(v) for t, _p, _k, v, _h in out if t == topics.rejected]
+    assert isinstance(rejected, Rejected) and rejected.code == "control_record"
+    assert not [v for t, _p, _k, v, _h in out if t == topics.executions]
