@@ -8,6 +8,7 @@ from kadence.models.base import (
     job_key,
     split_job_key,
 )
+from kadence.models.chain import MAX_CHAIN_DEPTH, MAX_CHAIN_LINKS, ChainLink
 from kadence.models.commands import (
     COMMAND_TYPES,
     CONTROL_TYPES,
@@ -82,6 +83,8 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
 __all__ = [
     "COMMAND_TYPES",
     "CONTROL_TYPES",
+    "MAX_CHAIN_DEPTH",
+    "MAX_CHAIN_LINKS",
     "MAX_EVENT_AGE_ERROR",
     "MAX_HELD_RANGES",
     "MAX_HELD_RUNS",
@@ -93,6 +96,7 @@ __all__ = [
     "TOPIC_COMMAND_TYPES",
     "Backfill",
     "CancelRun",
+    "ChainLink",
     "Command",
     "CronSchedule",
     "DeadLetter",

@@ -20,6 +20,7 @@ from kadence.models.base import (
     WireModel,
     job_key,
 )
+from kadence.models.chain import MAX_CHAIN_DEPTH
 from kadence.models.execution import ExecutionRequested
 
 RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
@@ -44,6 +45,20 @@ class TriggerNow(_JobCommand):
     payload: Payload | None = None
     """Replaces the job's payload for this run only (the shapes a definition's payload takes;
     absent or null: the job's payload)."""
+    caused_by: ExecutionId | None = None
+    """Written by a scheduler, for a chain link: the run of a job of the same tenant whose end
+    triggered this one (its history names it). None: a user's trigger."""
+    chain_depth: Annotated[int, Field(ge=0, le=MAX_CHAIN_DEPTH)] = 0
+    """Links followed from the run that started the chain (0: a user's trigger); also in the
+    request id, so in the execution id (kadence/chains.py)."""
+
+    @model_validator(mode="after")
+    def _chained(self) -> TriggerNow:
+        if (self.caused_by is None) != (self.chain_depth == 0):
+            raise ValueError("caused_by and chain_depth come together (a chain link's trigger)")
+        if self.caused_by is not None and not self.caused_by.startswith(f"{self.tenant}/"):
+            raise ValueError("caused_by must be a run of the same tenant")
+        return self
 
 
 class Backfill(_JobCommand):
@@ -158,12 +173,24 @@ COMMAND_TYPES: tuple[type[WireModel], ...] = (
     ReplayDeadLetter,
 )
 """What users send (the SDK, the API, the CLI)."""
-CONTROL_TYPES: tuple[type[WireModel], ...] = (JobMoved, TenantCircuit, ReplayDeadLetter)
+CONTROL_TYPES: tuple[type[WireModel], ...] = (JobMoved, TenantCircuit, ReplayDeadLetter, TriggerNow)
 """What Kadence's own processes say to the schedulers, on the `scheduler-control` topic that
 no tenant may write: a scheduler's `JobMoved` and `TenantCircuit`, and the API's replays that
 carry their dead letter (`ReplayDeadLetter.letter`, read back from the dead-letter topic). On
 `commands` (and a tenant's ingress) these are refused: anyone who may write there could forge
-them (docs/security.md, "Control records")."""
+them (docs/security.md, "Control records"). A chain link's trigger (a `TriggerNow` with
+`caused_by`) travels here too (`kadence_only`)."""
 TOPIC_COMMAND_TYPES: tuple[type[WireModel], ...] = (*COMMAND_TYPES, JobMoved, TenantCircuit)
 """Every command-like record: users' commands and the control records (for the schema files
 and the decoder of the topics that refuse control records by name)."""
+
+
+def kadence_only(command: object) -> bool:
+    """Whether `command` is Kadence's own word, refused where tenants write (docs/security.md,
+    "Control records"): a job moved, a tenant's circuit, a replay carrying its letter, a chain
+    link's trigger (one with `caused_by`)."""
+    if isinstance(command, ReplayDeadLetter):
+        return command.letter is not None
+    if isinstance(command, TriggerNow):
+        return command.caused_by is not None
+    return isinstance(command, JobMoved | TenantCircuit)

@@ -80,6 +80,11 @@ class Decision(StrEnum):
     completed = "completed"
     """The job ran its `max_runs` scheduled occurrences and fires no more (a new version with a
     higher limit runs on). Added last, as `throttled`."""
+    chained = "chained"
+    """A run ended and a chain link of its job (`on_success`, `on_failure`) triggered another
+    job (details: `job_id`, `triggered`, its execution id, and `chain_depth`), or, with
+    `stopped` in the details, triggered nothing: the chain reached its depth limit. Added last,
+    as `throttled`."""
 
 
 class HistoryRecord(WireModel):

@@ -27,6 +27,7 @@ from kadence.models.base import (
     WireModel,
     job_key,
 )
+from kadence.models.chain import MAX_CHAIN_LINKS, ChainLink
 from kadence.models.targets import (
     KafkaTarget,
     Target,
@@ -294,6 +295,16 @@ class ScheduleDefinition(WireModel):
     ] = Field(default_factory=dict)
     """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys
     1-63 lowercase letters, digits, `.`, `_`, `-`; values up to 63 of those (kadence/labels.py)."""
+    on_success: Annotated[list[ChainLink], Field(max_length=MAX_CHAIN_LINKS)] = Field(
+        default_factory=list
+    )
+    """Jobs of the same tenant to trigger once each when a run of this job succeeds (up to 8;
+    docs/execution.md, "Chaining")."""
+    on_failure: Annotated[list[ChainLink], Field(max_length=MAX_CHAIN_LINKS)] = Field(
+        default_factory=list
+    )
+    """Jobs of the same tenant to trigger once each when a run of this job has failed for good:
+    dead-lettered, after its retries (not after each failed attempt); up to 8."""
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -311,6 +322,18 @@ class ScheduleDefinition(WireModel):
             reason = reserved(self.target.topic) or too_long(self.tenant, self.target.topic)
             if reason is not None:
                 raise ValueError(f"target.topic: {reason}")
+        return self
+
+    @model_validator(mode="after")
+    def _links(self) -> ScheduleDefinition:
+        for name, links in (("on_success", self.on_success), ("on_failure", self.on_failure)):
+            ids = [link.job_id for link in links]
+            if self.job_id in ids:
+                raise ValueError(
+                    f"{name}: a job cannot trigger itself (use retry for another attempt)"
+                )
+            if len(set(ids)) < len(ids):
+                raise ValueError(f"{name}: a job is named twice")
         return self
 
     @property

@@ -22,14 +22,13 @@ from kadence.codec import Codec
 from kadence.errors import DecodeError, KadenceError, RecordTooLargeError
 from kadence.headers import Headers, headers_for
 from kadence.models import (
-    CONTROL_TYPES,
-    ReplayDeadLetter,
     ScheduleDefinition,
     WireModel,
     job_key,
     split_job_key,
 )
 from kadence.models.base import IDENT_RE
+from kadence.models.commands import kadence_only
 from kadence.partitioning import partition_for
 from kadence.quotas import QuotaExceededError
 from kadence.sizing import check_fits
@@ -127,9 +126,7 @@ class Router:
         headers: Sequence[tuple[str, str | bytes | None]],
     ) -> list[Out]:
         command = COMMANDS.decode(self.codec, value)
-        if isinstance(command, CONTROL_TYPES) and (
-            not isinstance(command, ReplayDeadLetter) or command.letter is not None
-        ):
+        if kadence_only(command):
             raise IngressRefusedError(
                 "control_record",
                 f"{type(command).__name__} is written by Kadence's own processes only; a "

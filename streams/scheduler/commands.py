@@ -8,14 +8,13 @@ from kadence.models import (
     CancelRun,
     Command,
     Decision,
-    JobMoved,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
-    TenantCircuit,
     TriggerKind,
     TriggerNow,
 )
+from kadence.models.commands import kadence_only
 from kadence.timeengine.identity import manual_execution_id
 from streams.scheduler import backfill
 from streams.scheduler.dispatch import keep_override, revoke, room_for, start, stop_running
@@ -24,13 +23,17 @@ from streams.scheduler.paused import pause_job, skip_paused
 from streams.scheduler.state import JobState, kept_payloads, remember
 from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
 
+_CONTROL_NAMES: dict[type, str] = {
+    ReplayDeadLetter: "a replay carrying its letter",
+    TriggerNow: "a chain link's trigger (with caused_by)",
+}
+
 
 def refuse_control(command: object, topic: str, control_topic: str) -> None:
     """Refuse what only Kadence may say (docs/security.md, "Control records") arriving where
     anyone who may write `commands` could have forged it."""
-    letter = isinstance(command, ReplayDeadLetter) and command.letter is not None
-    if isinstance(command, JobMoved | TenantCircuit) or letter:
-        what = "a replay carrying its letter" if letter else type(command).__name__
+    if kadence_only(command):
+        what = _CONTROL_NAMES.get(type(command), type(command).__name__)
         raise Refused(
             "control_record",
             f"{what} is written by Kadence's own processes only, on {control_topic}; not "
@@ -57,7 +60,8 @@ def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
         room_for(state, facts, 1, "a trigger")
         key = state.definition(facts.codec).key
         exec_id = manual_execution_id(key, command.request_id)
-        shot = Shot(exec_id, facts.now_ms, facts.now_ms, TriggerKind.manual, 1, command.payload)
+        now, payload = facts.now_ms, command.payload
+        shot = Shot(exec_id, now, now, TriggerKind.manual, 1, payload, command.caused_by)
         state = start(state, effects, facts, shot)
         if command.payload is not None:
             state = keep_override(state, facts, exec_id, command.payload)

@@ -16,7 +16,7 @@ from kadence.models import (
 from kadence.timeengine.engine import Occurrence
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.entries import Pending, Running
-from streams.scheduler.fired import fired_history
+from streams.scheduler.fired import chained_details, fired_history
 from streams.scheduler.requested import execution
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import (
@@ -121,7 +121,7 @@ def wait(state: JobState, effects: Effects, facts: Facts, shot: Shot, why: str) 
         nominal_at=ms_to_datetime(shot.nominal_ms),
         attempt=shot.attempt,
         reason=why,
-        details={"trigger": shot.trigger.value},
+        details={"trigger": shot.trigger.value, **chained_details(shot)},
     )
     pending = Pending(
         shot.execution_id, shot.nominal_ms, shot.due_ms, shot.attempt, shot.trigger.value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kadence.chains import chain_depth_of
 from kadence.clock import ms_to_datetime
 from kadence.fired_series import MAX_RUNS, series_details
 from kadence.models import Decision, TriggerKind
@@ -30,6 +31,7 @@ def fired_history(
     }
     if backfill is not None:
         details["backfill"] = backfill
+    details.update(chained_details(shot))
     if shot.due_ms > facts.now_ms:
         details["ahead_ms"] = str(shot.due_ms - facts.now_ms)
     counted = shot.trigger in (TriggerKind.schedule, TriggerKind.catch_up) and shot.attempt == 1
@@ -44,8 +46,16 @@ def fired_history(
         nominal_at=ms_to_datetime(shot.nominal_ms),
         due_at=ms_to_datetime(shot.due_ms),
         attempt=shot.attempt,
+        reason="" if shot.caused_by is None else f"chain link: after {shot.caused_by}",
         details=details if series is None else {**details, **series},
     )
+
+
+def chained_details(shot: Shot) -> dict[str, str]:
+    """What a run triggered by a chain link says of its cause in history (others: nothing)."""
+    if shot.caused_by is None:
+        return {}
+    return {"caused_by": shot.caused_by, "chain_depth": str(chain_depth_of(shot.execution_id))}
 
 
 def series_history(state: JobState, effects: Effects, facts: Facts, shots: Sequence[Shot]) -> None:

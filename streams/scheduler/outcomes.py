@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+from kadence.chains import FAILURE, SUCCESS
 from kadence.clock import ms_to_datetime
 from kadence.models import (
     REDELIVERY_CAP_ERROR,
@@ -21,6 +22,7 @@ from kadence.models import (
     TriggerKind,
 )
 from streams.scheduler.breaker import after_outcome
+from streams.scheduler.chaining import follow
 from streams.scheduler.dispatch import drain_buffer, keep_override, room_for, start
 from streams.scheduler.entries import Pending
 from streams.scheduler.paused import pause_job
@@ -236,8 +238,10 @@ def _apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
         effects.history(state, facts, Decision.cancelled, **common)
     elif outcome.status is not OutcomeStatus.succeeded:  # a success: the outcome is its record
         state = _failed(state, effects, outcome, facts)
-    elif state.failures_in_row:
-        state = state.evolve(failures_in_row=0)
+    else:
+        follow(state, effects, facts, outcome, SUCCESS)
+        if state.failures_in_row:
+            state = state.evolve(failures_in_row=0)
     state = drain_buffer(state, effects, facts)
     effects.state = kept_payloads(applied(state, outcome.execution_id, outcome.attempt))
     _delete_if_completed(effects.state, effects, facts)
@@ -319,6 +323,7 @@ def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts:
         error=error,
         reason=f"{reason.value} after attempt {outcome.attempt}: {error.message}",
     )
+    follow(state, effects, facts, outcome, FAILURE)
     dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
     effects.dead_delta += 1 - max(0, len(state.dead) + 1 - DEAD_LIMIT)  # the oldest may drop out
     in_row = state.failures_in_row + 1

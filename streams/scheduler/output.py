@@ -9,7 +9,7 @@ from kadence.headers import Headers, headers_for
 from kadence.models import WireModel
 from kadence.partitioning import execution_route, partition_for
 from streams.scheduler.config import SchedulerConfig
-from streams.scheduler.step import Delete, Sink
+from streams.scheduler.step import Delete, Routed, Sink
 
 
 class Output:
@@ -21,15 +21,20 @@ class Output:
             Sink.history: cfg.topics.history,
             Sink.dead_letter: cfg.topics.dead_letter,
             Sink.schedules: cfg.topics.schedules,
+            Sink.control: cfg.topics.scheduler_control,
         }
 
     def encoded(
-        self, partition: int, sink: Sink, record: WireModel | Delete
+        self, partition: int, sink: Sink, record: WireModel | Delete | Routed
     ) -> tuple[str, int, bytes, bytes | None, Headers]:
         """(topic, partition, key, value, headers) of `record`, decided on job partition
-        `partition`; a `Delete` is a tombstone there."""
+        `partition`; a `Delete` is a tombstone there; a `Routed` command goes to its job's
+        partition, which its route decides."""
         if isinstance(record, Delete):
             return self.topics[Sink.schedules], partition, record.key.encode(), None, []
+        if isinstance(record, Routed):
+            to = partition_for(record.route, self.cfg.job_partitions)
+            return self.encoded(to, sink, record.record)
         value = self.codec.encode(record)
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         if sink is Sink.executions:

@@ -35,7 +35,7 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler import chaining, commands, definitions, firing, groups, orphans, outcomes
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
@@ -192,7 +192,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         circuit opened or closed, a dead letter replayed from the letter the API read back."""
         assert record.key is not None
         control = SCHEDULER_CONTROL.decode(self.codec, record.value)
-        assert isinstance(control, JobMoved | TenantCircuit | ReplayDeadLetter)
+        assert isinstance(control, JobMoved | TenantCircuit | ReplayDeadLetter | TriggerNow)
         self._keyed(control.key, record)
         if isinstance(control, TenantCircuit):
             self._heard(ctx, control)
@@ -200,10 +200,10 @@ class SchedulerProcessor(Moving, TenantKeeping):
         state = self._load(ctx, record.key)
         if isinstance(control, JobMoved):
             self._moved(ctx, record.key, control, state, now_ms)
-        elif state is None and control.letter is not None:
+        elif isinstance(control, ReplayDeadLetter) and state is None and control.letter:
             self._forward(ctx, orphans.replay_once(ctx, record.key, control, now_ms))
         elif state is None:
-            raise Refused("unknown_job", f"no job {control.key} on this partition")
+            raise chaining.unknown_job(control, control.key, record.partition, now_ms)
         else:
             effects = commands.apply_command(state, control, self._facts(ctx, state, now_ms))
             self._write(ctx, record.key, effects, now_ms=now_ms)

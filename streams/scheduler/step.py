@@ -29,6 +29,8 @@ class Sink(StrEnum):
     dead_letter = "dead_letter"
     schedules = "schedules"
     """Only `Delete`: a job deleting itself (delete_after_completion)."""
+    control = "control"
+    """Only `Routed`: a chain link's trigger, on `scheduler-control` (chaining.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +43,18 @@ class Delete:
 
 
 @dataclass(frozen=True, slots=True)
+class Routed:
+    """A command for a job that may live on another partition: `route` (the job's routing key)
+    picks the partition, the command's own key is the record's key."""
+
+    record: WireModel
+    route: str
+
+
+@dataclass(frozen=True, slots=True)
 class Emit:
     sink: Sink
-    record: WireModel | Delete
+    record: WireModel | Delete | Routed
 
 
 class Refused(Exception):  # noqa: N818 - a decision, not a failure
@@ -102,6 +113,8 @@ class Shot:
     trigger: TriggerKind
     attempt: int = 1
     payload: bytes | None = None
+    caused_by: str | None = None
+    """The run whose end triggered this one through a chain link (chaining.py)."""
 
 
 URGENT_WITHIN_MS = 1_000
