@@ -52,7 +52,12 @@ from kadence.models.base import (
     MAX_VERSION,
     MEDIA_TYPE_RE,
 )
-from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
+from kadence.models.execution import (
+    MAX_HELD_RANGES,
+    MAX_HELD_RUNS,
+    MAX_LEASE_TTL_MS,
+    MAX_THROTTLED_MS,
+)
 from kadence.models.records import MAX_DETAIL_BYTES, MAX_DETAILS
 from kadence.models.targets import Target
 
@@ -161,7 +166,7 @@ def _run_fields_ok(d: dict[str, Any]) -> bool:
 
 
 def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
-    if not _run_fields_ok(d):
+    if not _run_fields_ok(d) or not 0 <= d["throttled_ms"] <= MAX_THROTTLED_MS:
         return None
     status = _member(OutcomeStatus, d["status"])
     error = _error(d["error"])
@@ -280,10 +285,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "067c32e6a31c21b8",  # targets go through pydantic (models/targets.py)
-    ExecutionOutcome: "519bc9429bc8472c",
+    ExecutionRequested: "8dd28f8b8c5dc46e",  # targets go through pydantic (models/targets.py)
+    ExecutionOutcome: "b27b16429db9bbbf",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "5565274c3648b771",  # its execution (models/targets.py)
+    LeaseEvent: "4e2cacfdf5a1b5d4",  # its execution (models/targets.py)
     LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""

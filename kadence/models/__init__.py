@@ -60,6 +60,7 @@ from kadence.models.targets import (
     HttpTarget,
     KafkaTarget,
     QueueFormat,
+    RateLimit,
     SqsTarget,
 )
 
@@ -122,6 +123,7 @@ __all__ = [
     "OverlapPolicy",
     "PauseJob",
     "QueueFormat",
+    "RateLimit",
     "Rejected",
     "ReplayDeadLetter",
     "ResumeJob",

@@ -225,6 +225,10 @@ class ErrorInfo(WireModel):
         )
 
 
+MAX_THROTTLED_MS = 2**53 - 1
+"""Milliseconds a run waited for its destination's rate limit at most (a JSON-safe integer)."""
+
+
 class ExecutionOutcome(WireModel):
     """How one attempt/delivery ended. Written before the lease is released."""
 
@@ -243,6 +247,9 @@ class ExecutionOutcome(WireModel):
     due_at: UtcDatetime
     started_at: UtcDatetime
     finished_at: UtcDatetime
+    throttled_ms: Annotated[int, Field(ge=0, le=MAX_THROTTLED_MS)] = 0
+    """How long the run waited, once due, for its destination's rate limit (`rate_limit` on
+    its target) before it started; part of `started_at - due_at`."""
 
     @property
     def key(self) -> str:

@@ -70,6 +70,7 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
         due_at=ex.due_at,
         started_at=ms_to_datetime(run.started_ms),
         finished_at=ms_to_datetime(max(ended, run.started_ms)),
+        throttled_ms=run.item.throttled_ms,
     )
 
 

@@ -1,15 +1,18 @@
 """Held executions in due order: bucketed by due time until due, then one queue per tenant
-(the inbox's round robin serves them: `inbox`)."""
+(the inbox's round robin serves them: `inbox`). A due run whose destination's rate limit has
+no start for it yet is given the next one and waits for it in a bucket like a run not yet due
+(`_throttled`), out of its tenant's queue: the runs behind it go on."""
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from streams.worker.fairness import Fairness
 from streams.worker.item import Item
+from streams.worker.throttle import Throttle
 
 
 @dataclass
@@ -30,14 +33,44 @@ class Waiting:
     """due time -> waiting executions that may be claimed ahead (not `leaseless`): `upcoming`
     walks only these, and drops each once it is claimed or gone, so a turn does not look again
     at every execution read ahead."""
+    throttle: Throttle = field(default_factory=Throttle)
+    """Every destination's rate-limit schedule (streams/worker/throttle.py)."""
+    shards: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> executions partitions it is spread over (`tenant_shards`): they share its
+    destinations' limits."""
+    on_throttled: Callable[[str, int], None] | None = None
+    """Told (tenant, ms) of each run made to wait for its destination's rate limit (metrics)."""
+    _now: int = 0
+    """The time of the `due` call under way."""
 
     def _wait(self, item: Item) -> None:
-        bucket = self._waiting.get(item.due_ms)
-        if bucket is None:
-            self._waiting[item.due_ms] = bucket = []
-            heapq.heappush(self._heap, item.due_ms)
-        bucket.append(item)
+        self._bucket(item, item.due_ms)
         self._offer(item)
+
+    def _bucket(self, item: Item, at: int) -> None:
+        bucket = self._waiting.get(at)
+        if bucket is None:
+            self._waiting[at] = bucket = []
+            heapq.heappush(self._heap, at)
+        bucket.append(item)
+
+    def _throttled(self, item: Item) -> bool:
+        """Whether `item` (with a `lane`, at the head of its tenant's queue, about to start)
+        must wait for its destination's rate limit: it takes its start on the lane once, and
+        waits for it out of the queue (and out of claims ahead: `upcoming`), still held, so the
+        offset commit does not pass it and no lease runs (or, claimed ahead before it was due,
+        its lease is renewed with the others'); its timeout runs from its start."""
+        if item.slotted or item.lane is None:
+            return False
+        item.slotted = True
+        at = self.throttle.slot(item.lane, self._now)
+        if at <= self._now:
+            return False
+        item.throttled_ms = at - self._now
+        self._bucket(item, at)
+        if self.on_throttled is not None:
+            self.on_throttled(item.execution.tenant, item.throttled_ms)
+        return True
 
     def _offer(self, item: Item) -> None:
         """Index `item` for claims ahead, unless it is leaseless or indexed already."""
@@ -86,7 +119,7 @@ class Waiting:
             bucket = self._ahead.get(due, [])
             kept = []
             for item in bucket:
-                if not item.held or item.claimed or item.leaseless:
+                if not item.held or item.claimed or item.leaseless or item.throttled_ms:
                     item.offered = False
                     continue
                 kept.append(item)
