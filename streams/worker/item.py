@@ -30,7 +30,7 @@ class Item:
     its due time only produces it): streams/worker/delivering.py."""
     lane: Lane | None = None
     """The destination whose rate limit its run keeps (None: none): streams/worker/throttle.py."""
-    slotted: bool = False
-    """It was given its start on `lane`: it starts then, without asking again."""
+    waited_from: int = 0
+    """When it began to wait for its destination's rate limit (0: it has not waited)."""
     throttled_ms: int = 0
-    """How long after it asked that start was (0: it could start at once)."""
+    """How long it waited for it before it started."""

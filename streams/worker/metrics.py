@@ -48,13 +48,14 @@ class WorkerMetrics:
         )
         self.throttled_total = Counter(
             "kadence_worker_throttled",
-            "Runs made to wait, once due, for their destination's rate limit, by tenant",
+            "Runs that waited, once due, for their destination's rate limit (counted as they "
+            "start), by tenant",
             ["tenant"],
             registry=self.registry,
         )
         self.throttled_seconds = Counter(
             "kadence_worker_throttled_seconds",
-            "Time those runs were to wait for their destination's rate limit, by tenant",
+            "Time those runs waited for their destination's rate limit, by tenant",
             ["tenant"],
             registry=self.registry,
         )

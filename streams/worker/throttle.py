@@ -5,9 +5,10 @@ A destination is opaque here (`Lane.key`): `destination_of` derives it, with its
 execution (today the tenant and the HTTP target's scheme, host and port; a named connection
 with a limit of its own would be another branch there). Each destination has a generic cell rate
 algorithm's schedule: a run may start `interval` after the previous one, or up to `burst - 1`
-intervals earlier after a quiet spell. A run that may not start yet is given the next free
-start (`Throttle.slot`), so the runs of one destination keep the order they asked in and each
-asks once: a burst of ten thousand costs ten thousand reservations, not a retry per turn.
+intervals earlier after a quiet spell. A start is taken when the run is handed out to start
+(`Throttle.take`), never reserved ahead, so a worker that stalls (a slow commit, a tenant at its
+cap) cannot release a pile of reserved starts at once afterwards: at most `burst`. The runs
+that must wait queue per destination in due order (streams/worker/lanes.py).
 
 The limit holds per worker. The executions topic is keyed by tenant, so one worker sees all of a
 tenant's runs and its limit is the whole limit; a tenant spread over `n` shards
@@ -80,10 +81,10 @@ class Throttle:
     def __init__(self) -> None:
         self._schedules: dict[tuple[str, ...], _Schedule] = {}
 
-    def slot(self, lane: Lane, now_ms: int) -> int:
-        """When a run on `lane` asking at `now_ms` may start (`now_ms` itself: at once), taking
-        that start: the next run of the lane asks after it. A destination named with different
-        limits keeps the lowest while its schedule is busy."""
+    def take(self, lane: Lane, now_ms: int) -> int:
+        """Start a run on `lane` at `now_ms` if the limit lets it (returns `now_ms`), or say
+        when it may at the earliest (a later time; nothing taken). A destination named with
+        different limits keeps the lowest while its schedule is busy."""
         interval = 1000.0 / lane.per_second
         sched = self._schedules.get(lane.key)
         if sched is None or sched.next_ms <= now_ms:  # quiet: the limit asked now applies
@@ -94,10 +95,20 @@ class Throttle:
         elif interval > sched.interval_ms or lane.burst < sched.burst:
             sched.interval_ms = max(sched.interval_ms, interval)
             sched.burst = min(sched.burst, lane.burst)
-        earliest = sched.next_ms - (sched.burst - 1) * sched.interval_ms
-        start = max(now_ms, math.ceil(earliest))
-        sched.next_ms = max(sched.next_ms, start) + sched.interval_ms
-        return start
+        earliest = math.ceil(sched.next_ms - (sched.burst - 1) * sched.interval_ms)
+        if earliest > now_ms:
+            return earliest
+        sched.next_ms = max(sched.next_ms, now_ms) + sched.interval_ms
+        return now_ms
+
+    def earliest(self, lane: Lane, now_ms: int) -> int:
+        """When `take` would start a run on `lane` at the earliest (`now_ms` at the soonest)."""
+        sched = self._schedules.get(lane.key)
+        if sched is None:
+            return now_ms
+        burst = min(sched.burst, lane.burst)
+        interval = max(sched.interval_ms, 1000.0 / lane.per_second)
+        return max(now_ms, math.ceil(sched.next_ms - (burst - 1) * interval))
 
     def sweep(self, now_ms: int) -> None:
         """Forget the schedules of destinations quiet since their last run's interval."""

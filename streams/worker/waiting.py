@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from streams.worker.fairness import Fairness
 from streams.worker.item import Item
-from streams.worker.throttle import Throttle
+from streams.worker.lanes import Lanes
 
 
 @dataclass
@@ -33,44 +33,36 @@ class Waiting:
     """due time -> waiting executions that may be claimed ahead (not `leaseless`): `upcoming`
     walks only these, and drops each once it is claimed or gone, so a turn does not look again
     at every execution read ahead."""
-    throttle: Throttle = field(default_factory=Throttle)
-    """Every destination's rate-limit schedule (streams/worker/throttle.py)."""
+    lanes: Lanes = field(default_factory=Lanes)
+    """Runs waiting for their destination's rate limit (streams/worker/lanes.py)."""
     shards: Mapping[str, int] = field(default_factory=dict)
     """tenant -> executions partitions it is spread over (`tenant_shards`): they share its
     destinations' limits."""
     on_throttled: Callable[[str, int], None] | None = None
-    """Told (tenant, ms) of each run made to wait for its destination's rate limit (metrics)."""
+    """Told (tenant, ms) of each run that waited for its destination's rate limit, as it starts
+    (the worker's metrics)."""
     _now: int = 0
     """The time of the `due` call under way."""
 
     def _wait(self, item: Item) -> None:
-        self._bucket(item, item.due_ms)
+        bucket = self._waiting.get(item.due_ms)
+        if bucket is None:
+            self._waiting[item.due_ms] = bucket = []
+            heapq.heappush(self._heap, item.due_ms)
+        bucket.append(item)
         self._offer(item)
 
-    def _bucket(self, item: Item, at: int) -> None:
-        bucket = self._waiting.get(at)
-        if bucket is None:
-            self._waiting[at] = bucket = []
-            heapq.heappush(self._heap, at)
-        bucket.append(item)
-
     def _throttled(self, item: Item) -> bool:
-        """Whether `item` (with a `lane`, at the head of its tenant's queue, about to start)
-        must wait for its destination's rate limit: it takes its start on the lane once, and
-        waits for it out of the queue (and out of claims ahead: `upcoming`), still held, so the
-        offset commit does not pass it and no lease runs (or, claimed ahead before it was due,
-        its lease is renewed with the others'); its timeout runs from its start."""
-        if item.slotted or item.lane is None:
-            return False
-        item.slotted = True
-        at = self.throttle.slot(item.lane, self._now)
-        if at <= self._now:
-            return False
-        item.throttled_ms = at - self._now
-        self._bucket(item, at)
-        if self.on_throttled is not None:
+        """Whether `item` (with a `lane`, about to start) must wait for its destination's rate
+        limit: then it waits in its destination's queue, out of its tenant's (lanes.py)."""
+        if not self.lanes.ask(item, self._now):
+            return True
+        if item.throttled_ms and self.on_throttled is not None:
             self.on_throttled(item.execution.tenant, item.throttled_ms)
-        return True
+        if self.lanes.waiting:  # the next may start in this call too (a burst, a high limit)
+            for woken in self.lanes.wake(self._now):
+                self._ready_append(woken)
+        return False
 
     def _offer(self, item: Item) -> None:
         """Index `item` for claims ahead, unless it is leaseless or indexed already."""
@@ -85,16 +77,21 @@ class Waiting:
 
     def _release(self, now_ms: int) -> None:
         """Move what is due to its tenant's queue."""
-        by_tenant = self.fairness.by_tenant
         while self._heap and self._heap[0] <= now_ms:
             for item in self._waiting.pop(heapq.heappop(self._heap)):
                 if item.held:
-                    tenant = item.execution.tenant if by_tenant else ""
-                    queue = self._ready.get(tenant)
-                    if queue is None:
-                        self._ready[tenant] = queue = deque()
-                        self._turns.append(tenant)
-                    queue.append(item)
+                    self._ready_append(item)
+        if self.lanes.waiting:
+            for item in self.lanes.wake(now_ms):
+                self._ready_append(item)
+
+    def _ready_append(self, item: Item) -> None:
+        tenant = item.execution.tenant if self.fairness.by_tenant else ""
+        queue = self._ready.get(tenant)
+        if queue is None:
+            self._ready[tenant] = queue = deque()
+            self._turns.append(tenant)
+        queue.append(item)
 
     def _retire(self, tenant: str) -> None:
         self._ready.pop(tenant, None)
@@ -119,7 +116,7 @@ class Waiting:
             bucket = self._ahead.get(due, [])
             kept = []
             for item in bucket:
-                if not item.held or item.claimed or item.leaseless or item.throttled_ms:
+                if not item.held or item.claimed or item.leaseless or item.waited_from:
                     item.offered = False
                     continue
                 kept.append(item)
@@ -156,6 +153,9 @@ class Waiting:
             del self._waiting[heapq.heappop(self._heap)]
         waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
         candidates = waiting + ([self._heap[0]] if self._heap else [])
+        woken = self.lanes.next_ms()
+        if woken is not None:
+            candidates.append(woken)
         return min(candidates) if candidates else None
 
     def _purge(self) -> None:

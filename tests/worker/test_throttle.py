@@ -51,48 +51,72 @@ def ex(
 # -- the schedule ------------------------------------------------------------------------------
 
 
+def starts(throttle: Throttle, limit: Lane, asks: list[int]) -> list[int]:
+    """When runs asking at `asks` (in that order) start if each waits for the one before it
+    and asks again when `take` says (as a destination's queue does)."""
+    out, t = [], 0
+    for ask in asks:
+        t = max(t, ask)
+        while (at := throttle.take(limit, t)) > t:
+            t = at
+        out.append(t)
+    return out
+
+
 def test_runs_asking_at_once_are_spaced_by_the_limit_in_the_order_they_asked() -> None:
+    assert starts(Throttle(), lane(per_second=100), [T_MS] * 5) == [T_MS + 10 * i for i in range(5)]
+
+
+def test_a_refused_start_is_not_taken() -> None:
     throttle = Throttle()
-    starts = [throttle.slot(lane(per_second=100), T_MS) for _ in range(5)]
-    assert starts == [T_MS + 10 * i for i in range(5)]
+    assert throttle.take(lane(per_second=1), T_MS) == T_MS
+    assert [throttle.take(lane(per_second=1), T_MS + 500) for _ in range(3)] == [T_MS + 1_000] * 3
+    assert throttle.earliest(lane(per_second=1), T_MS + 500) == T_MS + 1_000
+    assert throttle.take(lane(per_second=1), T_MS + 1_000) == T_MS + 1_000
 
 
 def test_a_burst_starts_at_once_then_the_rest_are_spaced() -> None:
+    got = starts(Throttle(), lane(per_second=4, burst=3), [T_MS] * 6)
+    assert got == [T_MS, T_MS, T_MS, T_MS + 250, T_MS + 500, T_MS + 750]
+
+
+def test_a_stalled_asker_gets_at_most_the_burst_at_once() -> None:
     throttle = Throttle()
-    starts = [throttle.slot(lane(per_second=4, burst=3), T_MS) for _ in range(6)]
-    assert starts[:3] == [T_MS] * 3
-    assert starts[3:] == [T_MS + 250, T_MS + 500, T_MS + 750]
+    limit = lane(per_second=100, burst=5)
+    starts(throttle, limit, [T_MS] * 50)
+    later = T_MS + 60_000  # nobody asked for a minute: no pile of starts saved up
+    got = starts(throttle, limit, [later] * 20)
+    assert got.count(later) == 5
 
 
 def test_a_quiet_destination_gets_its_burst_back() -> None:
     throttle = Throttle()
-    for _ in range(3):
-        throttle.slot(lane(per_second=4, burst=3), T_MS)
+    starts(throttle, lane(per_second=4, burst=3), [T_MS] * 3)
     later = T_MS + 10_000
-    assert [throttle.slot(lane(per_second=4, burst=3), later) for _ in range(3)] == [later] * 3
+    assert starts(throttle, lane(per_second=4, burst=3), [later] * 3) == [later] * 3
 
 
 def test_destinations_do_not_share_a_schedule() -> None:
     throttle = Throttle()
-    for _ in range(100):
-        throttle.slot(lane("slow", per_second=1), T_MS)  # 100 s of starts taken
-    assert throttle.slot(lane("other", per_second=1), T_MS) == T_MS
-    assert throttle.slot(Lane(("globex", "slow"), 1, 1), T_MS) == T_MS  # another tenant
+    throttle.take(lane("slow", per_second=1), T_MS)
+    assert throttle.take(lane("slow", per_second=1), T_MS) > T_MS
+    assert throttle.take(lane("other", per_second=1), T_MS) == T_MS
+    assert throttle.take(Lane(("globex", "slow"), 1, 1), T_MS) == T_MS  # another tenant
 
 
 def test_the_lowest_limit_wins_while_the_destination_is_busy() -> None:
     throttle = Throttle()
-    assert throttle.slot(lane(per_second=100), T_MS) == T_MS
-    assert throttle.slot(lane(per_second=1), T_MS) == T_MS + 10
-    assert throttle.slot(lane(per_second=100), T_MS) == T_MS + 1_010  # 1/s from now on
+    assert throttle.take(lane(per_second=100), T_MS) == T_MS
+    assert throttle.take(lane(per_second=1), T_MS + 10) == T_MS + 10
+    assert throttle.take(lane(per_second=100), T_MS + 20) == T_MS + 1_010  # 1/s from now on
 
 
 def test_idle_schedules_are_forgotten() -> None:
     throttle = Throttle()
     for i in range(SWEEP_AT):
-        throttle.slot(lane(str(i)), T_MS)
+        throttle.take(lane(str(i)), T_MS)
     assert len(throttle) == SWEEP_AT
-    throttle.slot(lane("new"), T_MS + 1_000)  # the others are quiet by now
+    throttle.take(lane("new"), T_MS + 1_000)  # the others are quiet by now
     assert len(throttle) == 1
 
 
@@ -104,13 +128,12 @@ def test_idle_schedules_are_forgotten() -> None:
 def test_no_window_of_one_second_holds_more_than_the_limit_plus_the_burst(
     per_second: float, burst: int, asks: list[int]
 ) -> None:
-    throttle = Throttle()
-    limit = lane(per_second=per_second, burst=burst)
-    starts = [throttle.slot(limit, T_MS + a) for a in sorted(asks)]
-    assert starts == sorted(starts)  # in the order asked
-    assert all(s >= T_MS + a for s, a in zip(starts, sorted(asks), strict=True))
-    for i, s in enumerate(starts):
-        in_window = sum(1 for t in starts[i:] if t < s + 1_000)
+    asked = sorted(T_MS + a for a in asks)
+    got = starts(Throttle(), lane(per_second=per_second, burst=burst), asked)
+    assert got == sorted(got)  # in the order asked
+    assert all(s >= a for s, a in zip(got, asked, strict=True))
+    for i, s in enumerate(got):
+        in_window = sum(1 for t in got[i:] if t < s + 1_000)
         assert in_window <= per_second + burst
 
 
@@ -249,14 +272,31 @@ def test_a_revoked_waiting_run_never_starts() -> None:
     assert committed_offset(inbox) == 2
 
 
-def test_the_worker_is_told_of_each_throttled_run() -> None:
+def test_the_worker_is_told_of_each_throttled_run_as_it_starts() -> None:
     told: list[tuple[str, int]] = []
     inbox = Inbox(on_throttled=lambda tenant, ms: told.append((tenant, ms)))
     limit = RateLimit(per_second=2)
     for n in range(3):
         inbox.add(0, n, ex(n, limit=limit))
     serve(inbox, T_MS)
+    assert told == []
+    serve(inbox, T_MS + 500)
+    serve(inbox, T_MS + 1_000)
     assert told == [("acme", 500), ("acme", 1_000)]
+
+
+def test_a_stalled_tenant_does_not_start_a_pile_of_waiting_runs_at_once() -> None:
+    """The runs wait while their tenant is at its running cap; once it has room, they start at
+    the limit (a burst of `burst` at most), not all at once."""
+    inbox = Inbox()
+    limit = RateLimit(per_second=10, burst=2)
+    for n in range(20):
+        inbox.add(0, n, ex(n, limit=limit))
+    assert len(serve(inbox, T_MS)) == 2
+    stalled = inbox.due(T_MS + 1_000, 0, room=0)  # a second with no room at all
+    assert stalled == []
+    assert len(serve(inbox, T_MS + 1_000)) == 2  # then the burst, not the ten saved up
+    assert len(serve(inbox, T_MS + 1_100)) == 1
 
 
 def test_runs_without_a_limit_never_ask_a_schedule() -> None:
@@ -264,4 +304,4 @@ def test_runs_without_a_limit_never_ask_a_schedule() -> None:
     for n in range(50):
         inbox.add(0, n, ex(n))
     assert len(serve(inbox, T_MS)) == 50
-    assert len(inbox.throttle) == 0
+    assert len(inbox.lanes.throttle) == 0 and inbox.lanes.waiting == 0
