@@ -53,7 +53,12 @@ from kadence.models.base import (
     MAX_VERSION,
     MEDIA_TYPE_RE,
 )
-from kadence.models.execution import MAX_HELD_RANGES, MAX_HELD_RUNS, MAX_LEASE_TTL_MS
+from kadence.models.execution import (
+    MAX_HELD_RANGES,
+    MAX_HELD_RUNS,
+    MAX_LEASE_TTL_MS,
+    MAX_THROTTLED_MS,
+)
 from kadence.models.records import MAX_DETAIL_BYTES, MAX_DETAILS
 from kadence.models.results import (
     RESULT_BODY_BYTES,
@@ -206,7 +211,7 @@ def _result(d: dict[str, Any] | None) -> Any:
 
 
 def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
-    if not _run_fields_ok(d):
+    if not _run_fields_ok(d) or not 0 <= d["throttled_ms"] <= MAX_THROTTLED_MS:
         return None
     status = _member(OutcomeStatus, d["status"])
     error = _error(d["error"])
@@ -326,10 +331,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "37038e43d0ae4714",  # targets go through pydantic (models/targets.py)
-    ExecutionOutcome: "6c93114d9e91fe05",
+    ExecutionRequested: "8ca3cb3351500585",  # targets go through pydantic (models/targets.py)
+    ExecutionOutcome: "7a5c67b77780e0a0",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "7e767e0db5530fdf",  # its execution (models/targets.py)
+    LeaseEvent: "c689d7eafc06222b",  # its execution (models/targets.py)
     LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""

@@ -549,6 +549,39 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
             held=[{"partition": 0, "start": MAX_OFFSET - 1, "count": 2, "ttl_ms": 1}],
         ),
     ),
+    "negative throttled time": (ExecutionOutcome, _datum("ExecutionOutcome", throttled_ms=-1)),
+    "throttled time past 2^53": (
+        ExecutionOutcome,
+        _datum("ExecutionOutcome", throttled_ms=2**53),
+    ),
+    "rate limit of NaN": (
+        ExecutionRequested,
+        _datum(
+            "ExecutionRequested",
+            target=(
+                "kadence.HttpTarget",
+                {
+                    "kind": "http",
+                    "url": "https://x.example/",
+                    "rate_limit": {"per_second": float("nan"), "burst": 1},
+                },
+            ),
+        ),
+    ),
+    "rate limit of 0": (
+        ExecutionRequested,
+        _datum(
+            "ExecutionRequested",
+            target=(
+                "kadence.HttpTarget",
+                {
+                    "kind": "http",
+                    "url": "https://x.example/",
+                    "rate_limit": {"per_second": 0.0, "burst": 1},
+                },
+            ),
+        ),
+    ),
     "timeout beyond six hours": (
         ExecutionRequested,
         _datum("ExecutionRequested", timeout_ms=6 * 3_600_000 + 1),

@@ -173,6 +173,11 @@ class HistoryEvent(Shown):
     started_at: str | None = None
     finished_at: str | None = None
     lateness_s: float | None = Field(default=None, description="started_at - due_at")
+    throttled_s: float | None = Field(
+        default=None,
+        description="an outcome's: of its lateness, how long it waited for its destination's "
+        "rate limit (the target's rate_limit), s",
+    )
     attempt: int | None = None
     delivery: int | None = None
     worker_id: str | None = None

@@ -63,6 +63,7 @@ from kadence.models.targets import (
     HttpTarget,
     KafkaTarget,
     QueueFormat,
+    RateLimit,
     SqsTarget,
 )
 
@@ -129,6 +130,7 @@ __all__ = [
     "OverlapPolicy",
     "PauseJob",
     "QueueFormat",
+    "RateLimit",
     "Rejected",
     "ReplayDeadLetter",
     "ResumeJob",

@@ -234,6 +234,10 @@ class ErrorInfo(WireModel):
         )
 
 
+MAX_THROTTLED_MS = 2**53 - 1
+"""Milliseconds a run waited for its destination's rate limit at most (a JSON-safe integer)."""
+
+
 class ExecutionOutcome(WireModel):
     """How one attempt/delivery ended. Written before the lease is released."""
 
@@ -256,6 +260,9 @@ class ExecutionOutcome(WireModel):
     """What the attempt returned (an HTTP answer's status, body start and chosen headers, a
     handler's value), bounded (kadence/models/results.py); None when the target has none (a
     Kafka delivery, a timeout) and in outcomes written before results existed."""
+    throttled_ms: Annotated[int, Field(ge=0, le=MAX_THROTTLED_MS)] = 0
+    """How long the run waited, once due, for its destination's rate limit (`rate_limit` on
+    its target) before it started; part of `started_at - due_at`."""
 
     @property
     def key(self) -> str:

@@ -92,6 +92,24 @@ def http_url_parts(url: str, credentials_field: str) -> SplitResult:
     return parts
 
 
+MIN_RATE_PER_SECOND = 0.01
+MAX_RATE_PER_SECOND = 100_000.0
+MAX_RATE_BURST = 1_000
+
+
+class RateLimit(WireModel):
+    """How often runs may call one destination (docs/execution.md, "Rate limits per
+    destination"): `per_second` runs start per second on average, `burst` of them at once after
+    a quiet spell. Runs over it wait for their turn in due order; they are not failed."""
+
+    per_second: Annotated[
+        float, Field(ge=MIN_RATE_PER_SECOND, le=MAX_RATE_PER_SECOND, allow_inf_nan=False)
+    ]
+    """Runs started per second at most, on average (0.01: one every 100 s)."""
+    burst: Annotated[int, Field(ge=1, le=MAX_RATE_BURST)] = 1
+    """Runs that may start at once when the destination has been quiet (1: evenly spaced)."""
+
+
 class HttpTarget(WireModel):
     """Call a webhook with the payload. Secrets are referenced by name, never carried inline."""
 
@@ -133,6 +151,10 @@ class HttpTarget(WireModel):
     """Answer headers each run keeps in its result (names, any case; e.g. `etag`,
     `x-request-id`), beside the status code and the body's start. Credential-carrying ones
     (`set-cookie`, `authorization`, ...) are refused."""
+    rate_limit: RateLimit | None = None
+    """Runs of this tenant calling the URL's scheme, host and port start at most this often,
+    per worker (streams/worker/throttle.py); jobs naming one destination with different limits
+    share the lowest."""
 
     @field_validator("url")
     @classmethod

@@ -165,6 +165,7 @@ def apply_outcome(store: ViewStore, r: ExecutionOutcome, seq: str) -> None:
         "started_at": _iso(r.started_at),
         "finished_at": _iso(r.finished_at),
         "lateness_s": round(lateness_s, 3),
+        "throttled_s": r.throttled_ms / 1000,
         "error": None if r.error is None else r.error.model_dump(mode="json"),
     }
     if r.result is not None:  # what the attempt returned, as the API shows it

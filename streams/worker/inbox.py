@@ -31,6 +31,7 @@ from streams.worker.fairness import Budget, Fairness, never
 from streams.worker.item import Item
 from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
 from streams.worker.owed import Owed
+from streams.worker.throttle import destination_of
 from streams.worker.waiting import Waiting
 
 __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it
@@ -104,7 +105,8 @@ class Inbox(Waiting):
         """Hold `ex` (`record`: its bytes as read; `leaseless`: never claimed ahead); None if
         it is let go instead (`refuses`)."""
         due = datetime_to_ms(ex.due_at)
-        item = Item(partition, offset, ex, due, record=record, leaseless=leaseless)
+        lane = destination_of(ex, partition, self.shards)
+        item = Item(partition, offset, ex, due, record=record, leaseless=leaseless, lane=lane)
         self.read(partition, offset)
         if self.full() or self.refuses(item):
             self.owed.add(partition, offset, ex.tenant)
@@ -273,7 +275,7 @@ class Inbox(Waiting):
           (a tenant at its `async_cap` takes no more). Default: `room`, none.
         A leaseless execution (delivered in this turn's transaction) takes none of these;
         `max_leaseless` of them are taken at most."""
-        self._busy, self._slotless = running or {}, slotless or never
+        self._busy, self._slotless, self._now = running or {}, slotless or never, now_ms
         self._release(now_ms)
         out: list[Item] = []
         room = limit if room is None else room
@@ -314,6 +316,8 @@ class Inbox(Waiting):
             if not budget.admits(item, tenant, busy.get(tenant, 0), caps):
                 break
             queue.popleft()
+            if item.lane is not None and self._throttled(item):
+                continue  # it waits for its destination's next start (waiting.py)
             if budget.take(item, tenant):
                 busy[tenant] = busy.get(tenant, 0) + 1
             self._unkeep(item)

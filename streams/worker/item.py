@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kadence.models import ExecutionRequested
 from kadence.targets import Delivery
+from streams.worker.throttle import Lane
 
 
 @dataclass(eq=False)
@@ -27,3 +28,9 @@ class Item:
     prepared: Delivery | None = None
     """A leaseless execution's record, built while it waited for its due time (so the turn at
     its due time only produces it): streams/worker/delivering.py."""
+    lane: Lane | None = None
+    """The destination whose rate limit its run keeps (None: none): streams/worker/throttle.py."""
+    waited_from: int = 0
+    """When it began to wait for its destination's rate limit (0: it has not waited)."""
+    throttled_ms: int = 0
+    """How long it waited for it before it started."""

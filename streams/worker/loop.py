@@ -89,7 +89,8 @@ class Worker:
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
-        self.inbox = Inbox(Fairness.of(settings))
+        self.inbox = Inbox(Fairness.of(settings), shards=settings.tenant_shards)
+        self.inbox.on_throttled = self.metrics.throttled
         self.inflight = InFlight(self.metrics, clock.now_ms)
         self.runs = self.inflight.runs
         self.summary = RunSummary(clock.now_ms())

@@ -46,6 +46,19 @@ class WorkerMetrics:
             "Runs stopped because their lease expired before a renewal committed",
             registry=self.registry,
         )
+        self.throttled_total = Counter(
+            "kadence_worker_throttled",
+            "Runs that waited, once due, for their destination's rate limit (counted as they "
+            "start), by tenant",
+            ["tenant"],
+            registry=self.registry,
+        )
+        self.throttled_seconds = Counter(
+            "kadence_worker_throttled_seconds",
+            "Time those runs waited for their destination's rate limit, by tenant",
+            ["tenant"],
+            registry=self.registry,
+        )
         self._started: dict[str, tuple[Counter, Histogram]] = {}
         self._finished: dict[tuple[str, str], Counter] = {}
         """Each label set's child, looked up once (`labels()` costs more than the increment,
@@ -96,6 +109,11 @@ class WorkerMetrics:
             self._started[label] = children
         children[0].inc()
         children[1].observe(lateness_s)
+
+    def throttled(self, tenant: str, wait_ms: int) -> None:
+        label = self.tenant(tenant)
+        self.throttled_total.labels(label).inc()
+        self.throttled_seconds.labels(label).inc(wait_ms / 1000)
 
     def finished(self, tenant: str, status: str) -> None:
         key = (self.tenant(tenant), status)

@@ -72,6 +72,7 @@ def outcome_of(run: ActiveRun, result: Result, now_ms: int, worker_id: str) -> E
         started_at=ms_to_datetime(run.started_ms),
         finished_at=ms_to_datetime(max(ended, run.started_ms)),
         result=result.detail,
+        throttled_ms=run.item.throttled_ms,
     )
 
 

@@ -1,15 +1,18 @@
 """Held executions in due order: bucketed by due time until due, then one queue per tenant
-(the inbox's round robin serves them: `inbox`)."""
+(the inbox's round robin serves them: `inbox`). A due run whose destination's rate limit has
+no start for it yet is given the next one and waits for it in a bucket like a run not yet due
+(`_throttled`), out of its tenant's queue: the runs behind it go on."""
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from streams.worker.fairness import Fairness
 from streams.worker.item import Item
+from streams.worker.lanes import Lanes
 
 
 @dataclass
@@ -30,6 +33,16 @@ class Waiting:
     """due time -> waiting executions that may be claimed ahead (not `leaseless`): `upcoming`
     walks only these, and drops each once it is claimed or gone, so a turn does not look again
     at every execution read ahead."""
+    lanes: Lanes = field(default_factory=Lanes)
+    """Runs waiting for their destination's rate limit (streams/worker/lanes.py)."""
+    shards: Mapping[str, int] = field(default_factory=dict)
+    """tenant -> executions partitions it is spread over (`tenant_shards`): they share its
+    destinations' limits."""
+    on_throttled: Callable[[str, int], None] | None = None
+    """Told (tenant, ms) of each run that waited for its destination's rate limit, as it starts
+    (the worker's metrics)."""
+    _now: int = 0
+    """The time of the `due` call under way."""
 
     def _wait(self, item: Item) -> None:
         bucket = self._waiting.get(item.due_ms)
@@ -38,6 +51,18 @@ class Waiting:
             heapq.heappush(self._heap, item.due_ms)
         bucket.append(item)
         self._offer(item)
+
+    def _throttled(self, item: Item) -> bool:
+        """Whether `item` (with a `lane`, about to start) must wait for its destination's rate
+        limit: then it waits in its destination's queue, out of its tenant's (lanes.py)."""
+        if not self.lanes.ask(item, self._now):
+            return True
+        if item.throttled_ms and self.on_throttled is not None:
+            self.on_throttled(item.execution.tenant, item.throttled_ms)
+        if self.lanes.waiting:  # the next may start in this call too (a burst, a high limit)
+            for woken in self.lanes.wake(self._now):
+                self._ready_append(woken)
+        return False
 
     def _offer(self, item: Item) -> None:
         """Index `item` for claims ahead, unless it is leaseless or indexed already."""
@@ -52,16 +77,21 @@ class Waiting:
 
     def _release(self, now_ms: int) -> None:
         """Move what is due to its tenant's queue."""
-        by_tenant = self.fairness.by_tenant
         while self._heap and self._heap[0] <= now_ms:
             for item in self._waiting.pop(heapq.heappop(self._heap)):
                 if item.held:
-                    tenant = item.execution.tenant if by_tenant else ""
-                    queue = self._ready.get(tenant)
-                    if queue is None:
-                        self._ready[tenant] = queue = deque()
-                        self._turns.append(tenant)
-                    queue.append(item)
+                    self._ready_append(item)
+        if self.lanes.waiting:
+            for item in self.lanes.wake(now_ms):
+                self._ready_append(item)
+
+    def _ready_append(self, item: Item) -> None:
+        tenant = item.execution.tenant if self.fairness.by_tenant else ""
+        queue = self._ready.get(tenant)
+        if queue is None:
+            self._ready[tenant] = queue = deque()
+            self._turns.append(tenant)
+        queue.append(item)
 
     def _retire(self, tenant: str) -> None:
         self._ready.pop(tenant, None)
@@ -86,7 +116,7 @@ class Waiting:
             bucket = self._ahead.get(due, [])
             kept = []
             for item in bucket:
-                if not item.held or item.claimed or item.leaseless:
+                if not item.held or item.claimed or item.leaseless or item.waited_from:
                     item.offered = False
                     continue
                 kept.append(item)
@@ -123,6 +153,9 @@ class Waiting:
             del self._waiting[heapq.heappop(self._heap)]
         waiting = [q[0].due_ms for q in self._ready.values() if q and q[0].held]
         candidates = waiting + ([self._heap[0]] if self._heap else [])
+        woken = self.lanes.next_ms()
+        if woken is not None:
+            candidates.append(woken)
         return min(candidates) if candidates else None
 
     def _purge(self) -> None:

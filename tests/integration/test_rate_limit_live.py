@@ -1,0 +1,96 @@
+"""A destination's rate limit through the real processes (scheduler, reaper, worker) and the
+real broker: 2 000 one-off runs due at the same second against one receiver limited to 200 per
+second, counted per second where they arrive, while another tenant's run due then starts on
+time. (The 10 000-run burst at 100/s is `python -m bench.rate_limit`.)"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from kadence.client import KadenceClient
+from kadence.models import HttpTarget, OutcomeStatus, RateLimit, ScheduleDefinition
+from kadence.settings import KadenceSettings
+from testkit.stack import Stack, execution_settings, outcomes, until
+from testkit.target_server import TargetServer
+
+RUNS = 2_000
+LIMIT = RateLimit(per_second=200, burst=10)
+JITTER = 0.5
+"""Of the limit, what one second at the receiver may hold beyond the limit and the burst. The
+worker's starts are held to the limit and the burst exactly (asserted below); on this shared
+two-core machine a request started on time may reach the receiver's handler hundreds of
+milliseconds late, next to later ones (seen: 284 in the receiver's first second while the worker
+started 199). `python -m bench.rate_limit` measures the 10 000-run burst on a quiet machine."""
+
+
+@pytest.fixture
+def server() -> Iterator[TargetServer]:
+    srv = TargetServer(keep_alive=True).start()
+    yield srv
+    srv.stop()
+
+
+def job(
+    tenant: str, n: int, url: str, run_at: datetime, limit: RateLimit | None
+) -> ScheduleDefinition:
+    return ScheduleDefinition.model_validate(
+        {
+            "tenant": tenant,
+            "job_id": f"j{n}",
+            "version": 1,
+            "schedule": {"kind": "once", "run_at": run_at},
+            "target": HttpTarget(url=url, rate_limit=limit),
+            "timeout_ms": 5_000,
+        }
+    )
+
+
+def per_second(times: list[float]) -> Counter[int]:
+    first = min(times)
+    return Counter(math.floor(t - first) for t in times)
+
+
+@pytest.mark.slow
+def test_a_burst_against_a_limited_destination_arrives_at_the_limit_and_others_on_time(
+    settings: KadenceSettings, server: TargetServer, tmp_path: Path
+) -> None:
+    xsettings = execution_settings(settings)
+    stack = Stack.start(xsettings, tmp_path)
+    try:
+        run_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
+        limited = [job("acme", n, f"{server.url}/limited", run_at, LIMIT) for n in range(RUNS)]
+        with KadenceClient(xsettings) as client:
+            client.put_many(limited)
+            client.put_many([job("globex", 0, f"{server.url}/other", run_at, None)])
+        server.wait(RUNS, "/limited", timeout_s=120)
+        until(lambda: len(outcomes(xsettings, RUNS + 1)) >= RUNS + 1, 60, "every outcome")
+        metrics = stack.metrics(stack.worker_metrics)
+    finally:
+        stack.stop()
+    hits = server.seen("/limited")
+    ids = [h.headers["kadence-execution-id"] for h in hits]
+    assert len(ids) == RUNS == len(set(ids))  # none lost, none twice
+    counts = per_second([h.at for h in hits])
+    done = outcomes(xsettings, RUNS + 1)
+    started = per_second([o.started_at.timestamp() for o in done if o.tenant == "acme"])
+    figures = (
+        f"per second at the receiver {sorted(counts.items())}, started {sorted(started.items())}"
+    )
+    assert max(started.values()) <= LIMIT.per_second + LIMIT.burst, figures
+    ceiling = LIMIT.per_second + LIMIT.burst + JITTER * LIMIT.per_second
+    assert max(counts.values()) <= ceiling, figures
+    spread = max(h.at for h in hits) - min(h.at for h in hits)
+    assert spread >= (RUNS - LIMIT.burst) / LIMIT.per_second * 0.95  # held back, not failed
+    [other] = server.seen("/other")
+    assert other.at - run_at.timestamp() < 2.0  # the other tenant's run started on time
+    assert {o.status for o in done} == {OutcomeStatus.succeeded}
+    waited = sorted(o.throttled_ms for o in done if o.tenant == "acme")
+    assert waited[-1] >= 1_000 * (RUNS - LIMIT.burst) / LIMIT.per_second * 0.9
+    assert [o.throttled_ms for o in done if o.tenant == "globex"] == [0]
+    assert f'kadence_worker_throttled_total{{tenant="acme"}} {RUNS - LIMIT.burst}.0' in metrics
