@@ -19,6 +19,7 @@ from kadence.labels import VALUE as LABEL_VALUE
 from kadence.models.base import (
     MAX_ATTEMPTS,
     MAX_TIMEOUT_MS,
+    Actor,
     Identifier,
     MediaType,
     Payload,
@@ -286,6 +287,9 @@ class ScheduleDefinition(WireModel):
     ] = Field(default_factory=dict)
     """Up to 16 `key: value` pairs to find the job by (`GET /v1/jobs?label=team=data`): keys
     1-63 lowercase letters, digits, `.`, `_`, `-`; values up to 63 of those (kadence/labels.py)."""
+    actor: Actor | None = None
+    """Who wrote this version through the API (`token:<name>`, `jwt:<sub>`); None: written
+    to Kafka directly (the SDK, `kadence put`, an ingress topic, which clears it)."""
 
     @field_validator("labels", mode="before")
     @classmethod
