@@ -90,14 +90,17 @@ class Token:
         return f"token:{self.name}"
 
 
-def tokens_of(entries: Mapping[str, TokenEntry]) -> dict[str, Token]:
+def tokens_of(entries: Mapping[str, TokenEntry | Mapping[str, object]]) -> dict[str, Token]:
     """The tokens of a configuration, by hash; ValueError naming the first bad entry (by its
     position and name, never its hash)."""
     if len(entries) > MAX_TOKENS:
         raise ValueError(f"{len(entries)} tokens: at most {MAX_TOKENS}")
+    typed = {d: e for d, e in entries.items() if isinstance(e, str | TokenSpec)}
+    if len(typed) != len(entries):
+        return tokens_of(_validated(entries))
     out: dict[str, Token] = {}
     names: set[str] = set()
-    for i, (digest, entry) in enumerate(entries.items(), 1):
+    for i, (digest, entry) in enumerate(typed.items(), 1):
         if not TOKEN_HASH.fullmatch(digest):
             raise ValueError(
                 f"entry {i}: the key must be a token's SHA-256 in 64 lowercase hex digits "
@@ -122,14 +125,17 @@ def parse_tokens(text: str | bytes) -> dict[str, Token]:
         raw = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    return tokens_of(_validated(raw))
+
+
+def _validated(raw: object) -> dict[str, TokenEntry]:
     try:
-        entries = _ENTRIES.validate_python(raw)
+        return _ENTRIES.validate_python(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         parts = [str(p) for p in first["loc"] if str(p) not in ("str", "TokenSpec")]
         where = ".".join("<hash>" if TOKEN_HASH.fullmatch(p) else p[:64] for p in parts)
         raise ValueError(
             f"not a JSON object of hash -> tenant or {{name, tenant, scopes}}: "
-            f"{first['msg']} (at {where or 'the top'}; {exc.error_count()} errors)"
+            f"{first['msg'][:200]} (at {where or 'the top'}; {exc.error_count()} errors)"
         ) from None
-    return tokens_of(entries)

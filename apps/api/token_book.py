@@ -36,7 +36,7 @@ class TokenBook:
 
     def __init__(
         self,
-        fixed: Mapping[str, TokenEntry],
+        fixed: Mapping[str, TokenEntry | Mapping[str, object]],
         path: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
