@@ -47,6 +47,10 @@ def test_a_pause_by_a_named_token_names_it_in_the_job_s_history(
         assert "token:oncall lacks the 'manage' scope" in capsys.readouterr().err
         monkeypatch.setenv("KADENCE_TOKEN", TOKENS["acme"])  # the first form: every scope
         assert cli.main(["create", "audited", str(spec)]) == 0
+        forged = api.http.put(
+            "/v1/jobs/audited", json={**api.job(), "actor": "token:boss"}, headers=api.as_("acme")
+        )
+        assert forged.status_code == 422  # the API says who, never the body
 
         monkeypatch.setenv("KADENCE_TOKEN", "kdn-viewer")  # from the file
         assert cli.main(["pause", "audited", "--reason", "x"]) == 5
