@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from apps import cli_acls, cli_api, cli_put, cli_receive, cli_redrive, cli_tail
 from apps.api.auth import new_token
+from kadence.api_tokens import SCOPES, TokenSpec
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
 from kadence.codec import describe_validation_error
@@ -133,14 +134,26 @@ def _tenant_id(tenant: str) -> None:
         raise InvalidInputError(f"{tenant!r} is reserved", [f"tenant: {why}"])
 
 
-def _token(as_json: bool, tenant: str | None) -> int:
-    """A fresh token; with `tenant` (`*`: the admin role), the setting that configures it."""
+def _token(as_json: bool, tenant: str | None, name: str | None, scopes: list[str] | None) -> int:
+    """A fresh token; with `tenant` (`*`: the admin role), the setting that configures it:
+    with a name or scopes, the named, scoped form (kadence/api_tokens.py)."""
     if tenant is not None and tenant != "*":
         _tenant_id(tenant)
+    entry: str | dict[str, Any] = tenant or "<tenant>"
+    if name is not None or scopes is not None:
+        if tenant is None:
+            raise InvalidInputError("a named or scoped token needs --tenant", ["tenant: missing"])
+        try:
+            spec = TokenSpec(name=name or "", tenant=tenant, scopes=scopes or list(SCOPES))
+        except ValidationError as exc:
+            raise InvalidInputError("bad token", describe_validation_error(exc)) from None
+        entry = spec.model_dump()
     token, digest = new_token()
     if as_json:
-        return _json({"token": token, "hash": digest, **({"tenant": tenant} if tenant else {})})
-    setting = shlex.quote(json.dumps({digest: tenant or "<tenant>"}))
+        shown = {"tenant": tenant} if isinstance(entry, str) and tenant else {}
+        extra = {**entry, "entry": {digest: entry}} if isinstance(entry, dict) else {}
+        return _json({"token": token, "hash": digest, **shown, **extra})
+    setting = shlex.quote(json.dumps({digest: entry}))
     print(
         f"token:  {token}\nhash:   {digest}\n"
         f'configure: KADENCE_API_TOKENS={setting}  ("*" is the admin role)'
@@ -187,6 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
         "token", help="make an API token and the hash to put in KADENCE_API_TOKENS"
     )
     token.add_argument("--tenant", default=None, help='the tenant it acts as, checked ("*": admin)')
+    token.add_argument(
+        "--name", default=None, help="its name, recorded as the actor of what it does"
+    )
+    token.add_argument(
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        dest="scopes",
+        help="read, operate or manage; repeatable (default: all three)",
+    )
     for name in ("topics", "delete", "preview", "token"):
         sub.choices[name].add_argument("--json", action="store_true", help="machine-readable")
     cli_api.add_commands(sub)
@@ -202,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "api", False):
         return cli_api.run(args)
     commands: dict[str, Callable[[], int]] = {
-        "token": lambda: _token(args.json, args.tenant),
+        "token": lambda: _token(args.json, args.tenant, args.name, args.scopes),
         "tail": lambda: cli_tail.tail(KadenceSettings(), args),
         "redrive": lambda: cli_redrive.redrive(KadenceSettings(), args),
         "acls": lambda: cli_acls.acls(KadenceSettings(), args),

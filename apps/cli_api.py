@@ -4,7 +4,8 @@ where and who. Tables for people, `--json` for scripts, and exit codes scripts c
 
     0 done   1 a run waited for (trigger --wait) did not succeed, or not in time
     2 error (API unreachable, server error)   3 invalid input (422)
-    4 not found (404)   5 not authenticated (401)   6 conflict (409)   7 over a quota (429)
+    4 not found (404)   5 not authenticated (401) or not allowed (403: the token lacks the
+    scope the command needs)   6 conflict (409)   7 over a quota (429)
 
 `kadence backfill --run` waits out a 429 (Retry-After) and goes on.
 """
@@ -204,13 +205,14 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             table(
                 console,
                 f"history of {job}",
-                ["at", "event", "run", "detail"],
+                ["at", "event", "run", "detail", "by"],
                 [
                     [
                         e["at"],
                         e.get("decision") or e.get("status") or e["kind"],
                         (e.get("execution_id") or "").split("@", 1)[-1],
                         e.get("reason") or err(e.get("error")),
+                        e.get("actor") or "",
                     ]
                     for e in events
                 ],

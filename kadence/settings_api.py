@@ -3,12 +3,18 @@ own fields: KADENCE_API_PORT and the rest). Here so that each file stays one sit
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
-from kadence.models.base import IDENT_RE
-from kadence.tenant_ids import reserved_tenant
+from kadence.api_tokens import MAX_TOKENS, TokenEntry, tokens_of
+
+JwtAlgorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]
+CLAIM_NAME = r"^[A-Za-z0-9_.:/-]{1,128}$"
 
 
 class ApiSettings(BaseModel):
@@ -35,11 +41,44 @@ class ApiSettings(BaseModel):
     api_body_timeout_s: Annotated[float, Field(gt=0, le=3_600)] = 30.0
     """A known caller's request body must arrive whole within this many seconds of its head,
     or it is answered 408 and the connection closed."""
-    api_tokens: dict[str, str] = Field(default_factory=dict)
-    """Bearer tokens, stored hashed: sha256 hex of the token -> the tenant it acts as (JSON
-    object). The tenant `*` is the admin role (operators: every tenant, via the
-    X-Kadence-Tenant header). `kadence token` makes a token and its hash. A tenant id starting
+    api_tokens: Annotated[dict[str, TokenEntry], Field(max_length=MAX_TOKENS)] = Field(
+        default_factory=dict
+    )
+    """Bearer tokens, stored hashed (JSON object): sha256 hex of the token -> the tenant it
+    acts as, with every scope, named `sha256:` and the hash's first 12 digits; or -> `{"name":
+    "ci", "tenant": "acme", "scopes": ["read", "operate"]}` (scopes: read, operate, manage;
+    docs/security.md). The tenant `*` is the admin role (operators: every tenant, via the
+    X-Kadence-Tenant header). `kadence token` makes a token and its entry. A tenant id starting
     with `kadence` is refused: those name Kadence's own principals (kadence/tenant_ids.py)."""
+    api_tokens_file: Path | None = None
+    """A JSON file of more tokens, in the form of `api_tokens`, that the API reads again when
+    it changes (checked at most once a second): tokens are added, rotated and revoked without
+    a restart. A file the API cannot read or parse keeps the tokens it had (and says why in its
+    log); at start it must be valid. A hash or name in both is refused."""
+    api_jwks_url: str = ""
+    """Also accept JWT bearer tokens signed by a key of this JWKS (http or https URL; empty:
+    no JWTs). Their `sub` is the actor; `api_jwt_tenant_claim` and `api_jwt_scopes_claim` say
+    what they may do. A JWT never acts as admin."""
+    api_jwt_issuer: Annotated[str, Field(max_length=1024)] = ""
+    api_jwt_audience: Annotated[str, Field(max_length=1024)] = ""
+    """The `iss` and `aud` a JWT must carry (both required with `api_jwks_url`)."""
+    api_jwt_algorithms: Annotated[list[JwtAlgorithm], Field(min_length=1, max_length=10)] = [
+        "RS256",
+        "ES256",
+    ]
+    """Signature algorithms accepted (asymmetric only: `none` and HS* never are)."""
+    api_jwt_tenant_claim: Annotated[str, Field(pattern=CLAIM_NAME)] = "kadence_tenant"
+    """The claim naming the tenant a JWT acts as."""
+    api_jwt_scopes_claim: Annotated[str, Field(pattern=CLAIM_NAME)] = "scope"
+    """The claim with its scopes: a space-separated string (OAuth 2's `scope`) or a list;
+    names other than read, operate and manage are ignored."""
+    api_jwt_leeway_s: Annotated[int, Field(ge=0, le=300)] = 30
+    """Clock skew allowed on `exp`, `nbf` and `iat`."""
+    api_jwks_cache_s: Annotated[int, Field(ge=10, le=86_400)] = 300
+    """How long the JWKS is kept before it is fetched again; a JWT with a key id the cached set
+    lacks fetches it again at most once every 30 s (a rotation)."""
+    api_jwks_timeout_s: Annotated[float, Field(gt=0, le=30)] = 5.0
+    """A JWKS fetch's time limit; a JWKS that cannot be fetched answers 503."""
     api_quota_jobs: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     """Jobs one tenant may have; creating one more is refused, through the API with 429, through
     its ingress topic with a `quota_exceeded` rejected record (0: no limit). Counted in the
@@ -88,18 +127,27 @@ class ApiSettings(BaseModel):
 
     @field_validator("api_tokens")
     @classmethod
-    def _token_tenants(cls, value: dict[str, str]) -> dict[str, str]:
+    def _tokens(cls, value: dict[str, TokenEntry]) -> dict[str, TokenEntry]:
         """Where a tenant comes into being: an identifier, and none Kadence keeps for itself
         (never echoing a key: it is a token's hash)."""
-        for tenant in value.values():
-            if tenant == "*":
-                continue
-            if not IDENT_RE.fullmatch(tenant):
-                raise ValueError(f'{tenant!r} is neither a tenant identifier nor "*" (admin)')
-            why = reserved_tenant(tenant)
-            if why is not None:
-                raise ValueError(why)
+        tokens_of(value)
         return value
+
+    @field_validator("api_jwks_url")
+    @classmethod
+    def _jwks_url(cls, url: str) -> str:
+        if url and (len(url) > 2048 or urlsplit(url).scheme not in ("http", "https")):
+            raise ValueError("api_jwks_url must be an http or https URL (2048 characters)")
+        return url
+
+    @model_validator(mode="after")
+    def _jwt_complete(self) -> ApiSettings:
+        if self.api_jwks_url and not (self.api_jwt_issuer and self.api_jwt_audience):
+            raise ValueError(
+                "api_jwks_url needs api_jwt_issuer and api_jwt_audience: a JWT of another "
+                "issuer or for another service must not be accepted"
+            )
+        return self
 
     @model_validator(mode="after")
     def _unauthenticated_below_all(self) -> ApiSettings:

@@ -22,6 +22,8 @@ from fastapi import HTTPException
 from pydantic import ValidationError
 
 from apps.api.auth import authenticate, token_hash
+from apps.api.callers import Callers
+from apps.api.token_book import TokenBook
 from apps.cli import main
 from apps.cli_acls import principals
 from infra.kafka.config import Authorizer, BrokerConfig, SecureListener, server_properties
@@ -290,13 +292,15 @@ def test_every_door_a_tenant_comes_in_by_refuses_a_reserved_id(
         assert tenant in capsys.readouterr().err
         request = SimpleNamespace(
             app=SimpleNamespace(
-                state=SimpleNamespace(settings=SimpleNamespace(api_tokens={token_hash("t"): "*"}))
+                state=SimpleNamespace(callers=Callers(TokenBook({token_hash("t"): "*"})))
             )
         )
         with pytest.raises(HTTPException) as refused:
             authenticate(request, "Bearer t", tenant)  # type: ignore[arg-type]
         assert refused.value.status_code == 422
-    settings = KadenceSettings.model_validate({"api_tokens": {token_hash("t"): "acme", "x": "*"}})
+    settings = KadenceSettings.model_validate(
+        {"api_tokens": {token_hash("t"): "acme", token_hash("x"): "*"}}
+    )
     assert set(settings.api_tokens.values()) == {"acme", "*"}
     assert main(["token", "--tenant", "acme", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tenant"] == "acme"

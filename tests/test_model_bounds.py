@@ -335,7 +335,8 @@ def test_what_a_model_accepts_the_ingress_routes(
     model: type[WireModel], data: st.DataObject
 ) -> None:
     """The ingress's door: a tenant's JSON record that its model accepts is routed to Kadence's
-    topics, never refused for what it holds (a ReplayDeadLetter without its letter)."""
+    topics, never refused for what it holds (a ReplayDeadLetter without its letter), as it was
+    but for its `actor`, which a tenant cannot claim (kadence/models/base.py `Actor`)."""
     record = data.draw(records(model))
     payload = getattr(record, "payload", None)
     assume(payload is None or _utf8(payload))  # JSON carries text; other bytes are the SDK's
@@ -346,7 +347,7 @@ def test_what_a_model_accepts_the_ingress_routes(
     topic = ingress_topic("kadence", tenant, kind)
     [out] = ROUTER.route(InputRecord(topic, 0, 0, None, json.dumps(doc).encode(), [], 0), 0)
     assert out.topic != TOPICS.rejected, CODEC.decode(out.value)
-    assert CODEC.decode(out.value) == record
+    assert CODEC.decode(out.value) == record.model_copy(update={"actor": None})
 
 
 def _utf8(data: bytes) -> bool:

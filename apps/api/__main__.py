@@ -9,6 +9,7 @@ import sys
 import uvicorn
 
 from apps.api.app import create_app
+from apps.api.callers import Callers
 from apps.api.slow_clients import Guard, guarded_h11
 from apps.processes import announce
 from kadence.settings import KadenceSettings
@@ -20,13 +21,14 @@ def server_config(settings: KadenceSettings) -> uvicorn.Config:
     token, and each request head within KADENCE_API_HEAD_TIMEOUT_S (apps/api/slow_clients.py,
     on uvicorn's h11 protocol whatever else is installed)."""
     total = settings.api_max_connections
+    callers = Callers.of(settings)
     guard = Guard(
-        settings.api_tokens,
+        callers.known,
         settings.api_head_timeout_s,
         settings.api_max_unauthenticated or max(1, total // 4),
     )
     return uvicorn.Config(
-        create_app(settings),
+        create_app(settings, callers),
         host=settings.api_host,
         port=settings.api_port,
         log_level="warning",
@@ -39,10 +41,10 @@ def server_config(settings: KadenceSettings) -> uvicorn.Config:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = KadenceSettings()
-    if not settings.api_tokens:
+    if not (settings.api_tokens or settings.api_tokens_file or settings.api_jwks_url):
         print(
-            "api: KADENCE_API_TOKENS is empty, so every request will be refused (401). "
-            "Make a token with `kadence token`.",
+            "api: KADENCE_API_TOKENS is empty (and no token file or JWKS), so every request "
+            "will be refused (401). Make a token with `kadence token`.",
             file=sys.stderr,
         )
     config = server_config(settings)

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from apps.api import openapi
 from apps.api.body_limit import BodyLimit
+from apps.api.callers import Callers
 from apps.api.deps import Services
 from apps.api.quotas import install as install_quotas
 from apps.api.routes import backfill, commands, dashboard, dead_letters, health, history, jobs
@@ -24,7 +25,9 @@ ROUTERS = (health, jobs, history, commands, backfill, dead_letters, dashboard)
 """In this order (the order of the OpenAPI document)."""
 
 
-def create_app(settings: KadenceSettings) -> FastAPI:
+def create_app(settings: KadenceSettings, callers: Callers | None = None) -> FastAPI:
+    """The app; `callers` (who may call it) is built from the settings when not given."""
+    callers = callers or Callers.of(settings)
     registry = CollectorRegistry()
     requests = Counter(
         "kadence_api_requests",
@@ -46,7 +49,8 @@ def create_app(settings: KadenceSettings) -> FastAPI:
         description="Jobs, runs, history and dead letters of one tenant (bearer token).",
         lifespan=lifespan,
     )
-    app.state.settings = settings  # authentication reads the tokens here
+    app.state.settings = settings
+    app.state.callers = callers  # authentication asks it who calls
     quotas = install_quotas(app, settings)  # refusals answer 429 naming the quota
     app.state.services = Services(settings, quotas, registry)  # what the routes share
 
@@ -65,7 +69,7 @@ def create_app(settings: KadenceSettings) -> FastAPI:
         BodyLimit,
         limit=settings.max_payload_bytes + BODY_OVERHEAD,
         what=f"payload limit {settings.max_payload_bytes}",
-        tokens=settings.api_tokens,
+        callers=callers,
         timeout_s=settings.api_body_timeout_s,
     )
     for module in ROUTERS:

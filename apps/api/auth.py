@@ -1,24 +1,29 @@
-"""Who is calling: a bearer token, looked up by its SHA-256 in KADENCE_API_TOKENS, names the
-tenant it acts as; `*` is the admin role. Tokens are never stored or logged in clear."""
+"""The caller of a route (apps/api/callers.py says how one is known): the tenant it acts on,
+its scopes and its name for the audit trail. A route asks for the scope it needs with
+`require_scope` (`Reader`, `Operator`, `Manager`): 403 names the scope it lacks."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Header, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 
+from apps.api.callers import Callers, NotAuthenticatedError
+from apps.api.token_book import token_hash
+from kadence.api_tokens import ADMIN, SCOPES, Scope
 from kadence.models.base import IDENT_RE
 from kadence.tenant_ids import reserved_tenant
 
-ADMIN = "*"
+__all__ = ["ADMIN", "Principal", "authenticate", "new_token", "require_scope", "token_hash"]
 
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+NEEDS = {
+    "read": "reading the tenant's jobs, runs, history and dead letters",
+    "operate": "pause, resume, trigger, cancel, backfill and replay",
+    "manage": "creating, changing and deleting the tenant's jobs and definitions",
+}
 
 
 def new_token() -> tuple[str, str]:
@@ -32,24 +37,14 @@ class Principal:
     tenant: str | None
     """The tenant every request acts on; None for an admin listing across tenants."""
     admin: bool
+    actor: str = ""
+    """Who, for the audit trail: `token:<name>` or `jwt:<sub>`."""
+    scopes: frozenset[str] = frozenset(SCOPES)
 
 
-def _unauthorized(why: str) -> HTTPException:
-    return HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
-
-
-def is_bearer(authorization: str | None) -> bool:
-    return authorization is not None and authorization.lower().startswith("bearer ")
-
-
-def token_tenant(tokens: Mapping[str, str], authorization: str | None) -> str | None:
-    """The tenant (`*`: admin) the bearer token in an Authorization header acts as; None when
-    the header is absent, not a bearer token, or the token is unknown. Cheap (one SHA-256), so
-    it can run before a request's body is read (apps/api/body_limit.py)."""
-    if authorization is None or not is_bearer(authorization):
-        return None
-    digest = token_hash(authorization[7:].strip())
-    return next((t for h, t in tokens.items() if hmac.compare_digest(h, digest)), None)
+def _unauthorized(status: int, why: str) -> HTTPException:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {"Retry-After": "5"}
+    return HTTPException(status, why, headers=headers)
 
 
 def authenticate(
@@ -57,19 +52,39 @@ def authenticate(
     authorization: str | None = Header(default=None),
     x_kadence_tenant: str | None = Header(default=None),
 ) -> Principal:
-    tokens: dict[str, str] = request.app.state.settings.api_tokens
-    if not is_bearer(authorization):
-        raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
-    tenant = token_tenant(tokens, authorization)
-    if tenant is None:
-        raise _unauthorized("unknown token")
-    if tenant != ADMIN:
-        return Principal(tenant, admin=False)
+    callers: Callers = request.app.state.callers
+    try:
+        caller = callers.identify(authorization)
+    except NotAuthenticatedError as exc:
+        raise _unauthorized(exc.status, exc.why) from None
+    if caller.tenant != ADMIN:
+        return Principal(caller.tenant, False, caller.actor, caller.scopes)
     if x_kadence_tenant is not None and not IDENT_RE.fullmatch(x_kadence_tenant):
         raise HTTPException(422, "X-Kadence-Tenant: not a tenant identifier")
     if x_kadence_tenant is not None and (why := reserved_tenant(x_kadence_tenant)) is not None:
         raise HTTPException(422, f"X-Kadence-Tenant: {why}")
-    return Principal(x_kadence_tenant, admin=True)
+    return Principal(x_kadence_tenant, True, caller.actor, caller.scopes)
+
+
+def require_scope(scope: Scope) -> Callable[[Principal], Principal]:
+    """A dependency: the caller, if its token has `scope` (else 403 saying which it lacks)."""
+
+    def scoped(who: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        if scope not in who.scopes:
+            has = ", ".join(s for s in SCOPES if s in who.scopes) or "none"
+            raise HTTPException(
+                403,
+                f"{who.actor} lacks the {scope!r} scope ({NEEDS[scope]} need it); its scopes: "
+                f"{has}",
+            )
+        return who
+
+    return scoped
+
+
+Reader = Annotated[Principal, Depends(require_scope("read"))]
+Operator = Annotated[Principal, Depends(require_scope("operate"))]
+Manager = Annotated[Principal, Depends(require_scope("manage"))]
 
 
 def tenant_of(p: Principal) -> str:

@@ -2,8 +2,9 @@
 before anything reads or parses the request.
 
 A Content-Length over the limit is refused at once. A request that carries a body (a
-Content-Length above 0, or chunked) without a known bearer token is refused (401, connection
-closed) before a byte of its body is read: every route that takes a body needs a token, so an
+Content-Length above 0, or chunked) without a known bearer token (a static one, or a JWT,
+checked in a thread as it may fetch the JWKS) is refused (401, connection closed) before a
+byte of its body is read: every route that takes a body needs a token, so an
 outsider makes the server hold nothing but the request's headers (and the number of
 connections is bounded by KADENCE_API_MAX_CONNECTIONS, apps/api/__main__.py). A known caller's
 body without a Content-Length is counted as it arrives and refused (413, connection closed) the
@@ -18,25 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apps.api.auth import token_tenant
+from apps.api.callers import Callers, NotAuthenticatedError, is_bearer
+from apps.api.jwt_bearer import looks_like_jwt
 
 
 class BodyLimit:
     """Pure ASGI (not BaseHTTPMiddleware): it must see the body before any route does."""
 
     def __init__(
-        self, app: ASGIApp, limit: int, what: str, tokens: Mapping[str, str], timeout_s: float
+        self, app: ASGIApp, limit: int, what: str, callers: Callers, timeout_s: float
     ) -> None:
         self.app = app
         self.limit = limit
         self.what = what
         """What the limit is made of, for the 413's detail."""
-        self.tokens = tokens
-        """KADENCE_API_TOKENS (hash -> tenant): who may send a body at all."""
+        self.callers = callers
+        """Who may send a body at all."""
         self.timeout_s = timeout_s
         """How long a body may take to arrive whole."""
 
@@ -53,7 +54,7 @@ class BodyLimit:
             return
         chunked = _header(scope, b"transfer-encoding") is not None
         has_body = chunked or (length is not None and int(length) > 0)
-        if has_body and token_tenant(self.tokens, _header(scope, b"authorization")) is None:
+        if has_body and not await self._known(_header(scope, b"authorization")):
             await self._refuse(send, 401)
             return
         try:
@@ -65,6 +66,23 @@ class BodyLimit:
             await self._refuse(send, body)
         elif body is not None:  # None: the client went away
             await self.app(scope, _replay(body, receive), send)
+
+    async def _known(self, authorization: str | None) -> bool:
+        """A static token: one SHA-256, here. A JWT: checked in a thread, as it may fetch the
+        JWKS."""
+        if self.callers.jwt is None or not is_bearer(authorization):
+            return self.callers.known(authorization)
+        assert authorization is not None
+        if not looks_like_jwt(authorization[7:].strip()):
+            return self.callers.known(authorization)
+        return await asyncio.to_thread(self._identified, authorization)
+
+    def _identified(self, authorization: str) -> bool:
+        try:
+            self.callers.identify(authorization)
+        except NotAuthenticatedError:
+            return False
+        return True
 
     async def _body(self, receive: Receive) -> bytes | int | None:
         """The whole body; 413 the moment it crosses the limit; None when the client went

@@ -86,6 +86,8 @@ async def services(request: Request) -> Services:
 
 Svc = Annotated[Services, Depends(services)]
 Auth = Annotated[Principal, Depends(authenticate)]
+"""Any known caller, whatever its scopes: a route asks for the scope it needs instead
+(`Reader`, `Operator`, `Manager`, or `require_scope`, apps/api/auth.py)."""
 
 
 def invalid(exc: InvalidInputError | ValidationError) -> HTTPException:

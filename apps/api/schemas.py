@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from kadence.models import ScheduleDefinition
 
-FILLED_IN = {"tenant", "job_id", "version"}
+FILLED_IN = {"tenant", "job_id", "version", "actor"}
 COMPONENTS = "#/components/schemas/{model}"
 
 EXAMPLE_JOB: dict[str, Any] = {
@@ -185,6 +185,12 @@ class HistoryEvent(Shown):
     error: ErrorShown | None = None
     result: ResultShown | None = Field(default=None, description="an outcome's: what it returned")
     details: dict[str, str] | None = None
+    actor: str | None = Field(
+        default=None,
+        description="who caused this decision by a command: `token:<name>`, `jwt:<sub>`, or "
+        "`kafka` (a command written to Kafka directly: no name to give); absent on what the "
+        "scheduler decided by itself",
+    )
 
 
 class RunShown(Shown):
@@ -208,6 +214,9 @@ class RunShown(Shown):
     )
     reason: str
     events: int
+    actor: str | None = Field(
+        default=None, description="who triggered, cancelled or replayed it (as HistoryEvent's)"
+    )
 
 
 class RollupShown(Shown):
@@ -242,6 +251,15 @@ class JobShown(Shown):
         description="completed: the job ran its max_runs scheduled runs"
     )
     paused_reason: str = ""
+    paused_by: str | None = Field(
+        default=None, description="who paused it (as HistoryEvent's actor), while it is paused"
+    )
+    created_by: str | None = Field(
+        default=None,
+        description="who wrote its first version: `token:<name>`, `jwt:<sub>`, `kafka` "
+        "(written to Kafka directly); null when the view does not know",
+    )
+    updated_by: str | None = Field(default=None, description="who wrote its current version")
     schedule: ScheduleShown
     next_runs: list[str] = Field(description="the next due times, UTC (ISO 8601)")
     last_run: HistoryEvent | None = Field(description="the last attempt's outcome, if any")

@@ -16,18 +16,17 @@ a token that is not in the middle of a request (else the oldest) is closed. An o
 holds at most that many connections, each for at most the head timeout, and a caller whose head
 arrives within milliseconds is evicted only if that many connections arrive in those
 milliseconds. A connection leaves the bound for good once a request head on it carries a known
-token (one SHA-256, apps/api/auth.py); every later head on it still has the deadline.
+token (one SHA-256, or a JWT checked against the JWKS already fetched: apps/api/callers.py);
+every later head on it still has the deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
-
-from apps.api.auth import token_tenant
 
 
 class Guard:
@@ -35,9 +34,13 @@ class Guard:
     oldest first. Runs on the server's event loop only (no locks)."""
 
     def __init__(
-        self, tokens: Mapping[str, str], head_timeout_s: float, max_unauthenticated: int
+        self,
+        known: Callable[[str | None], bool],
+        head_timeout_s: float,
+        max_unauthenticated: int,
     ) -> None:
-        self.tokens = tokens
+        self.known = known
+        """Whether an Authorization header names a caller (apps/api/callers.py `known`)."""
         self.head_timeout_s = head_timeout_s
         self.max_unauthenticated = max_unauthenticated
         self._deadlines: dict[H11Protocol, asyncio.TimerHandle | None] = {}
@@ -80,7 +83,7 @@ class Guard:
         authorization = next((v for k, v in headers if k == b"authorization"), None)
         if authorization is None:
             return False
-        return token_tenant(self.tokens, authorization.decode("latin-1")) is not None
+        return self.known(authorization.decode("latin-1"))
 
     def _evict(self) -> None:
         waiting = (c for c in self._unauthenticated if c.conn.their_state is h11.IDLE)

@@ -52,6 +52,10 @@ Delivery = Annotated[int, Field(ge=1, le=MAX_DELIVERIES)]
 Partition = Annotated[int, Field(ge=0, le=MAX_PARTITION)]
 WorkerId = Annotated[str, Field(min_length=1, max_length=128)]
 ExecutionId = Annotated[str, Field(min_length=1, max_length=400)]
+Actor = Annotated[str, Field(pattern=r"^(token|jwt):[^\x00-\x1f\x7f]{1,256}$")]
+"""Who wrote a command or a definition through the API: `token:<name>` (a named API token) or
+`jwt:<sub>` (a JWT's subject). Absent: written to Kafka directly (the SDK, kcat, an ingress
+topic), where Kadence cannot tell who."""
 """`tenant/job_id@<nominal instant>`: see kadence/timeengine/identity.py."""
 
 MAX_PAYLOAD_BYTES = 512 * 1024

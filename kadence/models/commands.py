@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from kadence.models.base import (
+    Actor,
     ExecutionId,
     Identifier,
     Partition,
@@ -32,6 +33,9 @@ class _JobCommand(WireModel):
     request_id: RequestId
     """Idempotency key of the command itself."""
     issued_at: UtcDatetime
+    actor: Actor | None = None
+    """Who sent it through the API (kadence/models/base.py `Actor`); None: written to Kafka
+    directly, by someone Kadence cannot name (a tenant's ingress clears what it is told)."""
 
     @property
     def key(self) -> str:

@@ -87,6 +87,13 @@ class Decision(StrEnum):
     as `throttled`."""
 
 
+ACTOR = "actor"
+"""The detail naming who caused a decision by a command (`token:<name>`, `jwt:<sub>`, or
+KAFKA_ACTOR); absent on what the scheduler decided by itself."""
+KAFKA_ACTOR = "kafka"
+"""The actor of a command written to Kafka directly: Kadence cannot tell who sent it."""
+
+
 class HistoryRecord(WireModel):
     """One decision about one occurrence (or about the job when `execution_id` is null; or,
     `fired` with `runs` in its details, about a steady series of runs: kadence/fired_series.py)."""

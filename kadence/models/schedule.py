@@ -19,6 +19,7 @@ from kadence.labels import VALUE as LABEL_VALUE
 from kadence.models.base import (
     MAX_ATTEMPTS,
     MAX_TIMEOUT_MS,
+    Actor,
     Identifier,
     MediaType,
     Payload,
@@ -305,6 +306,9 @@ class ScheduleDefinition(WireModel):
     )
     """Jobs of the same tenant to trigger once each when a run of this job has failed for good:
     dead-lettered, after its retries (not after each failed attempt); up to 8."""
+    actor: Actor | None = None
+    """Who wrote this version through the API (`token:<name>`, `jwt:<sub>`); None: written
+    to Kafka directly (the SDK, `kadence put`, an ingress topic, which clears it)."""
 
     @field_validator("labels", mode="before")
     @classmethod

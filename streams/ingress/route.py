@@ -110,6 +110,8 @@ class Router:
             return [Out(self.topics.schedules, p, slot.encode(), None, []) for p in parts]
         definition = self.codec.decode(value, (ScheduleDefinition,), ScheduleDefinition)
         assert isinstance(definition, ScheduleDefinition)
+        if definition.actor is not None:  # a tenant's record cannot say who wrote it
+            definition = definition.model_copy(update={"actor": None})
         self._same_tenant(tenant, definition.tenant, key, definition.key)
         partition = partition_for(definition.routing_key, self.partitions)
         out = self._out(self.topics.schedules, partition, definition)
@@ -132,6 +134,8 @@ class Router:
                 f"{type(command).__name__} is written by Kadence's own processes only; a "
                 "tenant's ingress takes definitions and commands",
             )
+        if getattr(command, "actor", None) is not None:  # nor who sent a command
+            command = command.model_copy(update={"actor": None})
         said_tenant, job_id = getattr(command, "tenant", ""), getattr(command, "job_id", "")
         self._same_tenant(tenant, said_tenant, key, f"{said_tenant}/{job_id}")
         concurrency_key = _header(headers, CONCURRENCY_KEY_HEADER)

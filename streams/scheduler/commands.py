@@ -8,6 +8,7 @@ from kadence.models import (
     CancelRun,
     Command,
     Decision,
+    HistoryRecord,
     PauseJob,
     ReplayDeadLetter,
     ResumeJob,
@@ -15,13 +16,14 @@ from kadence.models import (
     TriggerNow,
 )
 from kadence.models.commands import kadence_only
+from kadence.models.records import ACTOR, KAFKA_ACTOR, MAX_DETAILS
 from kadence.timeengine.identity import manual_execution_id
 from streams.scheduler import backfill
 from streams.scheduler.dispatch import keep_override, revoke, room_for, start, stop_running
 from streams.scheduler.outcomes import replay
 from streams.scheduler.paused import pause_job, skip_paused
 from streams.scheduler.state import JobState, kept_payloads, remember
-from streams.scheduler.step import Effects, Facts, Refused, Shot, keyed_history, settle
+from streams.scheduler.step import Effects, Emit, Facts, Refused, Shot, keyed_history, settle
 
 _CONTROL_NAMES: dict[type, str] = {
     ReplayDeadLetter: "a replay carrying its letter",
@@ -42,13 +44,44 @@ def refuse_control(command: object, topic: str, control_topic: str) -> None:
 
 
 def apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
-    """Apply `command`; when it is refused, the refusal carries a history record saying why."""
+    """Apply `command`; when it is refused, the refusal carries a history record saying why.
+    Every history record the command itself leads to names its actor (`signed`)."""
     try:
-        return settle(_apply_command(state, command, facts), facts)
+        effects = _apply_command(state, command, facts)
     except Refused as exc:
         why = f"{type(command).__name__} {command.request_id} refused: {exc.reason}"
         told = keyed_history(command.key.encode(), Decision.refused, why, facts.now_ms)
-        raise Refused(exc.code, exc.reason, [*exc.out, *([told] if told else [])]) from None
+        out = signed([*exc.out, *([told] if told else [])], actor_of(command))
+        raise Refused(exc.code, exc.reason, out) from None
+    effects.out[:] = signed(effects.out, actor_of(command))
+    return settle(effects, facts)
+
+
+CHAIN_ACTOR = "chain"
+"""The actor of a trigger a chain link sent (Kadence's own word, on scheduler-control)."""
+
+
+def actor_of(command: Command) -> str | None:
+    if isinstance(command, TriggerNow) and command.caused_by is not None:
+        return CHAIN_ACTOR
+    return command.actor
+
+
+def signed(out: list[Emit], actor: str | None) -> list[Emit]:
+    """`out` with each history record's details naming `actor` (`kafka`: a command written
+    to Kafka directly, whose sender Kadence cannot tell; an API actor always has a `token:` or
+    `jwt:` prefix, so the two never meet). A record whose details are full keeps them."""
+    who = actor or KAFKA_ACTOR
+    return [
+        Emit(e.sink, _with_actor(e.record, who))
+        if isinstance(e.record, HistoryRecord) and len(e.record.details) < MAX_DETAILS
+        else e
+        for e in out
+    ]
+
+
+def _with_actor(record: HistoryRecord, actor: str) -> HistoryRecord:
+    return record.model_copy(update={"details": {**record.details, ACTOR: actor}})
 
 
 def _apply_command(state: JobState, command: Command, facts: Facts) -> Effects:

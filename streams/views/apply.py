@@ -18,6 +18,7 @@ from kadence.models import (
     ScheduleDefinition,
     split_job_key,
 )
+from kadence.models.records import ACTOR, KAFKA_ACTOR
 from streams.views.store import Doc, ViewStore, backfill_key, dead_key, history_key, job_key
 
 
@@ -79,12 +80,15 @@ def apply_definition(
             note = {"source": source, "version": definition.version, "reason": refused.reason}
             store.put(jk, _homed({**old, "refused": note}, old, partition))
         return refused
+    by = definition.actor or KAFKA_ACTOR
     doc = {
         "definition": definition_doc(definition),
         "paused": (old or {}).get("paused", False),
         "updated_at": at,
+        "updated_by": by,
+        "created_by": by if old is None else old.get("created_by"),
         "source": source,
-        **{k: v for k, v in (old or {}).items() if k in ("completed", "runs_done")},
+        **{k: v for k, v in (old or {}).items() if k in ("completed", "runs_done", "paused_by")},
     }
     store.put(jk, _homed(doc, old, partition))
     return None
@@ -127,12 +131,15 @@ def _apply_decision(store: ViewStore, r: HistoryRecord, seq: str) -> None:
         "error": None if r.error is None else r.error.model_dump(mode="json"),
         "details": r.details,
     }
+    if ACTOR in r.details:
+        event["actor"] = r.details[ACTOR]
     store.put(history_key(r.tenant, r.job_id, at_ms, seq), event)
     jk = job_key(r.tenant, r.job_id)
     job = store.get(jk)
     if job is not None and r.decision in (Decision.paused, Decision.resumed):
         job["paused"] = r.decision is Decision.paused
         job["paused_reason"] = r.reason if r.decision is Decision.paused else ""
+        job["paused_by"] = r.details.get(ACTOR) if r.decision is Decision.paused else None
         store.put(jk, job)
     if job is not None and r.decision is Decision.fired and "runs_done" in (r.details or {}):
         # a job with max_runs: how many of its scheduled runs went out, up to which occurrence

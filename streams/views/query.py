@@ -132,6 +132,9 @@ class ViewQueries:
             "version": definition["version"],
             "state": state,
             "paused_reason": doc.get("paused_reason", ""),
+            "paused_by": doc.get("paused_by") if paused else None,
+            "created_by": doc.get("created_by"),
+            "updated_by": doc.get("updated_by"),
             "schedule": definition["schedule"],
             "next_runs": (
                 []
@@ -241,6 +244,8 @@ def _new_run(eid: str, e: Doc) -> Doc:
 
 def _fold(run: Doc, e: Doc) -> None:
     run["events"] += 1
+    if e.get("actor"):  # a trigger, a cancel, a replay: who asked for it
+        run["actor"] = e["actor"]
     run["nominal_at"] = run["nominal_at"] or e.get("nominal_at")
     if e["kind"] == "outcome":
         run["attempts"] = max(run["attempts"], e["attempt"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.api.auth import token_hash
 from tests.api.conftest import TOKENS, Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -63,10 +64,21 @@ def test_job_page_shows_history_and_lateness_chart(api: Api, tmp_path: Path) -> 
         ),
         what="four runs",
     )
-    api.http.post("/v1/jobs/dash/pause", headers=h)
+    api.http.post("/v1/jobs/dash/trigger", json={"request_id": "dash-t"}, headers=h)
+    api.http.post("/v1/jobs/dash/pause", json={"reason": "db work"}, headers=h)
+    api.wait(
+        lambda: api.http.get("/v1/jobs/dash", headers=h).json()["state"] == "paused",
+        what="paused",
+    )
     url = f"{api.url}/#token={TOKENS['acme']}&view=job&job=dash"
     dom = _chromium(url, tmp_path, "--dump-dom").stdout
     assert 'data-rendered="job"' in dom, dom[:2000]
+    who = f"token:sha256:{token_hash(TOKENS['acme'])[:12]}"  # the token's name, never itself
+    assert f'Paused by <span class="who">{who}</span>: db work' in dom, dom[:3000]
+    authors = dom.split('id="authors">', 1)[1].split("</div>", 1)[0]
+    assert "created" in authors and f'<span class="who">{who}</span>' in authors, authors
+    assert f'<td class="actor"><span class="who">{who}</span></td>' in dom  # the triggered run
+    assert TOKENS["acme"] not in dom.replace(url, "")
     assert dom.count('class="point"') >= 4  # one point per started run in the lateness chart
     assert dom.count('<td class="succeeded">succeeded</td>') >= 4  # the history table
     SHOTS.mkdir(parents=True, exist_ok=True)

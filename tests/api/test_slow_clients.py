@@ -15,7 +15,9 @@ import pytest
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from apps.api.auth import token_hash
+from apps.api.callers import Callers
 from apps.api.slow_clients import Guard
+from apps.api.token_book import TokenBook
 
 
 @dataclass
@@ -74,7 +76,7 @@ def opened(guard: Guard, loop: asyncio.AbstractEventLoop, n: int) -> list[FakeCo
 def test_room_is_made_by_the_oldest_idle_connection_then_the_oldest(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    guard = Guard({}, head_timeout_s=5, max_unauthenticated=2)
+    guard = Guard(Callers(TokenBook({})).known, head_timeout_s=5, max_unauthenticated=2)
     busy, idle = opened(guard, loop, 2)
     busy.head()  # a probe's request in progress, no token
     guard.changed(as_protocol(busy))
@@ -89,7 +91,11 @@ def test_room_is_made_by_the_oldest_idle_connection_then_the_oldest(
 def test_a_known_token_takes_a_connection_out_of_the_bound_for_good(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    guard = Guard({token_hash("tok"): "acme"}, head_timeout_s=5, max_unauthenticated=1)
+    guard = Guard(
+        Callers(TokenBook({token_hash("tok"): "acme"})).known,
+        head_timeout_s=5,
+        max_unauthenticated=1,
+    )
     [liar] = opened(guard, loop, 1)
     liar.head("not-the-token")
     guard.changed(as_protocol(liar))  # a head without a known token: still in the bound
@@ -107,7 +113,7 @@ def test_a_known_token_takes_a_connection_out_of_the_bound_for_good(
 def test_the_deadline_runs_from_opening_or_an_answer_and_stops_at_a_whole_head(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    guard = Guard({}, head_timeout_s=0.05, max_unauthenticated=10)
+    guard = Guard(Callers(TokenBook({})).known, head_timeout_s=0.05, max_unauthenticated=10)
     slow, quick = opened(guard, loop, 2)
     quick.head()
     guard.changed(as_protocol(quick))  # whole: its deadline is cleared

@@ -148,6 +148,7 @@ def test_a_long_backfill_is_paced_per_step_and_per_tenant_second() -> None:
         "fired": str(STEP_RUNS),
         "already_dispatched": "0",
         "done": "false",
+        "actor": "kafka",  # a command written to Kafka directly: no API actor
     }
     assert first.state is not None
     second = firing.on_due(first.state, ctx(T0 + 1, backfill_budget=300 - STEP_RUNS))

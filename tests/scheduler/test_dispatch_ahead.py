@@ -159,7 +159,7 @@ def test_pause_before_due_revokes_and_the_occurrence_is_skipped_not_caught_up() 
     assert rev.execution_id == "acme/job@2026-12-01T09:01:00.000Z"
     assert (rev.definition_version, rev.due_at) == (1, ms_to_datetime(T0 + MIN))
     assert decisions(result) == [Decision.cancelled, Decision.paused]
-    assert history(result)[0].details == {"revoked": "true"}
+    assert history(result)[0].details == {"revoked": "true", "actor": "kafka"}  # no API actor
     paused = result.state
     assert paused is not None
     assert paused.ahead == ()

@@ -16,8 +16,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import Field
 
-from apps.api.auth import tenant_of
-from apps.api.deps import Auth, Services, Svc, check_id
+from apps.api.auth import Operator, Principal, Reader, tenant_of
+from apps.api.deps import Services, Svc, check_id
 from apps.api.routes.commands import RequestIn, send
 from apps.api.schemas import BackfillProgress, BackfillShown
 from kadence.clock import datetime_to_ms, ms_to_datetime
@@ -48,7 +48,7 @@ class BackfillIn(RequestIn):
 @router.post(
     "/v1/jobs/{job_id}/backfill", response_model=BackfillShown, response_model_exclude_unset=True
 )
-def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
+def backfill(svc: Svc, who: Operator, job_id: str, body: BackfillIn) -> Any:
     """Dry run (the default): the occurrences in [start, end) a real run fires, computed on the
     scheduler's facts. A real run sends them to the scheduler, which fires them paced (at most
     max_occurrences; 422 when the window has more: split it); 429 past the tenant's
@@ -62,7 +62,7 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     if body.end <= body.start:
         raise HTTPException(422, [{"loc": ["body", "end"], "msg": "end must be after start"}])
     job = svc.job(tenant, job_id)
-    planned = _plan(svc, tenant, job_id, job, body)
+    planned = _plan(svc, who, job_id, job, body)
     if body.dry_run:
         return planned
     if planned["left_out"]:
@@ -80,7 +80,7 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     svc.quotas.backfill.take(tenant, len(planned["occurrences"]))  # 429 past the tenant's pace
     out = send(
         svc,
-        tenant,
+        who,
         job_id,
         Backfill,
         body,
@@ -97,7 +97,7 @@ def backfill(svc: Svc, who: Auth, job_id: str, body: BackfillIn) -> Any:
     response_model=BackfillProgress,
     response_model_exclude_unset=True,
 )
-def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
+def progress(svc: Svc, who: Reader, job_id: str, request_id: str) -> Any:
     """A backfill's progress as the scheduler reports it: runs fired so far, occurrences left
     out as already dispatched, whether it is done, and (when done) what was left out past
     max_occurrences and the part of the window the job had not reached. 404 until its first
@@ -124,15 +124,16 @@ def progress(svc: Svc, who: Auth, job_id: str, request_id: str) -> Any:
     }
 
 
-def _plan(svc: Services, tenant: str, job_id: str, job: Any, body: BackfillIn) -> dict[str, Any]:
+def _plan(svc: Services, who: Principal, job_id: str, job: Any, body: BackfillIn) -> dict[str, Any]:
     """The plan the scheduler would follow now: its facts for the window, asked with a dry-run
     Backfill, given to the scheduler's own plan function. Asking costs the scheduler a command
     and a history record, so it counts against the tenant's triggers per minute (429)."""
+    tenant = tenant_of(who)
     svc.quotas.triggers.take(tenant)
     rid = f"plan-{uuid.uuid4().hex[:16]}"
     send(
         svc,
-        tenant,
+        who,
         job_id,
         Backfill,
         RequestIn(request_id=rid),

@@ -10,8 +10,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field, ValidationError
 
-from apps.api.auth import tenant_of
-from apps.api.deps import Auth, Services, Svc, check_id, invalid
+from apps.api.auth import Operator, Principal, tenant_of
+from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import Accepted, Triggered
 from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
 from kadence.timeengine.identity import manual_execution_id
@@ -39,14 +39,15 @@ class TriggerIn(RequestIn):
 
 def send(
     svc: Services,
-    tenant: str,
+    who: Principal,
     job_id: str,
     kind: type[Command],
     body: RequestIn | None,
     **fields: Any,
 ) -> Any:
-    """Send `kind` for the caller's job (404 if it has none): the request id from the
-    body (or a new one), the rest from `fields`."""
+    """Send `kind` for the caller's job (404 if it has none), naming the caller as its actor:
+    the request id from the body (or a new one), the rest from `fields`."""
+    tenant = tenant_of(who)
     check_id(job_id)
     job = svc.job(tenant, job_id)
     ck = job["definition"].get("concurrency_key")
@@ -56,6 +57,7 @@ def send(
             job_id=job_id,
             request_id=request_id(body),
             issued_at=datetime.now(UTC),
+            actor=who.actor or None,
             **fields,
         )
     except ValidationError as exc:
@@ -74,9 +76,9 @@ def request_id(body: RequestIn | None) -> str:
     response_model=Accepted,
     response_model_exclude_unset=True,
 )
-def pause(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
+def pause(svc: Svc, who: Operator, job_id: str, body: RequestIn | None = None) -> Any:
     reason = body.reason if body else ""
-    return send(svc, tenant_of(who), job_id, PauseJob, body, reason=reason)
+    return send(svc, who, job_id, PauseJob, body, reason=reason)
 
 
 @router.post(
@@ -85,9 +87,9 @@ def pause(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> An
     response_model=Accepted,
     response_model_exclude_unset=True,
 )
-def resume(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> Any:
+def resume(svc: Svc, who: Operator, job_id: str, body: RequestIn | None = None) -> Any:
     reason = body.reason if body else ""
-    return send(svc, tenant_of(who), job_id, ResumeJob, body, reason=reason)
+    return send(svc, who, job_id, ResumeJob, body, reason=reason)
 
 
 @router.post(
@@ -96,13 +98,13 @@ def resume(svc: Svc, who: Auth, job_id: str, body: RequestIn | None = None) -> A
     response_model=Triggered,
     response_model_exclude_unset=True,
 )
-def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> Any:
+def trigger(svc: Svc, who: Operator, job_id: str, body: TriggerIn | None = None) -> Any:
     """Run once now. Idempotent by request_id: the run's execution id derives from it.
     429 past the tenant's triggers per minute."""
     svc.quotas.triggers.take(tenant_of(who))
     body = body or TriggerIn()
     body.request_id = request_id(body)  # fixed here: the execution id derives from it
-    out = send(svc, tenant_of(who), job_id, TriggerNow, body, payload=body.payload)
+    out = send(svc, who, job_id, TriggerNow, body, payload=body.payload)
     eid = manual_execution_id(f"{tenant_of(who)}/{job_id}", body.request_id)
     return {**out, "execution_id": eid}
 
@@ -113,10 +115,10 @@ def trigger(svc: Svc, who: Auth, job_id: str, body: TriggerIn | None = None) -> 
     response_model=Accepted,
     response_model_exclude_unset=True,
 )
-def cancel(svc: Svc, who: Auth, job_id: str, run_id: str, body: RequestIn | None = None) -> Any:
+def cancel(svc: Svc, who: Operator, job_id: str, run_id: str, body: RequestIn | None = None) -> Any:
     """Stop a run in flight, a pending retry, or a run dispatched ahead of its due time."""
     tenant = tenant_of(who)
     if not run_id.startswith(f"{tenant}/{job_id}@"):
         raise HTTPException(404, f"no run {run_id} of job {job_id}")
     reason = body.reason if body else ""
-    return send(svc, tenant, job_id, CancelRun, body, execution_id=run_id, reason=reason)
+    return send(svc, who, job_id, CancelRun, body, execution_id=run_id, reason=reason)

@@ -9,8 +9,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import ValidationError
 
-from apps.api.auth import tenant_of
-from apps.api.deps import Auth, Services, Svc, invalid
+from apps.api.auth import Operator, Reader, tenant_of
+from apps.api.deps import Services, Svc, invalid
 from apps.api.replays import letter_request_id
 from apps.api.routes.commands import RequestIn, send
 from apps.api.schemas import Accepted, DeadLetterShown
@@ -24,7 +24,7 @@ router = APIRouter(tags=["dead letters"])
 )
 def dead_letters(
     svc: Svc,
-    who: Auth,
+    who: Reader,
     *,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
     after: Annotated[
@@ -54,7 +54,7 @@ def dead_letters(
     response_model=Accepted,
     response_model_exclude_unset=True,
 )
-def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> Any:
+def replay(svc: Svc, who: Operator, run_id: str, body: RequestIn | None = None) -> Any:
     """Run a dead-lettered execution again (same execution id, attempt 1): any dead letter the
     topic still holds (180 days), also one the job no longer remembers among its last 100, and
     one of a deleted job (that runs once, as the letter holds it, and is not retried).
@@ -70,7 +70,7 @@ def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> A
     letter = _read_back(svc, tenant, run_id, str(dead.get("source") or ""))
     if svc.view.maybe(f"/jobs/{tenant}/{dead['job_id']}") is not None:
         out = send(
-            svc, tenant, dead["job_id"], ReplayDeadLetter, body, execution_id=run_id, letter=letter
+            svc, who, dead["job_id"], ReplayDeadLetter, body, execution_id=run_id, letter=letter
         )
         svc.replays.sent(tenant, dead, body.request_id)
         return out
@@ -88,6 +88,7 @@ def replay(svc: Svc, who: Auth, run_id: str, body: RequestIn | None = None) -> A
             issued_at=datetime.now(UTC),
             execution_id=run_id,
             letter=letter,
+            actor=who.actor or None,
         )
     except ValidationError as exc:
         raise invalid(exc) from exc

@@ -6,11 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Response
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from apps.api.auth import ADMIN, token_tenant
 from apps.api.deps import Svc
 from apps.api.schemas import Health, Readiness
 from kadence.errors import KadenceError
@@ -29,7 +28,9 @@ def healthz() -> dict[str, str]:
     "/readyz",
     responses={200: {"model": Readiness}, 503: {"model": Readiness, "description": "not ready"}},
 )
-def readyz(svc: Svc, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+def readyz(
+    svc: Svc, request: Request, authorization: Annotated[str | None, Header()] = None
+) -> JSONResponse:
     """The broker answers and the query view has caught up with the topics.
 
     Anyone may ask (probes carry no token) and is told only ready or not, with generic
@@ -52,7 +53,7 @@ def readyz(svc: Svc, authorization: Annotated[str | None, Header()] = None) -> J
     details = [f"{generic}: {detail}" for generic, detail in problems if detail is not None]
     if details:
         log.warning("not ready: %s", "; ".join(details))
-    admin = token_tenant(svc.settings.api_tokens, authorization) == ADMIN
+    admin = request.app.state.callers.is_admin(authorization)
     shown = [
         f"{generic}: {detail}" if admin and detail is not None else generic
         for generic, detail in problems

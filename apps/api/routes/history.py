@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from apps.api.auth import Principal, tenant_of
-from apps.api.deps import Auth, Services, Svc, check_id
+from apps.api.auth import Principal, Reader, tenant_of
+from apps.api.deps import Services, Svc, check_id
 from apps.api.schemas import HistoryEvent, RollupShown, RunShown
 
 router = APIRouter(tags=["history"])
@@ -28,7 +28,7 @@ def _of_job(svc: Services, who: Principal, job_id: str, what: str, limit: int) -
 )
 def history(
     svc: Svc,
-    who: Auth,
+    who: Reader,
     job_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
@@ -42,7 +42,7 @@ def history(
 )
 def runs(
     svc: Svc,
-    who: Auth,
+    who: Reader,
     job_id: str,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Any:
@@ -58,7 +58,7 @@ def runs(
 )
 def rollups(
     svc: Svc,
-    who: Auth,
+    who: Reader,
     job_id: str,
     limit: Annotated[int, Query(ge=1, le=400)] = 90,
 ) -> Any:

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Query, Response
 from pydantic import ValidationError
 
-from apps.api.auth import tenant_of
-from apps.api.deps import Auth, Services, Svc, check_id, invalid
+from apps.api.auth import Manager, Reader, tenant_of
+from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import JobShown
 from kadence.labels import MAX_SELECTOR, parse_selector
 from kadence.models import ScheduleDefinition
@@ -26,7 +26,7 @@ SPEC_DOC = (
 @router.get("/v1/jobs", response_model=list[JobShown], response_model_exclude_unset=True)
 def list_jobs(
     svc: Svc,
-    who: Auth,
+    who: Reader,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: Annotated[str, Query(max_length=300)] = "",
     label: Annotated[
@@ -54,7 +54,7 @@ def list_jobs(
 )
 def create_job(
     svc: Svc,
-    who: Auth,
+    who: Manager,
     job_id: str,
     spec: Annotated[dict[str, Any], Body(description=SPEC_DOC)],
 ) -> Any:
@@ -64,13 +64,13 @@ def create_job(
     if svc.view.maybe(f"/jobs/{tenant}/{job_id}") is not None:
         raise HTTPException(409, f"job {job_id} exists; PUT updates it")
     with svc.quotas.jobs.creating(tenant, lambda upto: _job_count(svc, tenant, upto)):
-        return _put(svc, tenant, job_id, spec, 1)
+        return _put(svc, tenant, job_id, spec, 1, actor=who.actor)
 
 
 @router.put("/v1/jobs/{job_id}", response_model=JobShown, response_model_exclude_unset=True)
 def update_job(
     svc: Svc,
-    who: Auth,
+    who: Manager,
     job_id: str,
     spec: Annotated[dict[str, Any], Body(description=SPEC_DOC)],
 ) -> Any:
@@ -78,17 +78,17 @@ def update_job(
     tenant = tenant_of(who)
     check_id(job_id)
     current = svc.job(tenant, job_id)
-    return _put(svc, tenant, job_id, spec, int(current["version"]) + 1)
+    return _put(svc, tenant, job_id, spec, int(current["version"]) + 1, actor=who.actor)
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobShown, response_model_exclude_unset=True)
-def get_job(svc: Svc, who: Auth, job_id: str) -> Any:
+def get_job(svc: Svc, who: Reader, job_id: str) -> Any:
     check_id(job_id)
     return svc.job(tenant_of(who), job_id)
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=204)
-def delete_job(svc: Svc, who: Auth, job_id: str) -> Response:
+def delete_job(svc: Svc, who: Manager, job_id: str) -> Response:
     tenant = tenant_of(who)
     check_id(job_id)
     job = svc.job(tenant, job_id)
@@ -101,7 +101,7 @@ def delete_job(svc: Svc, who: Auth, job_id: str) -> Response:
 
 @router.get("/v1/jobs/{job_id}/next")
 def next_runs(
-    svc: Svc, who: Auth, job_id: str, n: Annotated[int, Query(ge=1, le=100)] = 10
+    svc: Svc, who: Reader, job_id: str, n: Annotated[int, Query(ge=1, le=100)] = 10
 ) -> list[str]:
     """The next n due times (UTC), by the job's schedule and zone."""
     check_id(job_id)
@@ -109,8 +109,13 @@ def next_runs(
     return job["next_runs"]  # type: ignore[no-any-return]
 
 
-def _put(svc: Services, tenant: str, job_id: str, spec: dict[str, Any], version: int) -> Any:
+def _put(
+    svc: Services, tenant: str, job_id: str, spec: dict[str, Any], version: int, *, actor: str
+) -> Any:
     doc = {**spec, "tenant": tenant, "job_id": job_id, "version": version}
+    if "actor" in spec:
+        raise HTTPException(422, [{"loc": ["body", "actor"], "msg": "set by Kadence: the caller"}])
+    doc["actor"] = actor or None
     try:
         definition = ScheduleDefinition.model_validate(doc)
     except ValidationError as exc:
