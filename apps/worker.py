@@ -25,6 +25,7 @@ from kadence.metrics import LagCollector, serve
 from kadence.replication import cluster_replication
 from kadence.settings import KadenceSettings
 from kadence.targets import Target
+from streams.connections import ConnectionStore
 from streams.kafkaio.clients import KafkaClients
 from streams.worker.loop import Worker
 from streams.worker.metrics import WorkerMetrics
@@ -45,7 +46,20 @@ def targets(settings: KadenceSettings) -> dict[str, Target]:
     resolver = Resolver(  # one DNS cache for the webhook and the queue targets
         policy, ttl_min_s=settings.worker_dns_ttl_min_s, ttl_max_s=settings.worker_dns_ttl_max_s
     )
-    http = HttpCaller(policy, settings.webhook_secrets, loop=loop, warm_s=warm_s, resolver=resolver)
+    keyring = settings.keyring()
+    connections = None
+    if keyring is not None:  # the tenants' connections, read whole from their topic
+        ns = settings.namespace
+        connections = ConnectionStore(KafkaClients(settings), ns, f"{ns}.worker").start()
+    http = HttpCaller(
+        policy,
+        settings.webhook_secrets,
+        loop=loop,
+        warm_s=warm_s,
+        resolver=resolver,
+        connections=connections,
+        keyring=keyring,
+    )
     sqs = SqsCaller(policy, settings.sqs_credentials, loop=loop, resolver=resolver)
     handler = handlers.HandlerCaller(loop)
     return {"http": http, "kafka": kafka, "handler": handler, "sqs": sqs}

@@ -37,20 +37,24 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TypeVar
+from urllib.parse import urlencode
 
 from pydantic import SecretStr
 
 from connectors.aio import EventLoop
+from connectors.credentials import Applied, ConnectionRefused, Credentials
 from connectors.http_dns import Resolver
 from connectors.http_exchange import checked_exchange
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import LEAD_S, Warmer
 from connectors.results import http_result
 from connectors.ssrf import AddressPolicy
+from kadence.connections import ConnectionSource
 from kadence.headers import iso_utc, with_own
 from kadence.models import ExecutionRequested, HttpTarget, OutcomeStatus
 from kadence.models.statuses import DEFAULT_RETRYABLE, DEFAULT_SUCCESS, status_set
 from kadence.models.targets import with_query
+from kadence.sealing import Keyring
 from kadence.targets import Result, Stop
 
 BODYLESS = frozenset({"GET", "DELETE"})
@@ -108,7 +112,11 @@ class HttpCaller:
         loop: EventLoop | None = None,
         warm_s: float = LEAD_S,
         resolver: Resolver | None = None,
+        connections: ConnectionSource | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
+        """`connections` and `keyring`: the tenants' connections as read from their topic
+        and the keys that open them (without them, a target naming a connection fails)."""
         self.policy = policy
         self.secrets = secrets
         self.tls = tls or ssl.create_default_context()
@@ -116,19 +124,29 @@ class HttpCaller:
         self.resolver = resolver or Resolver(policy)
         self.loop = loop or EventLoop("http")
         self.warmer = Warmer(self.pool, self.resolver, self.loop, warm_s)
+        self.credentials = Credentials(connections, keyring, self.pool, self.resolver)
 
     def prepare(self, ex: ExecutionRequested) -> None:
         """An execution read ahead of its due time: have connections to its target open by
-        then (connectors/http_warm.py)."""
+        then (connectors/http_warm.py); not for a connection's runs, whose pool may be its
+        own (mTLS)."""
         target = ex.target
         assert isinstance(target, HttpTarget)
-        self.warmer.expect(target.url, ex.tenant, ex.due_at.timestamp())
+        if target.connection is None:
+            self.warmer.expect(target.url, ex.tenant, ex.due_at.timestamp())
 
     def headers(
-        self, ex: ExecutionRequested, target: HttpTarget, body: bytes | None
+        self,
+        ex: ExecutionRequested,
+        target: HttpTarget,
+        body: bytes | None,
+        secret: str | None = None,
+        auth: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
-        """Kadence's headers over the target's; no `content-type` for a request without
-        content (`body` None)."""
+        """The request's headers: the target's, then the connection's (`auth`), then
+        Kadence's own (no `content-type` for a request without content, `body` None); signed
+        with `secret`, else with the workers' secret the target names (UnknownSecretError when
+        there is none)."""
         now = int(time.time())
         own = {
             "user-agent": USER_AGENT,
@@ -145,10 +163,10 @@ class HttpCaller:
         if body is not None:
             own["content-type"] = ex.content_type
         if target.secret_ref is not None:
-            secret = secret_for(self.secrets, ex.tenant, target.secret_ref)
-            signed = sign(secret.get_secret_value(), ex.execution_id, now, body or b"")
-            own["webhook-signature"] = signed
-        return with_own(target.headers, own)
+            if secret is None:
+                secret = secret_for(self.secrets, ex.tenant, target.secret_ref).get_secret_value()
+            own["webhook-signature"] = sign(secret, ex.execution_id, now, body or b"")
+        return with_own({**target.headers, **auth} if auth else target.headers, own)
 
     def start(
         self, ex: ExecutionRequested, stop: Stop, record: bytes | None = None
@@ -167,13 +185,26 @@ class HttpCaller:
         target = ex.target
         assert isinstance(target, HttpTarget)
         body = None if target.method in BODYLESS and not ex.payload else ex.payload
+        applied: Applied | None = None
+        secret: str | None = None
         try:
-            headers = self.headers(ex, target, body)
+            if target.connection is not None:
+                applied = await self.credentials.apply(
+                    ex.tenant, target.connection, target.url, deadline
+                )
+            if target.secret_ref is not None:
+                secret = await self.credentials.signing_secret(
+                    ex.tenant, target.secret_ref, deadline
+                )
+            auth = applied.headers if applied is not None else None
+            headers = self.headers(ex, target, body, secret, auth)
+        except ConnectionRefused as refused:
+            return refused.result
         except UnknownSecretError:
             return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
         url = _url(target.url, tuple(target.query.items())) if target.query else target.url
         answer = await checked_exchange(
-            self.pool,
+            applied.pool or self.pool if applied else self.pool,
             self.resolver,
             url,
             tenant=ex.tenant,
@@ -182,10 +213,13 @@ class HttpCaller:
             headers=headers,
             deadline=deadline,
             timeout_ms=ex.timeout_ms,
+            secret_query=urlencode(applied.query) if applied and applied.query else "",
         )
         if isinstance(answer, Result):
             return answer
         response, body_start = answer
+        if response.status == 401 and applied is not None:
+            self.credentials.refused_by_target(applied)
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
         status = response.status

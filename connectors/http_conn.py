@@ -120,6 +120,7 @@ class HttpConnection(asyncio.Protocol):
         self._head: Answer | None = None
         self._interim = False
         self._body = bytearray()
+        self._body_limit = BODY_LIMIT
         self._body_read = 0
         self._complete = False
         """The answer ended as its framing says."""
@@ -193,10 +194,11 @@ class HttpConnection(asyncio.Protocol):
         self._keep_alive = self._parser.should_keep_alive()  # llhttp forgets at the message's end
 
     def on_body(self, data: bytes) -> None:
-        if len(self._body) < BODY_LIMIT:
-            self._body += data[: BODY_LIMIT - len(self._body)]
+        limit = self._body_limit
+        if len(self._body) < limit:
+            self._body += data[: limit - len(self._body)]
         self._body_read += len(data)
-        if self._body_read > BODY_LIMIT + DRAIN_LIMIT:
+        if self._body_read > limit + DRAIN_LIMIT:
             self._unfit = True
 
     def on_message_complete(self) -> None:
@@ -207,12 +209,14 @@ class HttpConnection(asyncio.Protocol):
 
     # -- one exchange ---------------------------------------------------------------------
 
-    async def exchange(self, request: bytes) -> Answer:
-        """Send `request`, return its answer's head (interim 1xx answers skipped). Raises
-        RemoteDisconnectedError, BadResponseError."""
+    async def exchange(self, request: bytes, body_limit: int = BODY_LIMIT) -> Answer:
+        """Send `request`, return its answer's head (interim 1xx answers skipped); `body`
+        keeps `body_limit` bytes of its body. Raises RemoteDisconnectedError,
+        BadResponseError."""
         assert self.transport is not None
         assert not self._busy
         self._busy = True
+        self._body_limit = body_limit
         if self._eof:
             raise RemoteDisconnectedError("the receiver had closed the connection")
         self.transport.write(request)
@@ -225,7 +229,7 @@ class HttpConnection(asyncio.Protocol):
         return self._head
 
     async def body(self, until: float) -> tuple[bytes, bool]:
-        """The start of the answer's body (BODY_LIMIT bytes), waited for until the loop's time
+        """The start of the answer's body (`body_limit` bytes), waited for until the loop's time
         `until` at the latest, and whether the answer ended as framed."""
         if not self._complete and not self._unfit and not self._eof:
             try:

@@ -25,6 +25,7 @@ import time
 from urllib.parse import quote, urlsplit
 
 from connectors.http_conn import (
+    BODY_LIMIT,
     Answer,
     BadResponseError,
     HttpConnection,
@@ -80,16 +81,21 @@ async def checked_exchange(
     headers: dict[str, str],
     deadline: float,
     timeout_ms: int,
+    body_limit: int = BODY_LIMIT,
+    secret_query: str = "",
 ) -> Result | tuple[Answer, bytes]:
-    """The answer to `method url` for a run of `tenant` and the start of its body (at most
-    BODY_LIMIT bytes, connectors/http_conn.py), or how the exchange failed. `body` None: a
-    request without content. `deadline` is on time.monotonic(); `timeout_ms` names it in
-    messages."""
+    """The answer to `method url` for a run of `tenant` and the start of its body (`body_limit`
+    bytes, BODY_LIMIT by default: connectors/http_conn.py), or how the exchange failed. `body`
+    None: a request without content. `deadline` is on time.monotonic(); `timeout_ms` names it
+    in messages. `secret_query`: encoded query parameters added to the request only (an API
+    key), never to `url` as messages show it."""
     conn: HttpConnection | None = None
     key: Key | None = None
     loop = asyncio.get_running_loop()
     try:
         scheme, host, port, target, shown = _parsed(url)
+        if secret_query:
+            target += ("&" if "?" in target else "?") + secret_query
         fields = request_headers(shown, headers, body)
         request = request_bytes(method, target, fields, body or b"")
         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
@@ -97,7 +103,7 @@ async def checked_exchange(
             keys = [(scheme, host, port, address, tenant) for address in addresses]
             taken = pool.take(keys)
             key, conn = taken if taken is not None else await pool.open(keys)
-            answer = await conn.exchange(request)
+            answer = await conn.exchange(request, body_limit)
         until = loop.time() + min(BODY_GRACE_S, max(0.0, deadline - time.monotonic()))
         text, complete = await conn.body(until)
         reusable = complete and conn.reusable()

@@ -33,6 +33,7 @@ from kadence.target_topics import (
 from kadence.topics import (
     ALL_TOPICS,
     COMMANDS,
+    CONNECTIONS,
     DEAD_LETTER,
     EXECUTIONS,
     HISTORY,
@@ -201,6 +202,7 @@ def _reaper(ns: str) -> list[Grant]:
 def _worker(ns: str) -> list[Grant]:
     return [
         _topics(ns, (EXECUTIONS,), (R,), "input"),
+        _topics(ns, (CONNECTIONS,), (R,), "the tenants' connections (sealed), read whole"),
         _topics(ns, (LEASES, OUTCOMES, REJECTED), (W,), "outputs"),
         Grant(
             Resource.topic,
@@ -244,6 +246,12 @@ def _api(ns: str) -> list[Grant]:
             "definitions, commands; scheduler-control: dead-letter replays",
         ),
         _topics(ns, (DEAD_LETTER,), (R,), "a replay reads its dead letter back by offset"),
+        _topics(
+            ns,
+            (CONNECTIONS,),
+            (R, W),
+            "the tenants' connections: written sealed, read whole (none is shown in clear)",
+        ),
         Grant(
             Resource.group,
             Pattern.literal,

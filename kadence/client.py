@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pydantic import ValidationError
 
 from kadence.codec import Codec, describe_validation_error
@@ -50,6 +43,7 @@ from kadence.models import (
     WireModel,
     job_key,
 )
+from kadence.models.connections import ConnectionRecord
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.timeengine.compile import compile_schedule
@@ -235,6 +229,12 @@ class KadenceClient:
             routing_key(command.tenant, command.job_id, concurrency_key),
             command,
         )
+        return self._await([slot])[0]
+
+    def put_connection(self, key: str, record: ConnectionRecord | None) -> Written:
+        """Write a tenant's connection, sealed (None: delete it), keyed `tenant/name`, to the
+        connections topic's one partition. Only the API may (the topic's ACLs)."""
+        slot = self._produce(self.topics.connections, key, key, record, partition=0)
         return self._await([slot])[0]
 
     def dead_letter(self, partition: int, offset: int) -> DeadLetter | None:

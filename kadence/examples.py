@@ -34,6 +34,7 @@ from kadence.models import (
     TriggerNow,
     WireModel,
 )
+from kadence.models.connections import ConnectionKind, ConnectionRecord
 
 T0 = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)
 _EXEC_ID = "acme/nightly-report@2026-03-29T00:30:00.000Z"
@@ -178,6 +179,18 @@ def examples() -> dict[str, WireModel]:
             rejected_at=T0,
             original_value=b"\x00\x01garbage",
             original_headers={"source": "kcat"},
+        ),
+        ConnectionRecord(
+            tenant="acme",
+            name="billing-api",
+            kind=ConnectionKind.oauth2,
+            version=2,
+            changed_at=T0,
+            fingerprint="3f9a0c1d22b7e4a8",
+            details={"token_url": "https://auth.example.com/oauth/token", "client_id": "kadence"},
+            key_id="k1",
+            nonce=bytes(range(12)),
+            sealed=b"\x8c" * 48,
         ),
     ]
     return {type(r).avro_name: r for r in records}

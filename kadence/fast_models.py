@@ -331,10 +331,10 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "8ca3cb3351500585",  # targets go through pydantic (models/targets.py)
+    ExecutionRequested: "4439f6fd2f90e4a7",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "7a5c67b77780e0a0",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "c689d7eafc06222b",  # its execution (models/targets.py)
+    LeaseEvent: "3bc5a35babe0f943",  # its execution (models/targets.py)
     LeaseSnapshot: "f74e4986a1e0e844",
 }
 """What each builder was written against; update together with the builder."""

@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kadence.models.base import IDENT_RE, MAX_DELIVERIES, MAX_PAYLOAD_BYTES
+from kadence.sealing import Keyring
 from kadence.settings_api import ApiSettings
 from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
@@ -149,6 +150,16 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings):
     """Signing secrets for HTTP targets by tenant: {"<tenant>": {"<secret_ref>": "<secret>"}}
     (JSON object). A job's secret_ref is looked up under its own tenant, then under "*"
     (secrets every tenant may use). Never logged or written."""
+    secrets_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    """Keys that seal the tenants' connections and signing secrets on the connections topic
+    (AES-256-GCM): {"<key id>": "<32 bytes, base64>"} (JSON object), the same on the API and
+    every worker. Without one, tenants cannot create connections (the API answers 503). To
+    rotate: add a new key, make it `secrets_key_id`, have tenants write their connections
+    again (or wait for their rotations), then drop the old key. Never logged or written."""
+    secrets_key_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")] | None = (
+        None
+    )
+    """The key of `secrets_keys` that seals new values (by default the only one)."""
     sqs_credentials: dict[str, dict[str, AwsKey]] = Field(default_factory=dict)
     """AWS keys for SQS targets by tenant: {"<tenant>": {"<credentials_ref>": {"access_key_id":
     "AKIA...", "secret_access_key": "...", "session_token": "..." (optional)}}} (JSON object),
@@ -221,6 +232,20 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings):
                 if not IDENT_RE.fullmatch(ref):
                     raise ValueError(f"{tenant}: {ref!r} is not a name (an identifier)")
         return value
+
+    @model_validator(mode="after")
+    def _secrets_keyring(self) -> KadenceSettings:
+        """The keys parse and the current one is among them (never echoing a key)."""
+        self.keyring()
+        return self
+
+    def keyring(self) -> Keyring | None:
+        """The keyring of `secrets_keys` (None without keys); raises ValueError on bad keys."""
+        keys = {kid: key.get_secret_value() for kid, key in self.secrets_keys.items()}
+        for kid in keys:
+            if not IDENT_RE.fullmatch(kid):
+                raise ValueError(f"secrets_keys: {kid!r} is not a key id (an identifier)")
+        return Keyring.from_settings(keys, self.secrets_key_id)
 
     @field_validator("sqs_credentials")
     @classmethod

@@ -16,6 +16,7 @@ from kadence.errors import GarbageBytesError, TopicError
 from kadence.models import (
     CONTROL_TYPES,
     TOPIC_COMMAND_TYPES,
+    ConnectionRecord,
     DeadLetter,
     ExecutionOutcome,
     ExecutionRequested,
@@ -56,6 +57,8 @@ class PartitionGroup(StrEnum):
 
     jobs = "jobs"
     executions = "executions"
+    single = "single"
+    """One partition: a small table every reader holds whole (connections)."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,18 @@ REJECTED = TopicSpec(
     retention_ms=30 * DAY_MS,
     purpose="bad input with the reason",
 )
+CONNECTIONS = TopicSpec(
+    "connections",
+    "tenant/name",
+    "compact",
+    PartitionGroup.single,
+    (ConnectionRecord,),
+    retention_ms=-1,
+    min_compaction_lag_ms=0,
+    delete_retention_ms=TOMBSTONE_RETENTION_MS,
+    compaction=CHANGELOG_COMPACTION,
+    purpose="tenants' connections and signing secrets, sealed; written by the API only",
+)
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     SCHEDULES,
@@ -216,12 +231,15 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     HISTORY,
     DEAD_LETTER,
     REJECTED,
+    CONNECTIONS,
 )
 
 
 def partitions_of(spec: TopicSpec, settings: KadenceSettings) -> int:
     if spec.group is PartitionGroup.executions:
         return settings.execution_partitions
+    if spec.group is PartitionGroup.single:
+        return 1
     return settings.partitions
 
 
@@ -242,6 +260,7 @@ class Topics:
         self.history = HISTORY.name(ns)
         self.dead_letter = DEAD_LETTER.name(ns)
         self.rejected = REJECTED.name(ns)
+        self.connections = CONNECTIONS.name(ns)
 
     def spec_of(self, topic: str) -> TopicSpec:
         for spec in ALL_TOPICS:

@@ -15,13 +15,22 @@ from apps.api.body_limit import BodyLimit
 from apps.api.callers import Callers
 from apps.api.deps import Services
 from apps.api.quotas import install as install_quotas
-from apps.api.routes import backfill, commands, dashboard, dead_letters, health, history, jobs
+from apps.api.routes import (
+    backfill,
+    commands,
+    connections,
+    dashboard,
+    dead_letters,
+    health,
+    history,
+    jobs,
+)
 from kadence.settings import KadenceSettings
 
 BODY_OVERHEAD = 64 * 1024
 """Room for the definition around its payload in a request body."""
 
-ROUTERS = (health, jobs, history, commands, backfill, dead_letters, dashboard)
+ROUTERS = (health, jobs, history, commands, backfill, dead_letters, connections, dashboard)
 """In this order (the order of the OpenAPI document)."""
 
 

@@ -20,9 +20,9 @@ from kadence.tenant_ids import reserved_tenant
 __all__ = ["ADMIN", "Principal", "authenticate", "new_token", "require_scope", "token_hash"]
 
 NEEDS = {
-    "read": "reading the tenant's jobs, runs, history and dead letters",
+    "read": "reading the tenant's jobs, runs, history, dead letters and connections",
     "operate": "pause, resume, trigger, cancel, backfill and replay",
-    "manage": "creating, changing and deleting the tenant's jobs and definitions",
+    "manage": "creating, changing and deleting the tenant's jobs and connections",
 }
 
 

@@ -24,6 +24,8 @@ from kadence.codec import describe_validation_error
 from kadence.errors import InvalidInputError, KadenceError
 from kadence.models.base import IDENT_RE
 from kadence.settings import KadenceSettings
+from streams.connections import ConnectionStore
+from streams.kafkaio.clients import KafkaClients
 
 
 @dataclass
@@ -41,16 +43,25 @@ class Services:
     """One replay of a dead letter at a time (409 for a second while the first is pending)."""
     _client: KadenceClient | None = None
     _view: ViewClient | None = None
+    connections: ConnectionStore | None = None
+    """The tenants' connections as read from their topic; None without KADENCE_SECRETS_KEYS
+    (the connection routes answer 503)."""
 
     def open(self) -> None:
         self._client = KadenceClient(self.settings)
         self._view = ViewClient(self.settings.view_url, self.settings.view_token.get_secret_value())
+        if self.settings.secrets_keys:
+            ns = self.settings.namespace
+            clients = KafkaClients(self.settings)
+            self.connections = ConnectionStore(clients, ns, f"{ns}.api").start()
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
         if self._view is not None:
             self._view.close()
+        if self.connections is not None:
+            self.connections.close()
 
     @property
     def client(self) -> KadenceClient:

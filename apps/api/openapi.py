@@ -14,8 +14,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from apps.api.schemas import spec_schemas
+from kadence.connections import CREDENTIAL
 
 JOB_BODIES = (("/v1/jobs/{job_id}", "post"), ("/v1/jobs/{job_id}", "put"))
+CONNECTION_BODY = ("/v1/connections/{name}", "put")
 
 
 def install(app: FastAPI) -> None:
@@ -41,4 +43,10 @@ def document(app: FastAPI) -> dict[str, Any]:
     for path, method in JOB_BODIES:
         body = doc["paths"][path][method]["requestBody"]
         body["content"]["application/json"]["schema"] = {"$ref": "#/components/schemas/JobSpec"}
+    credential = CREDENTIAL.json_schema(ref_template="#/components/schemas/{model}")
+    for name, schema in credential.pop("$defs", {}).items():
+        components[name] = schema
+    components["Credential"] = credential
+    body = doc["paths"][CONNECTION_BODY[0]][CONNECTION_BODY[1]]["requestBody"]
+    body["content"]["application/json"]["schema"] = {"$ref": "#/components/schemas/Credential"}
     return doc

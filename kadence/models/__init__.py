@@ -23,6 +23,7 @@ from kadence.models.commands import (
     TenantCircuit,
     TriggerNow,
 )
+from kadence.models.connections import ConnectionKind, ConnectionRecord
 from kadence.models.execution import (
     MAX_EVENT_AGE_ERROR,
     MAX_HELD_RANGES,
@@ -78,6 +79,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
     HistoryRecord,
     DeadLetter,
     Rejected,
+    ConnectionRecord,
 )
 """Every top-level record type on Kadence topics; each has schemas/<avro_name>.avsc."""
 
@@ -99,6 +101,8 @@ __all__ = [
     "CancelRun",
     "ChainLink",
     "Command",
+    "ConnectionKind",
+    "ConnectionRecord",
     "CronSchedule",
     "DeadLetter",
     "DeadLetterReason",

@@ -144,7 +144,12 @@ class HttpTarget(WireModel):
     )
     """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
     secret_ref: Identifier | None = None
-    """Name of the signing/auth secret held by the workers (never the secret itself)."""
+    """Name of the signing secret (never the secret itself): the tenant's own (a `signing`
+    connection, made through the API), else one the workers hold (KADENCE_WEBHOOK_SECRETS)."""
+    connection: Identifier | None = None
+    """Name of the tenant's connection whose credential every request carries (an API key,
+    basic, bearer, OAuth2 client credentials or a client certificate), made through the API:
+    docs/execution.md, "Connections"."""
     result_headers: Annotated[list[HeaderName], Field(max_length=MAX_RESULT_HEADERS)] = Field(
         default_factory=list
     )
@@ -152,14 +157,15 @@ class HttpTarget(WireModel):
     `x-request-id`), beside the status code and the body's start. Credential-carrying ones
     (`set-cookie`, `authorization`, ...) are refused."""
     rate_limit: RateLimit | None = None
-    """Runs of this tenant calling the URL's scheme, host and port start at most this often,
-    per worker (streams/worker/throttle.py); jobs naming one destination with different limits
-    share the lowest."""
+    """Runs of this tenant calling the URL's scheme, host and port (or, with a `connection`,
+    using that connection, whatever the URL) start at most this often, per worker
+    (streams/worker/throttle.py); jobs naming one destination with different limits share the
+    lowest."""
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        http_url_parts(url, "secret_ref")
+        http_url_parts(url, "connection")
         return url
 
     @field_validator("query", mode="before")
@@ -220,8 +226,8 @@ class HttpTarget(WireModel):
         for name, value in headers.items():
             if name.strip().lower() in _SECRET_HEADERS:  # "Authorization " is one too
                 raise ValueError(
-                    f"header {name!r} carries credentials; put the secret in the worker's secret "
-                    "store and name it with secret_ref"
+                    f"header {name!r} carries credentials; make a connection holding them "
+                    "(PUT /v1/connections/<name>) and name it with connection"
                 )
             if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(

@@ -53,13 +53,17 @@ def destination_of(
     ex: ExecutionRequested, partition: int = 0, shards: Mapping[str, int] | None = None
 ) -> Lane | None:
     """The destination `ex` calls and the limit it keeps there, or None when its target has no
-    limit (the common case costs one attribute read). `partition`: where it was read; `shards`:
-    tenant -> shards (`tenant_shards`), which divide the limit."""
+    limit (the common case costs one attribute read): the tenant's connection the target
+    names, else the tenant's scheme, host and port of its URL. `partition`: where it was read;
+    `shards`: tenant -> shards (`tenant_shards`), which divide the limit."""
     limit: RateLimit | None = getattr(ex.target, "rate_limit", None)
     if limit is None:
         return None
-    url: str = getattr(ex.target, "url", "")
-    key: tuple[str, ...] = (ex.tenant, *_host(url))
+    connection: str | None = getattr(ex.target, "connection", None)
+    if connection is not None:  # the connection is the destination, whatever its URLs' hosts
+        key: tuple[str, ...] = (ex.tenant, "connection", connection)
+    else:
+        key = (ex.tenant, *_host(getattr(ex.target, "url", "")))
     n = (shards or {}).get(ex.tenant, 1)
     if n <= 1:
         return Lane(key, limit.per_second, limit.burst)

@@ -158,6 +158,21 @@ def test_the_destination_is_tenant_scheme_host_and_port() -> None:
     assert len(keys) == 4
 
 
+def test_a_connections_runs_share_one_destination_whatever_their_urls() -> None:
+    limit = RateLimit(per_second=5)
+
+    def via(n: int, url: str, connection: str | None, tenant: str = "acme") -> Lane | None:
+        e = ex(n, url=url, limit=limit, tenant=tenant)
+        target = HttpTarget(url=url, rate_limit=limit, connection=connection)
+        return destination_of(e.model_copy(update={"target": target}))
+
+    a = via(1, "https://eu.api.example/a", "billing")
+    b = via(2, "https://us.api.example/b", "billing")
+    assert a is not None and a == b
+    assert a != via(3, "https://eu.api.example/a", None)  # without it: the host
+    assert a != via(4, "https://eu.api.example/a", "billing", tenant="globex")
+
+
 def test_a_sharded_tenant_splits_its_limit_over_its_shards() -> None:
     limit = RateLimit(per_second=90, burst=10)
     d = destination_of(ex(1, limit=limit), partition=7, shards={"acme": 3})
