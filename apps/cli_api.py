@@ -1,6 +1,7 @@
 """The `kadence` commands that go through the HTTP API (the same operations, the same tenancy):
-jobs, runs, history, commands, backfill, dead letters. KADENCE_API_URL and KADENCE_TOKEN say
-where and who. Tables for people, `--json` for scripts, and exit codes scripts can trust:
+jobs, runs, history, commands, backfill, dead letters, connections (apps/cli_connections.py).
+KADENCE_API_URL and KADENCE_TOKEN say where and who. Tables for people, `--json` for
+scripts, and exit codes scripts can trust:
 
     0 done   1 a run waited for (trigger --wait) did not succeed, or not in time
     2 error (API unreachable, server error)   3 invalid input (422)
@@ -25,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from apps import cli_connections
 from apps.cli_runs import err, wait_run, why
 from apps.cli_show import labels_text, last, result_text, schedule_text, table
 from kadence.api_client import ApiClient, ApiError
@@ -80,6 +82,7 @@ def add_commands(sub: Any) -> None:
     dlq.add_argument("--job", default="", help="only this job's")
     dlq.add_argument("--state", default="", choices=["", "dead", "replayed", "succeeded"])
     cmd("replay", "replay a dead-lettered run", "run_id")
+    cli_connections.add_commands(sub)
 
 
 def run(args: argparse.Namespace, out: Console | None = None) -> int:
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace, out: Console | None = None) -> int:
 
 def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any:  # noqa: PLR0911, PLR0912, PLR0915
     c = args.command
+    if c in cli_connections.COMMANDS:
+        return cli_connections.dispatch(api, args, console)
     job = getattr(args, "job_id", None)
     if c == "jobs":
         jobs = list(api.jobs(label=args.label))  # every page

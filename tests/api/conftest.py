@@ -62,15 +62,21 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    with api_stack(kafka_bootstrap, tmp_path_factory.mktemp("api")) as started:
+        yield started
+
+
+@contextmanager
+def api_stack(kafka_bootstrap: str, tmp: Path, **extra: Any) -> Iterator[Api]:
     """Every child binds a port the system picks and says which: a port chosen here could be
     taken by anything else before the child binds it. Whatever was started is stopped, also
-    when a later step fails."""
-    tmp: Path = tmp_path_factory.mktemp("api")
+    when a later step fails. `extra`: settings of every process and the API."""
     base = execution_settings(provisioned(kafka_bootstrap)).model_copy(
         update={
             "api_tokens": {token_hash(tok): tenant for tenant, tok in TOKENS.items()},
             "state_dir": tmp / "state",
             "view_token": SecretStr(VIEW_TOKEN),
+            **extra,
         }
     )
     with ExitStack() as cleanup:
