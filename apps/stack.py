@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from apps.processes import ChildProcess, stop_event
 from kadence.errors import KadenceError
 from kadence.provisioning import provision, provision_ingress
+from kadence.sealing import new_key
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS, partitions_of
 
@@ -38,6 +39,7 @@ PROCESSES = (
     "apps.api",
 )
 DEV_TOKEN_FILE = Path(".run/dev-token")
+DEV_SECRETS_KEY_FILE = Path(".run/secrets-key")
 DEV_WEBHOOK_SECRET_FILE = Path(".run/dev-webhook-secret")
 DEV_TENANT = "demo"
 DEV_SECRET_REF = "demo-hooks"  # noqa: S105 - the name jobs give, not a secret
@@ -150,6 +152,17 @@ def kept_private(path: Path, make: Callable[[], str]) -> str:
     raise KadenceError(f"{path} stays empty: delete it and start again")
 
 
+def dev_secrets_key(settings: KadenceSettings) -> KadenceSettings:
+    """Without KADENCE_SECRETS_KEYS, a key for a development run (kept in .run/secrets-key,
+    owner-only), so tenants can make connections (`kadence connection-put`) at once; the
+    connections it sealed open again in the next run."""
+    if settings.secrets_keys:
+        return settings
+    key = kept_private(DEV_SECRETS_KEY_FILE, new_key)
+    print(f"kadence: connections are sealed with the development key in {DEV_SECRETS_KEY_FILE}")
+    return settings.model_copy(update={"secrets_keys": {"dev": SecretStr(key)}})
+
+
 def view_token(settings: KadenceSettings) -> KadenceSettings:
     """Without KADENCE_VIEW_TOKEN, a random one for this run, given to every child: the query
     view answers only the API that shows it."""
@@ -223,7 +236,7 @@ def main() -> int:
             settings = KadenceSettings(bootstrap_servers=bootstrap)
         describe(settings, provision(settings))
         dev_tenant = not settings.api_tokens
-        settings = view_token(dev_tokens(settings))
+        settings = dev_secrets_key(view_token(dev_tokens(settings)))
         if dev_tenant:  # docs/kafka.md's kcat example writes to demo's ingress topic
             settings = dev_webhooks(settings)
             provision_ingress(settings, DEV_TENANT)

@@ -136,6 +136,21 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
             assert json.loads(r.read())["job_id"] == "first"
         status = _wait_status(url, {"Authorization": f"Bearer {token}"})
         assert status == 200
+        # connections work out of the box: sealed with the development key it made
+        assert ".run/secrets-key" in output
+        made = urllib.request.Request(
+            f"http://127.0.0.1:{api_port}/v1/connections/demo-api",
+            data=json.dumps({"kind": "bearer", "token": "dev-bearer"}).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            method="PUT",
+        )
+        with urllib.request.urlopen(made, timeout=30) as r:
+            shown = json.loads(r.read())
+            assert (r.status, shown["kind"], shown["version"]) in (
+                (201, "bearer", 1),
+                (200, "bearer", shown["version"]),  # a .run/ kept from an earlier run
+            )
+            assert "dev-bearer" not in json.dumps(shown)
         assert _wait_status(url, {}) == 401
         _readme_ingress_example(kafka_bootstrap, namespace, f"{url}/hello", token)
         # every process serves /metrics where infra/prometheus/prometheus.yml scrapes it
