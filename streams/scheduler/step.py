@@ -150,7 +150,12 @@ class Effects:
     runtime's commit interval, or it starts late."""
 
     def history(self, state: JobState, facts: Facts, decision: Decision, **kw: object) -> None:
+        """A history record of the job; a `reason` longer than a record holds is cut (it
+        quotes a target's error, which may be twice that long)."""
         d = state.definition(facts.codec)
+        reason = kw.get("reason")
+        if isinstance(reason, str) and len(reason) > HISTORY_REASON_CHARS:
+            kw["reason"] = reason[:HISTORY_REASON_CHARS]
         self.out.append(
             Emit(
                 Sink.history,

@@ -532,6 +532,29 @@ def test_not_retryable_goes_straight_to_dead_letter() -> None:
     assert [e.sink for e in result.out] == [Sink.dead_letter, Sink.history]
 
 
+def test_an_error_as_long_as_an_outcome_holds_is_cut_in_history_not_a_crash() -> None:
+    """A target's error may hold 4 096 characters (a 503's body quoted); the history reasons
+    that quote it hold 2 048: before, the scheduler raised building them."""
+    state, ex = _first_run(retry={"max_attempts": 2, "initial_backoff_ms": 1_000})
+    long = outcome(ex, OutcomeStatus.failed, retryable=True).model_copy(
+        update={"error": ErrorInfo.cut("HttpStatus", "503 Service Unavailable: " + "x" * 5_000)}
+    )
+    retrying = outcomes.apply_outcome(state, long, ctx(T0 + MIN + 500))
+    [told] = history(retrying)
+    assert told.decision is Decision.retry_scheduled
+    assert len(told.reason) == 2_048 and told.reason.startswith("attempt 1 failed: 503")
+    assert retrying.state is not None
+    [pending] = retrying.state.retries
+    retried = due(retrying.state, pending.due_ms)
+    [ex2] = executions(retried)
+    assert retried.state is not None
+    final = outcomes.apply_outcome(
+        retried.state, long.model_copy(update={"attempt": ex2.attempt}), ctx(pending.due_ms + 10)
+    )
+    assert decisions(final) == [Decision.dead_lettered]
+    assert len(history(final)[0].reason) == 2_048
+
+
 def test_backoff_is_deterministic_and_bounded() -> None:
     state, _ = _first_run(
         retry={"initial_backoff_ms": 1_000, "max_backoff_ms": 5_000, "multiplier": 3}
