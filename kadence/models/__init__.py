@@ -41,6 +41,7 @@ from kadence.models.execution import (
     OutcomeStatus,
     TriggerKind,
 )
+from kadence.models.notify import NOTIFY_RATE, NotifyEvent, NotifyFormat, NotifyPolicy
 from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
 from kadence.models.results import RunResult
 from kadence.models.schedule import (
@@ -94,6 +95,7 @@ __all__ = [
     "MAX_LEASE_TTL_MS",
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_MS",
+    "NOTIFY_RATE",
     "RECORD_TYPES",
     "REDELIVERY_CAP_ERROR",
     "TOPIC_COMMAND_TYPES",
@@ -129,6 +131,9 @@ __all__ = [
     "LeaseSnapshot",
     "MissedRunMode",
     "MissedRunPolicy",
+    "NotifyEvent",
+    "NotifyFormat",
+    "NotifyPolicy",
     "OnceSchedule",
     "OutcomeStatus",
     "OverlapPolicy",

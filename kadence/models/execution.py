@@ -36,6 +36,9 @@ class TriggerKind(StrEnum):
     redelivery = "redelivery"
     replay = "replay"
     """Run again from the dead-letter topic by a ReplayDeadLetter command."""
+    notification = "notification"
+    """Not a run of the job: the webhook call telling the job's `notify` URL of a failure
+    (its execution id holds `@notify:`; kadence/notifications.py)."""
 
 
 MAX_HELD_RANGES = 4_096

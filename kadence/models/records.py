@@ -85,6 +85,10 @@ class Decision(StrEnum):
     job (details: `job_id`, `triggered`, its execution id, and `chain_depth`), or, with
     `stopped` in the details, triggered nothing: the chain reached its depth limit. Added last,
     as `throttled`."""
+    notified = "notified"
+    """A failure of the job was told to its `notify` webhook, or that call ended (details:
+    `event`, `notification`, its execution id, and `state`: sent, delivered, retrying,
+    failed). Not a run of the job; a failed notification notifies nobody. Added last."""
 
 
 ACTOR = "actor"

@@ -29,6 +29,7 @@ from kadence.models.base import (
     job_key,
 )
 from kadence.models.chain import MAX_CHAIN_LINKS, ChainLink
+from kadence.models.notify import NotifyPolicy
 from kadence.models.targets import (
     KafkaTarget,
     Target,
@@ -306,6 +307,10 @@ class ScheduleDefinition(WireModel):
     )
     """Jobs of the same tenant to trigger once each when a run of this job has failed for good:
     dead-lettered, after its retries (not after each failed attempt); up to 8."""
+    notify: NotifyPolicy | None = None
+    """A webhook to tell when a run is dead-lettered, the job pauses itself after failures, or
+    a failure of the job opens its tenant's circuit (docs/execution.md, "Notifications").
+    None: nobody is told (history, the events topic and metrics still say it)."""
     actor: Actor | None = None
     """Who wrote this version through the API (`token:<name>`, `jwt:<sub>`); None: written
     to Kafka directly (the SDK, `kadence put`, an ingress topic, which clears it)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields, replace
 import orjson
 
 from kadence.models import ExecutionOutcome, OutcomeStatus
+from kadence.notifications import is_notification
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,10 @@ def after_outcome(
 ) -> tuple[Breaker, str | None] | None:
     """The breaker after counting `outcome`, and what changed ("opened", "closed", or None);
     None when the outcome does not count: a lost lease or a cancel says nothing about whether
-    the tenant's target works (but if it ended the probe, a new probe may go)."""
+    the tenant's target works (but if it ended the probe, a new probe may go); nor does a
+    notification's call (a `notify` webhook is not the tenant's target, and must not open it)."""
+    if is_notification(outcome.execution_id):
+        return None
     if outcome.status in (OutcomeStatus.lease_lost, OutcomeStatus.cancelled):
         if breaker.probe != outcome.execution_id:
             return None

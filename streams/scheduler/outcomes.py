@@ -17,10 +17,13 @@ from kadence.models import (
     ExecutionRequested,
     HistoryRecord,
     JitterMode,
+    NotifyEvent,
     OutcomeStatus,
     ReplayDeadLetter,
     TriggerKind,
 )
+from kadence.notifications import is_notification
+from streams.scheduler import notify
 from streams.scheduler.breaker import after_outcome
 from streams.scheduler.chaining import follow
 from streams.scheduler.dispatch import drain_buffer, keep_override, room_for, start
@@ -35,10 +38,23 @@ from streams.scheduler.step import Delete, Effects, Emit, Facts, Refused, Shot, 
 def apply_outcome(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> Effects:
     """Record how an attempt ended (see `_apply_outcome`), and count it in the breaker of
     `facts` (the outcome's tenant's)."""
+    if is_notification(outcome.execution_id):  # not a run of the job: never counted
+        return settle(notify.ended(state, outcome, facts), facts)
     effects = settle(_apply_outcome(state, outcome, facts), facts)
     counted = after_outcome(facts.breaker, outcome, facts.now_ms, facts.breaker_cfg)
     if counted is not None:
         effects.breaker, effects.breaker_change = counted
+        if counted[1] == "opened" and effects.state is not None:
+            why = counted[0].gate(facts.now_ms, facts.breaker_cfg).reason
+            effects.state = notify.notify(
+                effects.state,
+                effects,
+                facts,
+                NotifyEvent.circuit_opened,
+                outcome,
+                reason=why,
+                error=outcome.error,
+            )
     return effects
 
 
@@ -324,6 +340,10 @@ def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts:
         reason=f"{reason.value} after attempt {outcome.attempt}: {error.message}",
     )
     follow(state, effects, facts, outcome, FAILURE)
+    why = f"{reason.value} after attempt {outcome.attempt}: {error.message}"
+    state = notify.notify(
+        state, effects, facts, NotifyEvent.dead_lettered, outcome, reason=why, error=error
+    )
     dead = Pending(outcome.execution_id, nominal, due, outcome.attempt, trigger.value)
     effects.dead_delta += 1 - max(0, len(state.dead) + 1 - DEAD_LIMIT)  # the oldest may drop out
     in_row = state.failures_in_row + 1
@@ -334,4 +354,7 @@ def _failed(state: JobState, effects: Effects, outcome: ExecutionOutcome, facts:
             f"{d.pause_after_failures}); the last, {outcome.execution_id}: {error.message}"
         )
         state = pause_job(state, effects, facts, why[:512])
+        state = notify.notify(
+            state, effects, facts, NotifyEvent.paused, outcome, reason=why, error=error
+        )
     return state

@@ -34,6 +34,7 @@ import orjson
 
 from kadence.codec import Codec
 from kadence.models import ScheduleDefinition
+from kadence.notifications import MARKER
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.engine import CompiledSchedule
 from streams.scheduler.entries import (
@@ -230,12 +231,13 @@ def room_for_override(state: JobState, exec_id: str, payload: bytes, limit: int)
 
 def kept_payloads(state: JobState) -> JobState:
     """Forget the overrides of runs no longer running, waiting (a retry, buffered) or
-    dead-lettered."""
+    dead-lettered. A notification's body (kept for its retries) stays until its notification
+    ends (streams/scheduler/notify.py forgets it)."""
     if not state.payloads:
         return state
     live = {r.execution_id for r in state.running}
     live |= {p.execution_id for p in (*state.retries, *state.dead, *state.buffered)}
-    kept = tuple(item for item in state.payloads if item[0] in live)
+    kept = tuple(item for item in state.payloads if item[0] in live or MARKER in item[0])
     return state if kept == state.payloads else state.evolve(payloads=kept)
 
 

@@ -11,6 +11,7 @@ from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
 from kadence.labels import parse_selector, selected
 from kadence.models import ScheduleDefinition
+from kadence.notifications import is_notification
 from kadence.timeengine.compile import compile_schedule
 from streams.views import rollup
 from streams.views.apply import definition_of
@@ -177,7 +178,7 @@ class ViewQueries:
         order: list[str] = []
         for e in reversed(self.history(tenant, job_id, limit * 20)):  # oldest first
             eid = e.get("execution_id")
-            if not eid:
+            if not eid or is_notification(eid):  # a notification's call is not a run
                 continue
             if eid not in runs:
                 runs[eid] = _new_run(eid, e)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kadence.metrics import LATENESS_BUCKETS
+from kadence.notifications import is_notification
 from streams.views.store import SEP
 
 Doc = dict[str, Any]
@@ -49,7 +50,9 @@ def fold(doc: Doc, event: Doc) -> Doc:
     """`doc` with one more history event in it (the view's event shapes: apply.py)."""
     doc["events"] += 1
     kind = event.get("kind")
-    if kind == "outcome":
+    if kind == "outcome" and is_notification(str(event.get("execution_id") or "")):
+        pass  # a notification's call, not an attempt of the job (its `notified` records count)
+    elif kind == "outcome":
         status = str(event.get("status"))
         doc["attempts"][status] = doc["attempts"].get(status, 0) + 1
         late = event.get("lateness_s")

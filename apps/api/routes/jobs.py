@@ -10,7 +10,9 @@ from pydantic import ValidationError
 
 from apps.api.auth import Manager, Reader, tenant_of
 from apps.api.deps import Services, Svc, check_id, invalid
+from apps.api.notify_url import notify_url_refused
 from apps.api.schemas import JobShown
+from connectors.ssrf import AddressPolicy
 from kadence.labels import MAX_SELECTOR, parse_selector
 from kadence.models import ScheduleDefinition
 
@@ -120,6 +122,12 @@ def _put(
         definition = ScheduleDefinition.model_validate(doc)
     except ValidationError as exc:
         raise invalid(exc) from exc
+    cfg = svc.settings
+    policy = AddressPolicy(cfg.target_allow_cidrs, cfg.target_allow_cidrs_by_tenant)
+    unsafe = notify_url_refused(definition, policy)
+    if unsafe is not None:
+        msg = f"the workers would refuse it: {unsafe}"
+        raise HTTPException(422, [{"loc": ["body", "notify", "url"], "msg": msg}])
     written = svc.write(lambda: svc.client.put(definition))
     job = svc.job(tenant, job_id, [written])
     if _applied_at(job, written.partition) < written.offset:  # the scheduler refused it
