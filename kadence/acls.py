@@ -45,6 +45,7 @@ from kadence.topics import (
     SCHEDULER_CONTROL,
     SCHEDULES,
     TopicSpec,
+    connections_group,
 )
 
 
@@ -120,6 +121,12 @@ R, W, D = Operation.read, Operation.write, Operation.describe
 
 def _topics(ns: str, specs: tuple[TopicSpec, ...], ops: tuple[Operation, ...], why: str) -> Grant:
     return Grant(Resource.topic, Pattern.literal, tuple(s.name(ns) for s in specs), ops, why)
+
+
+def _connections(ns: str, ops: tuple[Operation, ...], why: str) -> list[Grant]:
+    """The connections topic, read whole with no offsets (its group: coordinator lookup)."""
+    group = Grant(Resource.group, Pattern.literal, (connections_group(ns),), (D,), "its reader")
+    return [_topics(ns, (CONNECTIONS,), ops, why), group]
 
 
 def _provisioned(ns: str) -> Grant:
@@ -202,7 +209,7 @@ def _reaper(ns: str) -> list[Grant]:
 def _worker(ns: str) -> list[Grant]:
     return [
         _topics(ns, (EXECUTIONS,), (R,), "input"),
-        _topics(ns, (CONNECTIONS,), (R,), "the tenants' connections (sealed), read whole"),
+        *_connections(ns, (R,), "the tenants' connections (sealed), read whole"),
         _topics(ns, (LEASES, OUTCOMES, REJECTED), (W,), "outputs"),
         Grant(
             Resource.topic,
@@ -246,12 +253,7 @@ def _api(ns: str) -> list[Grant]:
             "definitions, commands; scheduler-control: dead-letter replays",
         ),
         _topics(ns, (DEAD_LETTER,), (R,), "a replay reads its dead letter back by offset"),
-        _topics(
-            ns,
-            (CONNECTIONS,),
-            (R, W),
-            "the tenants' connections: written sealed, read whole (none is shown in clear)",
-        ),
+        *_connections(ns, (R, W), "the tenants' connections: written sealed, read whole"),
         Grant(
             Resource.group,
             Pattern.literal,

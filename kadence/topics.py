@@ -219,6 +219,12 @@ CONNECTIONS = TopicSpec(
     purpose="tenants' connections and signing secrets, sealed; written by the API only",
 )
 
+
+def connections_group(namespace: str) -> str:
+    """The group id of the connections readers (streams/connections.py), which join no group."""
+    return f"{namespace}.connections"
+
+
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     SCHEDULES,
     COMMANDS,

@@ -22,7 +22,7 @@ from kadence.codec import Codec
 from kadence.errors import KadenceError
 from kadence.log_limit import LogLimit
 from kadence.models.connections import ConnectionRecord, connection_key
-from kadence.topics import CONNECTIONS
+from kadence.topics import CONNECTIONS, connections_group
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike
 from streams.kafkaio.reading import ready
@@ -34,6 +34,7 @@ POLL_S = 0.2
 class ConnectionStore:
     def __init__(self, clients: Clients, namespace: str, client_id: str) -> None:
         self.topic = CONNECTIONS.name(namespace)
+        self._namespace = namespace
         self._clients = clients
         self._client_id = client_id
         self._codec = Codec()
@@ -100,7 +101,7 @@ class ConnectionStore:
 
     def _run(self) -> None:
         consumer = self._clients.consumer(
-            f"{self._client_id}.connections",  # never joined or committed: assign() only
+            connections_group(self._namespace),  # never joined or committed: assign() only
             self._client_id,
         )
         try:

@@ -44,6 +44,7 @@ from kadence.acls import Role, bindings
 from kadence.codec import Codec
 from kadence.models import KafkaTarget, Rejected, ScheduleDefinition
 from kadence.provisioning import provision, provision_ingress
+from kadence.sealing import new_key
 from kadence.settings import KadenceSettings
 from kadence.target_topics import events_topic, ingress_prefix, ingress_topic, target_topic
 from kadence.topics import Topics
@@ -58,6 +59,7 @@ USERS = (ADMIN, *(f"kadence-{r}" for r in Role), *TENANTS)
 TOKEN = "tok-acme-acls"
 VIEW_TOKEN = "view-token-acls"
 CODEC = Codec()
+SECRETS_KEY = new_key()
 RESERVED = "kadence-scheduler"
 """A tenant id that is a component's principal: refused wherever a tenant comes in."""
 
@@ -108,6 +110,7 @@ class Namespace:
             "kafka_sasl_password": SecretStr(password(user)),
             "state_dir": self.tmp / "state",
             "view_token": SecretStr(VIEW_TOKEN),
+            "secrets_keys": {"k1": SECRETS_KEY},  # the API and the workers read connections
             **kw,
         }
         return execution_settings(KadenceSettings.model_validate(fields))
@@ -180,6 +183,14 @@ def test_every_component_runs_with_exactly_its_rights(ns: Namespace) -> None:
                 headers={"Authorization": f"Bearer {TOKEN}"},
             )
             assert made.status_code == 201, made.text  # api wrote, scheduler and view read
+            sealed = http.put(  # the API writes the connections topic and reads it back
+                "/v1/connections/acl-conn",
+                json={"kind": "bearer", "token": "acl-bearer"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert sealed.status_code == 201, sealed.text
+            listed = http.get("/v1/connections", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert [c["name"] for c in listed.json()] == ["acl-conn"]
         job = ScheduleDefinition(
             tenant="acme", job_id="by-kafka", version=1, target=KafkaTarget(topic="out"),
             schedule={"kind": "once", "run_at": run_at.isoformat()}, payload=b"through ingress",
