@@ -99,7 +99,11 @@ class OAuth2Tokens:
 
     def _settle(self, key: Key, task: asyncio.Task[Token]) -> None:
         fetching = self._fetching.pop(key)
-        exc = task.exception()
+        exc: BaseException | None = (
+            TokenError(Result.failed("OAuth2TokenFailed", "token fetch cancelled", retryable=True))
+            if task.cancelled()
+            else task.exception()
+        )
         if exc is None:
             token = task.result()
             self._tokens[key] = token
