@@ -44,6 +44,8 @@ from kadence.topics import (
     SCHEDULER_CONTROL,
     SCHEDULES,
     TopicSpec,
+    pool_spec,
+    workers_group,
 )
 
 
@@ -121,15 +123,17 @@ def _topics(ns: str, specs: tuple[TopicSpec, ...], ops: tuple[Operation, ...], w
     return Grant(Resource.topic, Pattern.literal, tuple(s.name(ns) for s in specs), ops, why)
 
 
-def _provisioned(ns: str) -> Grant:
+def _pools(ns: str, ops: tuple[Operation, ...], why: str) -> Grant:
+    """The worker pools' executions topics, `<ns>.executions.<pool>` (kadence/topics.py): by
+    prefix, so adding a pool to KADENCE_POOLS needs no new ACL."""
+    return Grant(Resource.topic, Pattern.prefixed, (pool_spec("x").name(ns)[:-1],), ops, why)
+
+
+def _provisioned(ns: str) -> list[Grant]:
     """Every long-running process provisions at start (apps/processes.py): it lists every
     Kadence topic and reads its configuration to check partitions and cleanup policy."""
-    return _topics(
-        ns,
-        ALL_TOPICS,
-        (Operation.describe, Operation.describe_configs),
-        "start-up check of every topic (provision)",
-    )
+    ops, why = (Operation.describe, Operation.describe_configs), "start-up check (provision)"
+    return [_topics(ns, ALL_TOPICS, ops, why), _pools(ns, ops, "... of the pools' topics")]
 
 
 def _processor(ns: str, app: str, *, restores: bool = True) -> list[Grant]:
@@ -169,6 +173,7 @@ def _scheduler(ns: str) -> list[Grant]:
             (W,),
             "outputs; scheduler-control: a job moved, a tenant's circuit",
         ),
+        _pools(ns, (W,), "runs for the worker pools (KADENCE_POOLS)"),
         _topics(
             ns,
             (SCHEDULES,),
@@ -176,7 +181,7 @@ def _scheduler(ns: str) -> list[Grant]:
             "a job's tombstone when it deletes itself (delete_after_completion)",
         ),
         *_processor(ns, "scheduler"),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -184,6 +189,7 @@ def _reaper(ns: str) -> list[Grant]:
     return [
         _topics(ns, (LEASES,), (R,), "input"),
         _topics(ns, (EXECUTIONS,), (R, W), "expired runs read back by offset, redelivered"),
+        _pools(ns, (R, W), "the same, for the worker pools"),
         _topics(ns, (REAPER_CHANGELOG,), (R, W), "state store (restore, changelog)"),
         _topics(ns, (OUTCOMES, HISTORY, REJECTED), (W,), "outputs"),
         *_processor(ns, "reaper"),
@@ -194,13 +200,15 @@ def _reaper(ns: str) -> list[Grant]:
             (D,),
             "the reader of executions (no offsets: coordinator lookup only)",
         ),
-        _provisioned(ns),
+        Grant(Resource.group, Pattern.prefixed, (f"{ns}.workers",), (D,), "pools' workers, lag"),
+        *_provisioned(ns),
     ]
 
 
 def _worker(ns: str) -> list[Grant]:
     return [
         _topics(ns, (EXECUTIONS,), (R,), "input"),
+        _pools(ns, (R,), "input of a worker of a pool (KADENCE_WORKER_POOL)"),
         _topics(ns, (LEASES, OUTCOMES, REJECTED), (W,), "outputs"),
         Grant(
             Resource.topic,
@@ -210,6 +218,7 @@ def _worker(ns: str) -> list[Grant]:
             "Kafka targets: every tenant's `to.` topics, created on first use",
         ),
         Grant(Resource.group, Pattern.literal, (f"{ns}.workers",), (R,), "consumer group"),
+        Grant(Resource.group, Pattern.prefixed, (workers_group(ns, "x")[:-1],), (R,), "a pool's"),
         Grant(
             Resource.transactional_id,
             Pattern.prefixed,
@@ -217,7 +226,7 @@ def _worker(ns: str) -> list[Grant]:
             (W,),
             "transactions, one id per worker",
         ),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -231,7 +240,7 @@ def _view(ns: str) -> list[Grant]:
             (D,),
             "offsets are in its own store: coordinator lookup only",
         ),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -271,7 +280,7 @@ def _ingress(ns: str) -> list[Grant]:
         ),
         _topics(ns, (SCHEDULES, COMMANDS, REJECTED), (W,), "outputs"),
         *_processor(ns, "ingress", restores=False),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -280,6 +289,7 @@ def _provisioning(ns: str) -> list[Grant]:
     why = "create and check the topics, raise delete.retention.ms"
     return [
         _topics(ns, ALL_TOPICS, ops, why),
+        _pools(ns, ops, "the worker pools' executions topics"),
         Grant(
             Resource.topic,
             Pattern.prefixed,

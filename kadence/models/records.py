@@ -85,6 +85,11 @@ class Decision(StrEnum):
     job (details: `job_id`, `triggered`, its execution id, and `chain_depth`), or, with
     `stopped` in the details, triggered nothing: the chain reached its depth limit. Added last,
     as `throttled`."""
+    waiting_for_pool = "waiting_for_pool"
+    """A run is in its worker pool's executions topic and no worker of that pool is alive (no
+    member in the pool's consumer group): it waits there and runs when one joins (details:
+    `pool`; written by the reaper's pool watch, streams/reaper/pool_watch.py). Added last, as
+    `throttled`."""
 
 
 ACTOR = "actor"

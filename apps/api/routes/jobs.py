@@ -13,6 +13,7 @@ from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import JobShown
 from kadence.labels import MAX_SELECTOR, parse_selector
 from kadence.models import ScheduleDefinition
+from kadence.pools import unknown_pool
 
 router = APIRouter(tags=["jobs"])
 
@@ -120,6 +121,9 @@ def _put(
         definition = ScheduleDefinition.model_validate(doc)
     except ValidationError as exc:
         raise invalid(exc) from exc
+    unknown = unknown_pool(definition.target, svc.settings.known_pools)
+    if unknown is not None:  # the scheduler would refuse it too: say so now
+        raise HTTPException(422, [{"loc": ["body", "target", "pool"], "msg": unknown}])
     written = svc.write(lambda: svc.client.put(definition))
     job = svc.job(tenant, job_id, [written])
     if _applied_at(job, written.partition) < written.offset:  # the scheduler refused it
