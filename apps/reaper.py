@@ -19,6 +19,7 @@ from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.reaper.metrics import ReaperMetrics
+from streams.reaper.pool_watch import PoolWatch
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.reaper.reader import ConsumerReader, ExecutionReader
 from streams.runtime.config import RunnerConfig
@@ -84,6 +85,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     assert isinstance(processor, ReaperProcessor)
     metrics = processor.metrics
     metrics.registry.register(RuntimeCollector(runner))
+    PoolWatch(settings, KafkaClients(settings), clock, metrics.registry).start()
     serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return runner
 

@@ -36,6 +36,7 @@ from kadence.target_topics import ingress_topic
 from kadence.topics import Topics, all_topics, workers_group
 from streams.ingress.route import Router
 from streams.reaper.leases import LEASE_GRACE_MS
+from streams.reaper.pool_watch import newly_waiting
 from streams.reaper.snapshots import Held, on_snapshot
 from streams.runtime.records import InputRecord
 from streams.runtime.store import MemoryStore
@@ -252,3 +253,15 @@ def test_the_reaper_reads_a_pool_workers_expired_run_back_and_redelivers_it_ther
     redelivered = CODEC.decode(again[3])
     assert isinstance(redelivered, ExecutionRequested) and redelivered.job_id == "train"
     assert redelivered.delivery == 2
+
+
+def test_runs_waiting_on_a_pool_without_workers_are_reported_once_each() -> None:
+    run = execution("train").model_copy(update={"target": HandlerTarget(name="t", pool="gpu")})
+    seen: set[str] = set()
+    [record] = newly_waiting("gpu", 0, [run], seen, T_MS)
+    assert record.decision == "waiting_for_pool" and record.details == {"pool": "gpu"}
+    assert record.execution_id == run.execution_id and record.tenant == "acme"
+    assert newly_waiting("gpu", 0, [run], seen, T_MS + 5_000) == []  # once
+    again = run.model_copy(update={"delivery": 2})  # a redelivery waits again: said again
+    assert len(newly_waiting("gpu", 0, [again], seen, T_MS)) == 1
+    assert newly_waiting("gpu", 1, [execution("other")], set(), T_MS) == []  # a worker is there
