@@ -34,7 +34,7 @@ from kadence.settings import KadenceSettings
 from kadence.tenant_ids import reserved_tenant
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.preview import preview
-from kadence.topics import ALL_TOPICS, partitions_of
+from kadence.topics import all_topics, partitions_of
 
 
 def _topics(settings: KadenceSettings, args: argparse.Namespace) -> int:
@@ -63,7 +63,7 @@ def _topics(settings: KadenceSettings, args: argparse.Namespace) -> int:
             "cleanup": spec.cleanup,
             "key": spec.key,
         }
-        for spec in ALL_TOPICS
+        for spec in all_topics(settings)
     ]
     if args.json:
         return _json(out)

@@ -8,15 +8,18 @@ Run several with distinct KADENCE_INSTANCE_IDs; they share the partitions like s
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 from apps.processes import process_main
 from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.metrics import serve
+from kadence.models.base import DEFAULT_POOL
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.reaper.metrics import ReaperMetrics
+from streams.reaper.pool_watch import PoolWatch
 from streams.reaper.processor import ReaperConfig, ReaperProcessor
 from streams.reaper.reader import ConsumerReader, ExecutionReader
 from streams.runtime.config import RunnerConfig
@@ -39,10 +42,15 @@ def wire(
     snapshots are read back from `executions` by `reader` (by default a plain consumer that
     joins no group)."""
     topics = Topics(settings)
+    group = f"{settings.namespace}.{APP}.reader"
+    client = f"{settings.namespace}.{APP}.{settings.instance_id}.reader"
     if reader is None:
-        group = f"{settings.namespace}.{APP}.reader"
-        client = f"{settings.namespace}.{APP}.{settings.instance_id}.reader"
         reader = ConsumerReader(lambda: clients.consumer(group, client), topics.executions)
+    pool_readers = {  # each builds its consumer on first use: none for a pool never expired
+        pool: ConsumerReader(partial(clients.consumer, group, f"{client}.{pool}"), topic)
+        for pool, topic in topics.pool_executions.items()
+        if pool != DEFAULT_POOL
+    }
     state_dir = settings.state_dir / settings.namespace / APP / settings.instance_id
     processor = ReaperProcessor(
         ReaperConfig(
@@ -55,6 +63,7 @@ def wire(
         Codec(),
         ReaperMetrics(),
         reader,
+        pool_readers,
     )
     cfg = RunnerConfig(
         app=f"{settings.namespace}.{APP}",
@@ -76,6 +85,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:
     assert isinstance(processor, ReaperProcessor)
     metrics = processor.metrics
     metrics.registry.register(RuntimeCollector(runner))
+    PoolWatch(settings, KafkaClients(settings), clock, metrics.registry).start()
     serve(settings.metrics_port, metrics.registry, settings.metrics_host)
     return runner
 

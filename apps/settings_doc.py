@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from kadence import settings, settings_api, settings_worker
+from kadence import settings, settings_api, settings_pools, settings_worker
 
 HEADER = """# Configuration
 
@@ -60,6 +60,7 @@ def descriptions() -> dict[str, str]:
     return {
         **described(settings_worker, settings_worker.WorkerSettings),
         **described(settings_api, settings_api.ApiSettings),
+        **described(settings_pools, settings_pools.PoolSettings),
         **described(settings, settings.KadenceSettings),
     }
 

@@ -25,7 +25,7 @@ from kadence.errors import KadenceError
 from kadence.provisioning import provision, provision_ingress
 from kadence.sealing import new_key
 from kadence.settings import KadenceSettings
-from kadence.topics import ALL_TOPICS, partitions_of
+from kadence.topics import all_topics, partitions_of
 
 if TYPE_CHECKING:
     from infra.kafka.kafkactl import BrokerConfig
@@ -78,7 +78,7 @@ def describe(settings: KadenceSettings, created: list[str]) -> None:
         f"kadence: namespace '{settings.namespace}' ready on {settings.bootstrap_servers} "
         f"({len(created)} topics created)"
     )
-    for spec in ALL_TOPICS:
+    for spec in all_topics(settings):
         print(
             f"  {spec.name(settings.namespace):<34} {partitions_of(spec, settings):>3} partitions"
             f"  {spec.cleanup:<8} {spec.purpose}"

@@ -18,10 +18,10 @@ so no component needs IdempotentWrite on the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from kadence.acl_principals import TENANT, assign
+from kadence.acl_types import Acl, Grant, Operation, Pattern, Resource
 from kadence.target_topics import (
     INGRESS_KINDS,
     events_topic,
@@ -46,31 +46,11 @@ from kadence.topics import (
     SCHEDULES,
     TopicSpec,
     connections_group,
+    pool_spec,
+    workers_group,
 )
 
-
-class Resource(StrEnum):
-    """A Kafka resource type, spelled as kafka-acls.sh's option for it."""
-
-    topic = "topic"
-    group = "group"
-    transactional_id = "transactional-id"
-
-
-class Pattern(StrEnum):
-    literal = "literal"
-    prefixed = "prefixed"
-
-
-class Operation(StrEnum):
-    """Kafka's ACL operations, spelled as kafka-acls.sh spells them."""
-
-    read = "Read"
-    write = "Write"
-    create = "Create"
-    describe = "Describe"
-    describe_configs = "DescribeConfigs"
-    alter_configs = "AlterConfigs"
+__all__ = ["Acl", "Grant", "Operation", "Pattern", "Resource", "Role", "bindings", "grants"]
 
 
 class Role(StrEnum):
@@ -86,36 +66,6 @@ class Role(StrEnum):
     operators = "operators"
 
 
-@dataclass(frozen=True, order=True)
-class Acl:
-    """One ACL binding: `principal` is allowed `operation` on the resource, from any host."""
-
-    principal: str
-    resource: Resource
-    name: str
-    pattern: Pattern
-    operation: Operation
-
-
-@dataclass(frozen=True)
-class Grant:
-    """Operations on a set of resources of one kind, with the reason: what the docs show and
-    kafka-acls.sh takes in one command; `acls` flattens it to bindings."""
-
-    resource: Resource
-    pattern: Pattern
-    names: tuple[str, ...]
-    operations: tuple[Operation, ...]
-    why: str
-
-    def acls(self, principal: str) -> list[Acl]:
-        return [
-            Acl(principal, self.resource, name, self.pattern, op)
-            for name in self.names
-            for op in self.operations
-        ]
-
-
 R, W, D = Operation.read, Operation.write, Operation.describe
 
 
@@ -129,15 +79,17 @@ def _connections(ns: str, ops: tuple[Operation, ...], why: str) -> list[Grant]:
     return [_topics(ns, (CONNECTIONS,), ops, why), group]
 
 
-def _provisioned(ns: str) -> Grant:
+def _pools(ns: str, ops: tuple[Operation, ...], why: str) -> Grant:
+    """The worker pools' executions topics, `<ns>.executions.<pool>` (kadence/topics.py): by
+    prefix, so adding a pool to KADENCE_POOLS needs no new ACL."""
+    return Grant(Resource.topic, Pattern.prefixed, (pool_spec("x").name(ns)[:-1],), ops, why)
+
+
+def _provisioned(ns: str) -> list[Grant]:
     """Every long-running process provisions at start (apps/processes.py): it lists every
     Kadence topic and reads its configuration to check partitions and cleanup policy."""
-    return _topics(
-        ns,
-        ALL_TOPICS,
-        (Operation.describe, Operation.describe_configs),
-        "start-up check of every topic (provision)",
-    )
+    ops, why = (Operation.describe, Operation.describe_configs), "start-up check (provision)"
+    return [_topics(ns, ALL_TOPICS, ops, why), _pools(ns, ops, "... of the pools' topics")]
 
 
 def _processor(ns: str, app: str, *, restores: bool = True) -> list[Grant]:
@@ -177,6 +129,7 @@ def _scheduler(ns: str) -> list[Grant]:
             (W,),
             "outputs; scheduler-control: a job moved, a tenant's circuit",
         ),
+        _pools(ns, (W,), "runs for the worker pools (KADENCE_POOLS)"),
         _topics(
             ns,
             (SCHEDULES,),
@@ -184,7 +137,7 @@ def _scheduler(ns: str) -> list[Grant]:
             "a job's tombstone when it deletes itself (delete_after_completion)",
         ),
         *_processor(ns, "scheduler"),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -192,6 +145,7 @@ def _reaper(ns: str) -> list[Grant]:
     return [
         _topics(ns, (LEASES,), (R,), "input"),
         _topics(ns, (EXECUTIONS,), (R, W), "expired runs read back by offset, redelivered"),
+        _pools(ns, (R, W), "the same, for the worker pools"),
         _topics(ns, (REAPER_CHANGELOG,), (R, W), "state store (restore, changelog)"),
         _topics(ns, (OUTCOMES, HISTORY, REJECTED), (W,), "outputs"),
         *_processor(ns, "reaper"),
@@ -202,7 +156,8 @@ def _reaper(ns: str) -> list[Grant]:
             (D,),
             "the reader of executions (no offsets: coordinator lookup only)",
         ),
-        _provisioned(ns),
+        Grant(Resource.group, Pattern.prefixed, (f"{ns}.workers",), (D,), "pools' workers, lag"),
+        *_provisioned(ns),
     ]
 
 
@@ -210,6 +165,7 @@ def _worker(ns: str) -> list[Grant]:
     return [
         _topics(ns, (EXECUTIONS,), (R,), "input"),
         *_connections(ns, (R,), "the tenants' connections (sealed), read whole"),
+        _pools(ns, (R,), "input of a worker of a pool (KADENCE_WORKER_POOL)"),
         _topics(ns, (LEASES, OUTCOMES, REJECTED), (W,), "outputs"),
         Grant(
             Resource.topic,
@@ -219,6 +175,7 @@ def _worker(ns: str) -> list[Grant]:
             "Kafka targets: every tenant's `to.` topics, created on first use",
         ),
         Grant(Resource.group, Pattern.literal, (f"{ns}.workers",), (R,), "consumer group"),
+        Grant(Resource.group, Pattern.prefixed, (workers_group(ns, "x")[:-1],), (R,), "a pool's"),
         Grant(
             Resource.transactional_id,
             Pattern.prefixed,
@@ -226,7 +183,7 @@ def _worker(ns: str) -> list[Grant]:
             (W,),
             "transactions, one id per worker",
         ),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -240,7 +197,7 @@ def _view(ns: str) -> list[Grant]:
             (D,),
             "offsets are in its own store: coordinator lookup only",
         ),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -281,7 +238,7 @@ def _ingress(ns: str) -> list[Grant]:
         ),
         _topics(ns, (SCHEDULES, COMMANDS, REJECTED), (W,), "outputs"),
         *_processor(ns, "ingress", restores=False),
-        _provisioned(ns),
+        *_provisioned(ns),
     ]
 
 
@@ -290,6 +247,7 @@ def _provisioning(ns: str) -> list[Grant]:
     why = "create and check the topics, raise delete.retention.ms"
     return [
         _topics(ns, ALL_TOPICS, ops, why),
+        _pools(ns, ops, "the worker pools' executions topics"),
         Grant(
             Resource.topic,
             Pattern.prefixed,

@@ -52,6 +52,7 @@ from kadence.models.base import (
     MAX_TIMEOUT_MS,
     MAX_VERSION,
     MEDIA_TYPE_RE,
+    POOL_RE,
 )
 from kadence.models.execution import (
     MAX_HELD_RANGES,
@@ -275,7 +276,7 @@ def lease_snapshot(d: dict[str, Any]) -> LeaseSnapshot | None:
     held = d["held"]
     if not (
         0 < len(d["worker_id"]) <= 128 and _ident(d["incarnation"]) and len(held) <= MAX_HELD_RANGES
-    ):
+    ) or not POOL_RE.fullmatch(d["pool"]):
         return None
     ranges = []
     total = 0
@@ -331,11 +332,11 @@ BUILDERS: dict[type[WireModel], Builder] = {
     LeaseSnapshot: lease_snapshot,
 }
 SIGNATURES: dict[type[WireModel], str] = {
-    ExecutionRequested: "4439f6fd2f90e4a7",  # targets go through pydantic (models/targets.py)
+    ExecutionRequested: "0c04be9e1faf0986",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "7a5c67b77780e0a0",
     HistoryRecord: "b0d029e19b02a316",
-    LeaseEvent: "3bc5a35babe0f943",  # its execution (models/targets.py)
-    LeaseSnapshot: "f74e4986a1e0e844",
+    LeaseEvent: "f6ca37fd731b2cc8",  # its execution (models/targets.py)
+    LeaseSnapshot: "ae0c40e00316ce19",
 }
 """What each builder was written against; update together with the builder."""
 

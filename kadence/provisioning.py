@@ -33,7 +33,7 @@ from kadence.target_topics import (
     ingress_topic,
     target_prefix,
 )
-from kadence.topics import ALL_TOPICS, DAY_MS, TopicSpec, partitions_of
+from kadence.topics import DAY_MS, TopicSpec, all_topics, partitions_of
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def provision(settings: KadenceSettings, timeout_s: float = 30.0) -> list[str]:
     admin = _admin(settings, errors)
     cluster = metadata(admin, errors, settings, timeout_s)
     existing = cluster.topics
-    wanted = {spec.name(settings.namespace): spec for spec in ALL_TOPICS}
+    wanted = {spec.name(settings.namespace): spec for spec in all_topics(settings)}
     absent = [name for name in wanted if name not in existing]
     replication = replication_for(settings, len(cluster.brokers)) if absent else None
     missing = [
@@ -271,7 +271,7 @@ def delete_namespace(settings: KadenceSettings, timeout_s: float = 30.0) -> None
     `kadence topics --delete`)."""
     admin = _admin(settings)
     existing = admin.list_topics(timeout=timeout_s).topics
-    names = [s.name(settings.namespace) for s in ALL_TOPICS]
+    names = [s.name(settings.namespace) for s in all_topics(settings)]
     tenants = (target_prefix(settings.namespace), ingress_prefix(settings.namespace))
     present = [n for n in names if n in existing] + [n for n in existing if n.startswith(tenants)]
     if present:

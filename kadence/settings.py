@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kadence.models.base import IDENT_RE, MAX_DELIVERIES, MAX_PAYLOAD_BYTES
 from kadence.sealing import Keyring
 from kadence.settings_api import ApiSettings
+from kadence.settings_pools import PoolSettings
 from kadence.settings_worker import WorkerSettings
 from kadence.sqs_keys import AwsKey
 from kadence.target_allow import parse_allowed
@@ -22,7 +23,7 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 """The local broker that `make run` / `make test` start (infra/kafka/kafkactl.py)."""
 
 
-class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings):
+class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     """Every knob of a Kadence process. Env: KADENCE_<FIELD>, e.g. KADENCE_NAMESPACE=staging."""
 
     model_config = SettingsConfigDict(

@@ -8,7 +8,7 @@ kadence/target_topics.py (re-exported here): one name per tenant and topic, `.`/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kadence.codec import Codec
@@ -28,6 +28,7 @@ from kadence.models import (
     ScheduleDefinition,
     WireModel,
 )
+from kadence.models.base import DEFAULT_POOL
 from kadence.settings import KadenceSettings
 from kadence.target_topics import target_topic
 
@@ -241,6 +242,34 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
+POOL_EXECUTIONS_PREFIX = "executions."
+"""A worker pool's executions topic is `<namespace>.executions.<pool>` (the default pool's is
+`executions`): the same records, partitions and retention, drained by that pool's workers."""
+
+
+def pool_spec(pool: str) -> TopicSpec:
+    """The executions topic of worker pool `pool` (KADENCE_POOLS)."""
+    if pool == DEFAULT_POOL:
+        return EXECUTIONS
+    return replace(
+        EXECUTIONS,
+        suffix=POOL_EXECUTIONS_PREFIX + pool,
+        purpose=f"executions for the workers of pool {pool}",
+    )
+
+
+def all_topics(settings: KadenceSettings) -> tuple[TopicSpec, ...]:
+    """Every topic of this deployment: ALL_TOPICS and each named pool's executions topic."""
+    return ALL_TOPICS + tuple(pool_spec(pool) for pool in settings.pools)
+
+
+def workers_group(namespace: str, pool: str) -> str:
+    """The consumer group of the workers of `pool`: `<ns>.workers` for the default pool (as
+    before pools), `<ns>.workers.<pool>` for the others."""
+    base = f"{namespace}.workers"
+    return base if pool == DEFAULT_POOL else f"{base}.{pool}"
+
+
 def partitions_of(spec: TopicSpec, settings: KadenceSettings) -> int:
     if spec.group is PartitionGroup.executions:
         return settings.execution_partitions
@@ -267,9 +296,21 @@ class Topics:
         self.dead_letter = DEAD_LETTER.name(ns)
         self.rejected = REJECTED.name(ns)
         self.connections = CONNECTIONS.name(ns)
+        self.pool_executions = {pool: pool_spec(pool).name(ns) for pool in settings.known_pools}
+        """Each worker pool's executions topic, `default`'s (`executions`) included."""
+        self.worker_executions = self.pool_executions[settings.worker_pool]
+        """What a worker process of this deployment reads: its pool's executions topic."""
+
+    def executions_of(self, pool: str | None) -> str:
+        """The executions topic of `pool` (None: the default pool). A pool this deployment
+        does not have raises TopicError (definitions naming one are refused before)."""
+        name = self.pool_executions.get(pool or DEFAULT_POOL)
+        if name is None:
+            raise TopicError(f"worker pool {pool!r} is not one of KADENCE_POOLS")
+        return name
 
     def spec_of(self, topic: str) -> TopicSpec:
-        for spec in ALL_TOPICS:
+        for spec in all_topics(self.settings):
             if spec.name(self.settings.namespace) == topic:
                 return spec
         raise TopicError(f"{topic!r} is not a Kadence topic in namespace {self.settings.namespace}")

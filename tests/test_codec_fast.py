@@ -339,6 +339,17 @@ def test_the_largest_lease_snapshot_agrees() -> None:
     check(LeaseSnapshot(worker_id="w", incarnation="i", at=datetime.now(UTC), held=held))
 
 
+def test_a_pool_snapshot_agrees() -> None:
+    """A worker of a named pool says so in its snapshots (the reaper reads its refs back from
+    that pool's executions topic): both paths keep the pool."""
+    held = [HeldRange(partition=3, start=7, count=2, ttl_ms=30_000)]
+    snap = LeaseSnapshot(
+        worker_id="w", incarnation="i", at=datetime.now(UTC), held=held, pool="gpu"
+    )
+    check(snap)
+    assert FAST.decode(FAST.encode(snap)).pool == "gpu"  # type: ignore[attr-defined]
+
+
 def test_an_int_beyond_64_bits_fails_as_before() -> None:
     """Only a model built without validation can hold one: an EncodeError on both paths."""
     record = EXAMPLES["ExecutionRequested"].model_copy(update={"attempt": 2**63})
@@ -503,6 +514,8 @@ HOSTILE: dict[str, tuple[type[WireModel], dict[str, Any]]] = {
             held=[{"partition": p, "start": 0, "count": 40_000, "ttl_ms": 1} for p in (0, 1)],
         ),
     ),
+    "snapshot pool with upper case": (LeaseSnapshot, _datum("LeaseSnapshot", pool="GPU")),
+    "snapshot pool too long": (LeaseSnapshot, _datum("LeaseSnapshot", pool="g" * 33)),
     "snapshot huge ttl": (
         LeaseSnapshot,
         _datum("LeaseSnapshot", held=[{"partition": 0, "start": 0, "count": 1, "ttl_ms": 2**62}]),

@@ -37,12 +37,20 @@ from kadence.models import (
     Backfill,
     IntervalSchedule,
     LeaseSnapshot,
+    Rejected,
     ReplayDeadLetter,
     RetryPolicy,
     ScheduleDefinition,
     WireModel,
 )
-from kadence.models.base import EARLIEST, LATEST, MAX_LONG, MEDIA_TYPE_RE, _media_type
+from kadence.models.base import (
+    DEFAULT_POOL,
+    EARLIEST,
+    LATEST,
+    MAX_LONG,
+    MEDIA_TYPE_RE,
+    _media_type,
+)
 from kadence.models.execution import MAX_HELD_RUNS
 from kadence.models.targets import HttpTarget, SqsTarget, _header_value
 from kadence.settings import KadenceSettings
@@ -346,6 +354,11 @@ def test_what_a_model_accepts_the_ingress_routes(
     doc = {**typed, **record.model_dump(mode="json")}
     topic = ingress_topic("kadence", tenant, kind)
     [out] = ROUTER.route(InputRecord(topic, 0, 0, None, json.dumps(doc).encode(), [], 0), 0)
+    pool = getattr(getattr(record, "target", None), "pool", None)
+    if pool not in (None, DEFAULT_POOL):  # a worker pool this deployment (none named) lacks
+        rejected = CODEC.decode(out.value)
+        assert isinstance(rejected, Rejected) and rejected.code == "unknown_pool"
+        return
     assert out.topic != TOPICS.rejected, CODEC.decode(out.value)
     assert CODEC.decode(out.value) == record.model_copy(update={"actor": None})
 

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from kadence.metrics import LagTracker
 from kadence.settings import KadenceSettings
 from streams.reaper.metrics import ReaperMetrics
+from streams.reaper.pool_watch import PoolMetrics
 from streams.runtime.metrics import RuntimeCollector
 from streams.scheduler.metrics import SchedulerCollector, SchedulerMetrics
 from streams.worker.metrics import WorkerMetrics
@@ -48,12 +49,19 @@ def test_the_collected_list_is_what_the_collectors_yield() -> None:
     assert collected() == COLLECTED
 
 
+def pool_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    PoolMetrics(registry)
+    return registry
+
+
 def exported() -> set[str]:
     names = set(COLLECTED)
     for registry in (
         SchedulerMetrics().registry,
         WorkerMetrics().registry,
         ReaperMetrics().registry,
+        pool_registry(),
     ):
         assert isinstance(registry, CollectorRegistry)
         for family in registry.collect():
@@ -81,6 +89,7 @@ def test_alert_rules_parse_and_query_exported_metrics() -> None:
         "KadenceRestoreInProgress",
         "KadenceStandbyLagging",
         "KadenceRebalancesLooping",
+        "KadencePoolWithoutWorkers",
     } <= set(alerts)
     assert "> 1" in alerts["KadenceDispatchLatenessP99Over1s"]["expr"]
     names = set().union(*(queried(r["expr"]) for r in alerts.values()))

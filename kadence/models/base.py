@@ -57,6 +57,12 @@ Actor = Annotated[str, Field(pattern=r"^(token|jwt):[^\x00-\x1f\x7f]{1,256}$")]
 `jwt:<sub>` (a JWT's subject). Absent: written to Kafka directly (the SDK, kcat, an ingress
 topic), where Kadence cannot tell who."""
 """`tenant/job_id@<nominal instant>`: see kadence/timeengine/identity.py."""
+DEFAULT_POOL = "default"
+"""The worker pool every deployment has: a target that names no pool runs there."""
+_POOL = r"[a-z0-9][a-z0-9-]{0,31}"
+PoolName = Annotated[str, StringConstraints(pattern=rf"^{_POOL}$")]
+"""A worker pool (KADENCE_POOLS): short, lower case, safe in a topic name and a metric label."""
+POOL_RE = re.compile(rf"{_POOL}\Z")
 
 MAX_PAYLOAD_BYTES = 512 * 1024
 """Hard cap on a job payload, well below the broker's 1 MiB message limit (settings may lower

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from kadence.models.base import (
+    DEFAULT_POOL,
     MAX_OFFSET,
     MAX_PAYLOAD_BYTES,
     MAX_TIMEOUT_MS,
@@ -17,6 +18,7 @@ from kadence.models.base import (
     Identifier,
     MediaType,
     Partition,
+    PoolName,
     UtcDatetime,
     Version,
     WireModel,
@@ -178,6 +180,9 @@ class LeaseSnapshot(WireModel):
     process held (those leases expire and are redelivered)."""
     at: UtcDatetime
     held: Annotated[list[HeldRange], Field(default_factory=list, max_length=MAX_HELD_RANGES)]
+    pool: PoolName = DEFAULT_POOL
+    """The worker pool the worker serves: `held` are offsets of that pool's executions topic
+    (kadence/topics.py `pool_spec`), where the reaper reads expired ones back."""
 
     @model_validator(mode="after")
     def _bounded(self) -> LeaseSnapshot:

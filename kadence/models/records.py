@@ -89,6 +89,11 @@ class Decision(StrEnum):
     """A failure of the job was told to its `notify` webhook, or that call ended (details:
     `event`, `notification`, its execution id, and `state`: sent, delivered, retrying,
     failed). Not a run of the job; a failed notification notifies nobody. Added last."""
+    waiting_for_pool = "waiting_for_pool"
+    """A run is in its worker pool's executions topic and no worker of that pool is alive (no
+    member in the pool's consumer group): it waits there and runs when one joins (details:
+    `pool`; written by the reaper's pool watch, streams/reaper/pool_watch.py). Added last, as
+    `throttled`."""
 
 
 ACTOR = "actor"

@@ -10,7 +10,7 @@ from urllib.parse import SplitResult, quote, urlencode, urlsplit, urlunsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from kadence.models.base import Identifier, WireModel
+from kadence.models.base import Identifier, PoolName, WireModel
 from kadence.models.statuses import MAX_STATUS_ENTRIES, StatusEntry, status_problem
 
 MAX_TARGET_HEADERS = 64
@@ -161,6 +161,9 @@ class HttpTarget(WireModel):
     using that connection, whatever the URL) start at most this often, per worker
     (streams/worker/throttle.py); jobs naming one destination with different limits share the
     lowest."""
+    pool: PoolName | None = None
+    """The worker pool that runs it (KADENCE_POOLS; docs/execution.md, "Worker pools").
+    None: the `default` pool."""
 
     @field_validator("url")
     @classmethod
@@ -287,6 +290,7 @@ class KafkaTarget(WireModel):
     topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
     format: DeliveryFormat = DeliveryFormat.avro
     """What the topic receives (see `DeliveryFormat`)."""
+    pool: PoolName | None = None
 
 
 class QueueFormat(StrEnum):
@@ -320,6 +324,7 @@ class SqsTarget(WireModel):
     message_group_id: Annotated[str, Field(pattern=r"^[!-~]{1,128}$")] | None = None
     """A FIFO queue's message group (by default the job id: a job's runs in order)."""
     format: QueueFormat = QueueFormat.payload
+    pool: PoolName | None = None
 
     @field_validator("queue_url")
     @classmethod
@@ -352,6 +357,7 @@ class HandlerTarget(WireModel):
 
     kind: Literal["handler"] = "handler"
     name: Identifier
+    pool: PoolName | None = None
 
 
 Target = Annotated[

@@ -30,6 +30,7 @@ from kadence.models import (
 from kadence.models.base import IDENT_RE
 from kadence.models.commands import kadence_only
 from kadence.partitioning import partition_for
+from kadence.pools import unknown_pool
 from kadence.quotas import QuotaExceededError
 from kadence.sizing import check_fits
 from kadence.target_topics import ingress_tenant
@@ -113,6 +114,9 @@ class Router:
         if definition.actor is not None:  # a tenant's record cannot say who wrote it
             definition = definition.model_copy(update={"actor": None})
         self._same_tenant(tenant, definition.tenant, key, definition.key)
+        unknown = unknown_pool(definition.target, self.topics.pool_executions)
+        if unknown is not None:
+            raise IngressRefusedError("unknown_pool", unknown)
         partition = partition_for(definition.routing_key, self.partitions)
         out = self._out(self.topics.schedules, partition, definition)
         if self.admission is not None:

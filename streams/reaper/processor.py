@@ -25,7 +25,9 @@ from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, LeaseEvent, LeaseSnapshot, WireModel
+from kadence.models.base import DEFAULT_POOL
 from kadence.partitioning import execution_route, partition_for
+from kadence.pools import pool_topic
 from kadence.topics import EXECUTIONS, LEASES, Topics
 from streams.reaper import leases, snapshots
 from streams.reaper.leases import Expiry, Lease, Verdict
@@ -56,6 +58,7 @@ class ReaperProcessor:
         codec: Codec,
         metrics: ReaperMetrics | None = None,
         reader: ExecutionReader | None = None,
+        pool_readers: Mapping[str, ExecutionReader] | None = None,
     ) -> None:
         self.cfg = cfg
         self.codec = codec
@@ -63,6 +66,8 @@ class ReaperProcessor:
         self.reader = reader
         """Reads expired snapshot refs back from `executions` (None: a reaper that only
         reads lease events; an expired snapshot ref then raises and is quarantined)."""
+        self.readers = {**(pool_readers or {}), DEFAULT_POOL: reader}
+        """The same for each worker pool's executions topic (KADENCE_POOLS)."""
 
     # -- input -------------------------------------------------------------------------------
 
@@ -129,9 +134,10 @@ class ReaperProcessor:
         due = snapshots.expired(held, now_ms)
         unread: list[snapshots.Ref] = []
         if due:
-            if self.reader is None:
-                raise RuntimeError("lease snapshots need an execution reader")
-            values = self.reader.read([ref for ref, _ in due])
+            reader = self.readers.get(held.pool)
+            if reader is None:
+                raise RuntimeError(f"lease snapshots of pool {held.pool!r} need a reader")
+            values = reader.read([ref for ref, _ in due])
             for ref, expires_ms in due:
                 if ref not in values and now_ms - expires_ms < snapshots.UNREAD_GIVE_UP_MS:
                     unread.append(ref)  # the reader could not tell (a leader down): again later
@@ -187,9 +193,8 @@ class ReaperProcessor:
             if expiry.redelivery is not None:
                 route = execution_route(ex.tenant, ex.job_id, self.cfg.tenant_shards)
                 partition = partition_for(route, self.cfg.execution_partitions)
-                self._forward(
-                    ctx, self.cfg.topics.executions, partition, ex.tenant, expiry.redelivery
-                )
+                topic = pool_topic(self.cfg.topics, ex.target.pool)
+                self._forward(ctx, topic, partition, ex.tenant, expiry.redelivery)
             if expiry.history is not None:
                 self._forward(ctx, self.cfg.topics.history, job_partition, ex.key, expiry.history)
             if expiry.outcome is not None:

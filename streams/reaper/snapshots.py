@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.models import Decision, ExecutionRevoked, HistoryRecord, LeaseSnapshot
+from kadence.models.base import DEFAULT_POOL
 from streams.reaper.leases import FORGET_AFTER_MS, LEASE_GRACE_MS
 
 UNREAD_RETRY_MS = 1_000
@@ -51,6 +52,8 @@ class Held:
     ranges whose expiry was handled)."""
     done: dict[Ref, int] = field(default_factory=dict)
     """Refs redelivered, given up or quarantined -> when: never acted on again while listed."""
+    pool: str = DEFAULT_POOL
+    """The worker's pool: the refs are offsets of its executions topic."""
 
     def dump(self) -> bytes:
         body = {
@@ -59,13 +62,16 @@ class Held:
             "h": self.ranges,
             "d": [[p, o, ms] for (p, o), ms in self.done.items()],
         }
+        if self.pool != DEFAULT_POOL:  # entries stored before pools have none
+            body["p"] = self.pool
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def load(cls, raw: bytes) -> Held:
         b = json.loads(raw)
         ranges = [(p, s, c, x) for p, s, c, x in b["h"]]
-        return cls(b["w"], b["t"], ranges, {(p, o): ms for p, o, ms in b["d"]})
+        done = {(p, o): ms for p, o, ms in b["d"]}
+        return cls(b["w"], b["t"], ranges, done, b.get("p", DEFAULT_POOL))
 
     def lists(self, ref: Ref) -> bool:
         p, o = ref
@@ -95,7 +101,7 @@ def on_snapshot(held: Held | None, snap: LeaseSnapshot, now_ms: int) -> SnapEntr
     ranges = [(r.partition, r.start, r.count, at + r.ttl_ms) for r in snap.held]
     if held is not None:
         ranges += [r for r in held.ranges if r[3] <= at]
-    after = Held(snap.worker_id, at, ranges)
+    after = Held(snap.worker_id, at, ranges, pool=snap.pool)
     if held is not None:
         after.done = {
             ref: ms

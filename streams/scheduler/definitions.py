@@ -6,8 +6,10 @@ from __future__ import annotations
 from kadence.acceptance import Refusal, accepted
 from kadence.clock import ms_to_datetime
 from kadence.models import Decision, HistoryRecord, OnceSchedule, ScheduleDefinition
+from kadence.pools import unknown_pool
 from kadence.timeengine.engine import CompiledSchedule
 from streams.scheduler.catchup import catch_up
+from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.dispatch import revoke
 from streams.scheduler.entries import Ahead
 from streams.scheduler.paused import skip_paused
@@ -31,18 +33,22 @@ def admit(
     *,
     key: bytes,
     partition: int,
-    partitions: int,
+    cfg: SchedulerConfig,
 ) -> CompiledSchedule:
     """Refuse a definition the scheduler will not take (wrong key or partition, stale version,
-    a schedule that does not compile). An invalid schedule also gets a `definition_rejected`
-    history record, so the job's history says why its change did not take. Accepted: its
-    schedule, compiled (`apply_definition` keeps it)."""
+    a schedule that does not compile, a worker pool this deployment does not have). An invalid
+    schedule or pool also gets a `definition_rejected` history record, so the job's history
+    says why its change did not take. Accepted: its schedule, compiled (`apply_definition`
+    keeps it)."""
     current = state.definition(facts.codec).version if state is not None else None
-    refused = accepted(key, partition, partitions, definition, current)
+    refused = accepted(key, partition, cfg.job_partitions, definition, current)
     if not isinstance(refused, Refusal):
-        return refused
+        unknown = unknown_pool(definition.target, cfg.topics.pool_executions)
+        if unknown is None:
+            return refused
+        refused = Refusal("unknown_pool", unknown)
     out: list[Emit] = []
-    if refused.code == "invalid_schedule":
+    if refused.code in ("invalid_schedule", "unknown_pool"):
         record = HistoryRecord(
             tenant=definition.tenant,
             job_id=definition.job_id,

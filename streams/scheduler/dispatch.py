@@ -287,7 +287,7 @@ def revocation(state: JobState, facts: Facts, execution_id: str, due_ms: int, wh
         revoked_at=ms_to_datetime(facts.now_ms),
         reason=why,
     )
-    return Emit(Sink.executions, revoked)
+    return Emit(Sink.executions, revoked, pool=d.target.pool)
 
 
 def stop_running(state: JobState, effects: Effects, facts: Facts, run: Running, why: str) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from kadence.codec import Codec
 from kadence.headers import Headers, headers_for
-from kadence.models import WireModel
+from kadence.models import ExecutionRequested, WireModel
 from kadence.partitioning import execution_route, partition_for
+from kadence.pools import pool_topic
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.step import Delete, Routed, Sink
 
@@ -25,11 +26,16 @@ class Output:
         }
 
     def encoded(
-        self, partition: int, sink: Sink, record: WireModel | Delete | Routed
+        self,
+        partition: int,
+        sink: Sink,
+        record: WireModel | Delete | Routed,
+        pool: str | None = None,
     ) -> tuple[str, int, bytes, bytes | None, Headers]:
         """(topic, partition, key, value, headers) of `record`, decided on job partition
         `partition`; a `Delete` is a tombstone there; a `Routed` command goes to its job's
-        partition, which its route decides."""
+        partition, which its route decides; an execution goes on its worker pool's topic
+        (`pool_topic`)."""
         if isinstance(record, Delete):
             return self.topics[Sink.schedules], partition, record.key.encode(), None, []
         if isinstance(record, Routed):
@@ -41,6 +47,8 @@ class Output:
             tenant = getattr(record, "tenant", "")
             route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)
             to = partition_for(route, self.cfg.execution_partitions)
-            return self.topics[sink], to, tenant.encode(), value, headers
+            if isinstance(record, ExecutionRequested):
+                pool = record.target.pool
+            return pool_topic(self.cfg.topics, pool), to, tenant.encode(), value, headers
         key = getattr(record, "key", "")
         return self.topics[sink], partition, str(key).encode(), value, headers

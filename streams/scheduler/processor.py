@@ -160,7 +160,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             facts,
             key=record.key,
             partition=record.partition,
-            partitions=self.cfg.job_partitions,
+            cfg=self.cfg,
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
         ts = record.timestamp_ms
@@ -382,7 +382,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def _forward(self, ctx: ProcessorContext, out: Sequence[Emit | None]) -> None:
         for emit in out:
             if emit is not None:
-                ctx.forward(*self.output.encoded(ctx.partition, emit.sink, emit.record))
+                ctx.forward(*self.output.encoded(ctx.partition, emit.sink, emit.record, emit.pool))
                 self.metrics.observe(emit.record)
 
     def _reject(

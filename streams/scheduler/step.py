@@ -55,6 +55,9 @@ class Routed:
 class Emit:
     sink: Sink
     record: WireModel | Delete | Routed
+    pool: str | None = None
+    """An ExecutionRevoked's worker pool (its job's target's), whose executions topic it goes
+    on; an ExecutionRequested names its own (`target.pool`)."""
 
 
 class Refused(Exception):  # noqa: N818 - a decision, not a failure

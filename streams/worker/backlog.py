@@ -86,7 +86,7 @@ class Backlog:
     ) -> None:
         self.inbox = inbox
         self.consumer = consumer
-        self.topic = Topics(settings).executions
+        self.topic = Topics(settings).worker_executions
         inbox.max_count = settings.worker_inbox_max_executions
         inbox.max_size = settings.worker_inbox_max_bytes
         self.monotonic = monotonic

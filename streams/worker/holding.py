@@ -22,6 +22,7 @@ from kadence.models import (
     LeaseSnapshot,
     WireModel,
 )
+from kadence.models.base import DEFAULT_POOL
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.targets import Stop
@@ -130,8 +131,11 @@ def fit(
 class LeaseWriter:
     """The lease records of one worker process."""
 
-    def __init__(self, worker_id: str, partitions: int, lease_format: str) -> None:
+    def __init__(
+        self, worker_id: str, partitions: int, lease_format: str, pool: str = DEFAULT_POOL
+    ) -> None:
         self.worker_id = worker_id
+        self.pool = pool
         self.partitions = partitions
         self.snapshots = lease_format == "snapshot"
         self.incarnation = secrets.token_hex(6)
@@ -147,6 +151,7 @@ class LeaseWriter:
                 incarnation=self.incarnation,
                 at=ms_to_datetime(now),
                 held=txn.ranges,
+                pool=self.pool,
             )
             return [(partition_for(self.key, self.partitions), self.key.encode(), snap)]
         out = [self._event(r, LeaseEventKind.acquired, now, True) for r in txn.claims]
@@ -172,7 +177,9 @@ class Holdings:
     time, waiting in memory. Decides what each transaction claims ahead and lists."""
 
     def __init__(self, settings: KadenceSettings, worker_id: str, inbox: Inbox) -> None:
-        self.writer = LeaseWriter(worker_id, settings.partitions, settings.lease_format)
+        self.writer = LeaseWriter(
+            worker_id, settings.partitions, settings.lease_format, settings.worker_pool
+        )
         self.inbox = inbox
         self.claimed: dict[str, ActiveRun] = {}
         """execution id -> claimed ahead (listed in a committed snapshot), not started."""

@@ -47,7 +47,7 @@ from kadence.models import (
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.targets import Prepares, Result, Target
-from kadence.topics import EXECUTIONS, Topics
+from kadence.topics import EXECUTIONS, Topics, workers_group
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.reading import ready
@@ -108,9 +108,10 @@ class Worker:
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
-        self.lag = LagTracker(f"{settings.namespace}.workers")
+        group = workers_group(settings.namespace, settings.worker_pool)
+        self.lag = LagTracker(group)
         self.clients = clients or KafkaClients(settings)
-        self.consumer = self.clients.consumer(f"{settings.namespace}.workers", self.worker_id)
+        self.consumer = self.clients.consumer(group, self.worker_id)
         self.backlog = Backlog(self.inbox, settings, self.consumer, metrics=self.metrics)
         self.session = TransactionalSession(  # linger: the commit sends at once (flush)
             self.clients, self.worker_id, producer_options={"linger.ms": 100}
@@ -148,7 +149,7 @@ class Worker:
         """Join the workers' group on the executions topic (partitions come and go in the
         rebalance callbacks, inside a turn's `consume`)."""
         self.consumer.subscribe(
-            [self.topics.executions], on_assign=self._on_assign, on_revoke=self._on_revoke
+            [self.topics.worker_executions], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
 
     def turn(self, poll_s: float = 0.05) -> None:
@@ -295,7 +296,7 @@ class Worker:
             moved = {p: v for p, v in offsets.items() if self._last_offsets.get(p) != v}
             send = moved or dict(list(offsets.items())[:1])  # one at least: the fencing check
             tps = [
-                TopicPartition(self.topics.executions, p, o, metadata=meta)
+                TopicPartition(self.topics.worker_executions, p, o, metadata=meta)
                 for p, (o, meta) in send.items()
             ]
             group = self.consumer.consumer_group_metadata()

@@ -19,7 +19,7 @@ from kadence.headers import headers_for
 from kadence.models import WireModel
 from kadence.settings import KadenceSettings
 from kadence.targets import Target
-from kadence.topics import ALL_TOPICS, Topics, TopicSpec, partitions_of
+from kadence.topics import Topics, TopicSpec, all_topics, partitions_of
 from streams.kafkaio.session import Timeouts
 from streams.runtime.config import RunnerConfig
 from streams.runtime.loop import Runner
@@ -60,7 +60,7 @@ class Driver:
     def provision(self, settings: KadenceSettings) -> Topics:
         """Every Kadence topic of `settings`' namespace, as `kadence.provisioning.provision` makes
         them (partition counts and configs)."""
-        for spec in ALL_TOPICS:
+        for spec in all_topics(settings):
             name = spec.name(settings.namespace)
             if name not in self.cluster.logs:
                 self.cluster.create_topic(name, partitions_of(spec, settings), spec.config())

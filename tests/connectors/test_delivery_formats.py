@@ -42,7 +42,7 @@ def test_json_is_the_envelope_a_consumer_in_any_language_reads() -> None:
         ex.tenant,
         '{"order":42}',
     )
-    assert doc["target"] == {"kind": "kafka", "topic": "orders", "format": "json"}
+    assert doc["target"] == {"kind": "kafka", "topic": "orders", "format": "json", "pool": None}
     assert header_value(headers, "content-type") == "application/json"
     assert header_value(headers, "kadence-execution-id") == ex.execution_id
     assert header_value(headers, "kadence-schema") is None  # not Avro: no schema to name

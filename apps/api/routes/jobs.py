@@ -15,6 +15,7 @@ from apps.api.schemas import JobShown
 from connectors.ssrf import AddressPolicy
 from kadence.labels import MAX_SELECTOR, parse_selector
 from kadence.models import ScheduleDefinition
+from kadence.pools import unknown_pool
 
 router = APIRouter(tags=["jobs"])
 
@@ -128,6 +129,9 @@ def _put(
     if unsafe is not None:
         msg = f"the workers would refuse it: {unsafe}"
         raise HTTPException(422, [{"loc": ["body", "notify", "url"], "msg": msg}])
+    unknown = unknown_pool(definition.target, svc.settings.known_pools)
+    if unknown is not None:  # the scheduler would refuse it too: say so now
+        raise HTTPException(422, [{"loc": ["body", "target", "pool"], "msg": unknown}])
     written = svc.write(lambda: svc.client.put(definition))
     job = svc.job(tenant, job_id, [written])
     if _applied_at(job, written.partition) < written.offset:  # the scheduler refused it
