@@ -28,6 +28,7 @@ waits for the same coroutine.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import hashlib
@@ -43,8 +44,9 @@ from pydantic import SecretStr
 
 from connectors.aio import EventLoop
 from connectors.credentials import Applied, ConnectionRefused, Credentials
+from connectors.http_conn import Answer
 from connectors.http_dns import Resolver
-from connectors.http_exchange import checked_exchange
+from connectors.http_exchange import checked_exchange, timeout_error
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import LEAD_S, Warmer
 from connectors.results import http_result
@@ -56,6 +58,7 @@ from kadence.models.statuses import DEFAULT_RETRYABLE, DEFAULT_SUCCESS, status_s
 from kadence.models.targets import with_query
 from kadence.sealing import Keyring
 from kadence.targets import Result, Stop
+from kadence.throttle import Throttle, destination_of
 
 BODYLESS = frozenset({"GET", "DELETE"})
 """Methods whose request has no content unless the run has a payload (RFC 9110 9.3.1, 9.3.5:
@@ -125,6 +128,26 @@ class HttpCaller:
         self.loop = loop or EventLoop("http")
         self.warmer = Warmer(self.pool, self.resolver, self.loop, warm_s)
         self.credentials = Credentials(connections, keyring, self.pool, self.resolver)
+        self.pacer = Throttle()
+        """Rate-limited destinations' requests as written (`_paced`); touched on the loop only."""
+
+    async def _paced(self, ex: ExecutionRequested, deadline: float) -> bool:
+        """A rate-limited run waits here, just before its request is written, until its
+        destination's limit lets it go (False: not before its deadline). The worker hands
+        such runs out at the limit already (streams/worker/lanes.py); this keeps the limit at
+        the receiver when the loop stalls between the hand-out and the write, which would
+        otherwise send every run it held at once. In the steady state nothing waits."""
+        lane = destination_of(ex)
+        assert lane is not None
+        while True:
+            now_ms = int(time.time() * 1000)
+            at_ms = self.pacer.take(lane, now_ms)
+            if at_ms <= now_ms:
+                return True
+            wait_s = (at_ms - now_ms) / 1000
+            if time.monotonic() + wait_s > deadline:
+                return False
+            await asyncio.sleep(wait_s)
 
     def prepare(self, ex: ExecutionRequested) -> None:
         """An execution read ahead of its due time: have connections to its target open by
@@ -203,6 +226,8 @@ class HttpCaller:
         except UnknownSecretError:
             return unknown_secret("secret_ref", target.secret_ref, ex.tenant, "WEBHOOK_SECRETS")
         url = _url(target.url, tuple(target.query.items())) if target.query else target.url
+        if target.rate_limit is not None and not await self._paced(ex, deadline):
+            return Result(OutcomeStatus.timed_out, True, timeout_error(url, ex.timeout_ms))
         answer = await checked_exchange(
             applied.pool or self.pool if applied else self.pool,
             self.resolver,
@@ -222,20 +247,26 @@ class HttpCaller:
             self.credentials.refused_by_target(applied)
         if stop.is_set():
             return Result(stop.reason or OutcomeStatus.cancelled)
-        status = response.status
-        detail = http_result(status, response.headers, body_start, target.result_headers)
-        if status in status_set(target.success_statuses, DEFAULT_SUCCESS):
-            return Result.ok(detail)
-        message = f"{status} {response.reason} from {url}"
-        if 300 <= status < 400:
-            location = response.getheader("location", "?")
-            message += f": redirect to {location} not followed (targets must answer directly)"
-        elif body_start:
-            message += f": {body_start.decode(errors='replace')}"
-        retryable = status in status_set(target.retryable_statuses, DEFAULT_RETRYABLE)
-        return Result.failed(
-            "HttpStatus", message, retryable=retryable, code=str(status), detail=detail
-        )
+        return judged(target, url, response, body_start)
+
+
+def judged(target: HttpTarget, url: str, response: Answer, body_start: bytes) -> Result:
+    """The run's result from the answer's head: success, a retryable or a final failure, each
+    with what the answer returned (connectors/results.py)."""
+    status = response.status
+    detail = http_result(status, response.headers, body_start, target.result_headers)
+    if status in status_set(target.success_statuses, DEFAULT_SUCCESS):
+        return Result.ok(detail)
+    message = f"{status} {response.reason} from {url}"
+    if 300 <= status < 400:
+        location = response.getheader("location", "?")
+        message += f": redirect to {location} not followed (targets must answer directly)"
+    elif body_start:
+        message += f": {body_start.decode(errors='replace')}"
+    retryable = status in status_set(target.retryable_statuses, DEFAULT_RETRYABLE)
+    return Result.failed(
+        "HttpStatus", message, retryable=retryable, code=str(status), detail=detail
+    )
 
 
 @functools.lru_cache(maxsize=4_096)

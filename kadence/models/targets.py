@@ -159,7 +159,7 @@ class HttpTarget(WireModel):
     rate_limit: RateLimit | None = None
     """Runs of this tenant calling the URL's scheme, host and port (or, with a `connection`,
     using that connection, whatever the URL) start at most this often, per worker
-    (streams/worker/throttle.py); jobs naming one destination with different limits share the
+    (kadence/throttle.py); jobs naming one destination with different limits share the
     lowest."""
     pool: PoolName | None = None
     """The worker pool that runs it (KADENCE_POOLS; docs/execution.md, "Worker pools").

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
+from kadence.throttle import destination_of
 from streams.worker.fairness import Budget, Fairness, never
 from streams.worker.item import Item
 from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
 from streams.worker.owed import Owed
-from streams.worker.throttle import destination_of
 from streams.worker.waiting import Waiting
 
 __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it

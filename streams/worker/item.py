@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kadence.models import ExecutionRequested
 from kadence.targets import Delivery
-from streams.worker.throttle import Lane
+from kadence.throttle import Lane
 
 
 @dataclass(eq=False)
@@ -29,7 +29,7 @@ class Item:
     """A leaseless execution's record, built while it waited for its due time (so the turn at
     its due time only produces it): streams/worker/delivering.py."""
     lane: Lane | None = None
-    """The destination whose rate limit its run keeps (None: none): streams/worker/throttle.py."""
+    """The destination whose rate limit its run keeps (None: none): kadence/throttle.py."""
     waited_from: int = 0
     """When it began to wait for its destination's rate limit (0: it has not waited)."""
     throttled_ms: int = 0

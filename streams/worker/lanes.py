@@ -1,4 +1,4 @@
-"""Runs waiting for their destination's rate limit (streams/worker/throttle.py), one queue per
+"""Runs waiting for their destination's rate limit (kadence/throttle.py), one queue per
 destination in the order they became due.
 
 A due run with a `lane`, served by the inbox's round robin, asks `Lanes.ask`: it starts if its
@@ -20,8 +20,8 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
+from kadence.throttle import Throttle
 from streams.worker.item import Item
-from streams.worker.throttle import Throttle
 
 Key = tuple[str, ...]
 

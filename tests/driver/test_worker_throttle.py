@@ -1,4 +1,4 @@
-"""A destination's rate limit in the worker loop (streams/worker/throttle.py): driver workers
+"""A destination's rate limit in the worker loop (kadence/throttle.py): driver workers
 with a settable clock and a real loopback HTTP receiver. Runs over the limit start one per
 interval of the driver's clock, in due order, while another destination of the tenant and
 another tenant start at once; each outcome says how long it waited; a worker that dies while

@@ -1,4 +1,4 @@
-"""Rate limits per destination (streams/worker/throttle.py): the schedule with an injected clock,
+"""Rate limits per destination (kadence/throttle.py): the schedule with an injected clock,
 and the inbox serving runs in due order without letting one destination hold up another."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked, HttpTarget, KafkaTarget, RateLimit
+from kadence.throttle import SWEEP_AT, Lane, Throttle, destination_of
 from streams.worker.inbox import Inbox, Item
-from streams.worker.throttle import SWEEP_AT, Lane, Throttle, destination_of
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)
