@@ -152,10 +152,12 @@ class HttpCaller:
     def prepare(self, ex: ExecutionRequested) -> None:
         """An execution read ahead of its due time: have connections to its target open by
         then (connectors/http_warm.py); not for a connection's runs, whose pool may be its
-        own (mTLS)."""
+        own (mTLS), nor for a rate-limited destination's: its runs are spread over seconds,
+        and warming for all of them due at once opened thousands of connections it never
+        needed (10 000 runs at 100/s: a connection per run, the receiver stalled)."""
         target = ex.target
         assert isinstance(target, HttpTarget)
-        if target.connection is None:
+        if target.connection is None and target.rate_limit is None:
             self.warmer.expect(target.url, ex.tenant, ex.due_at.timestamp())
 
     def headers(

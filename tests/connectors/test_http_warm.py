@@ -17,7 +17,7 @@ from connectors.http_dns import Resolver
 from connectors.http_pool import ConnectionPool
 from connectors.http_warm import SECONDS_TRACKED, Warmer
 from connectors.ssrf import AddressPolicy
-from kadence.models import OutcomeStatus
+from kadence.models import OutcomeStatus, RateLimit
 from testkit.target_server import TargetServer
 from tests.connectors.test_http import call, caller, execution
 
@@ -167,3 +167,18 @@ def test_seconds_past_are_forgotten_and_the_ticks_stop() -> None:
 def test_a_lead_past_the_pool_s_idle_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="idle limit"):
         Warmer(ConnectionPool(caller().tls), Resolver(AddressPolicy()), EventLoop("x"), lead_s=10)
+
+
+def test_a_rate_limited_destination_is_not_warmed_for_its_whole_burst(
+    server: TargetServer,
+) -> None:
+    """10 000 runs due at once against a limit of 100/s are spread over 100 s: warming for
+    all of them opened a connection per run (thousands) and stalled the receiver."""
+    c = caller()
+    due = datetime.fromtimestamp(time.time() + 0.5, UTC)
+    limited = execution(f"{server.url}/ok").model_copy(update={"due_at": due})
+    target = limited.target.model_copy(update={"rate_limit": RateLimit(per_second=100)})
+    for _ in range(50):
+        c.prepare(limited.model_copy(update={"target": target}))
+    time.sleep(1.0)
+    assert (server.connections, c.warmer.warmed) == (0, 0)
