@@ -85,6 +85,17 @@ def put(
     return record
 
 
+def oauth(token_url: str, **fields: str) -> dict[str, str]:
+    """An OAuth2 connection's body (client `kadence` with the receiver's secret by default)."""
+    return {
+        "kind": "oauth2",
+        "token_url": token_url,
+        "client_id": "kadence",
+        "client_secret": "s3cret/+=",
+        **fields,
+    }
+
+
 def caller(
     source: Source, keyring: Keyring, allow: tuple[str, ...] = ("127.0.0.0/8",)
 ) -> HttpCaller:
@@ -157,13 +168,7 @@ def test_an_api_key_in_the_query_never_reaches_a_message(source: Source, keyring
 def test_oauth2_fetches_one_token_for_many_runs_and_again_after_a_rotation(
     server: AuthServer, source: Source, keyring: Keyring
 ) -> None:
-    body = {
-        "kind": "oauth2",
-        "token_url": server.url + "/token",
-        "client_id": "kadence",
-        "client_secret": "s3cret/+=",
-        "scope": "jobs:run",
-    }
+    body = oauth(server.url + "/token", scope="jobs:run")
     put(source, keyring, "idp", body)
     c = caller(source, keyring)
 
@@ -192,12 +197,7 @@ def test_oauth2_token_kept_until_shortly_before_it_expires(
         source,
         keyring,
         "idp",
-        {
-            "kind": "oauth2",
-            "token_url": server.url + "/token",
-            "client_id": "kadence",
-            "client_secret": "s3cret/+=",
-        },
+        oauth(server.url + "/token", client_id="kadence", client_secret="s3cret/+="),
     )
     c = caller(source, keyring)
     assert call(c, execution(server.url + "/oauth", "idp")).status is OutcomeStatus.succeeded
@@ -214,12 +214,7 @@ def test_a_failed_token_fetch_is_reported_as_such_and_not_repeated_per_run(
         source,
         keyring,
         "idp",
-        {
-            "kind": "oauth2",
-            "token_url": server.url + "/token",
-            "client_id": "kadence",
-            "client_secret": "wrong",
-        },
+        oauth(server.url + "/token", client_id="kadence", client_secret="wrong"),
     )
     c = caller(source, keyring)
     first = call(c, execution(server.url + "/oauth", "idp"))
@@ -241,12 +236,7 @@ def test_a_token_endpoint_at_a_metadata_address_is_refused(
         source,
         keyring,
         "idp",
-        {
-            "kind": "oauth2",
-            "token_url": "http://169.254.169.254/token",
-            "client_id": "k",
-            "client_secret": "s",
-        },
+        oauth("http://169.254.169.254/token", client_id="k", client_secret="s"),
     )
     kind, message = error_of(call(caller(source, keyring), execution(server.url + "/oauth", "idp")))
     assert kind == "OAuth2TokenFailed"
@@ -260,12 +250,7 @@ def test_a_401_drops_the_token_so_the_next_attempt_fetches_another(
         source,
         keyring,
         "idp",
-        {
-            "kind": "oauth2",
-            "token_url": server.url + "/token",
-            "client_id": "kadence",
-            "client_secret": "s3cret/+=",
-        },
+        oauth(server.url + "/token", client_id="kadence", client_secret="s3cret/+="),
     )
     c = caller(source, keyring)
     assert call(c, execution(server.url + "/oauth", "idp")).status is OutcomeStatus.succeeded
