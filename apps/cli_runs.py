@@ -23,6 +23,8 @@ class RunNotSucceededError(ApiError):
         return 1
 
 
+LETTER_GRACE_S = 5.0
+"""How long `trigger --wait` waits for a failed run's dead letter to show."""
 FINAL = {"succeeded", "failed", "timed_out", "cancelled", "not_run", "dead_lettered"}
 """Run statuses nothing follows (a failed attempt with retries left shows `retrying`)."""
 
@@ -32,10 +34,17 @@ def wait_run(
 ) -> dict[str, Any]:
     """Poll the job's runs until `run_id` is final; ApiError (exit 1) unless it succeeded."""
     deadline = time.monotonic() + timeout_s
+    letter_by: float | None = None
     while True:
         runs = api.call("GET", f"/v1/jobs/{job}/runs")
         run = next((r for r in runs if r["execution_id"] == run_id), None)
-        if run is not None and run["status"] in FINAL:
+        if run is not None and run["status"] == "failed":
+            # its last attempt failed: the dead letter that follows is the whole story (what
+            # the view shows a moment later), so wait a little for it, not past the deadline
+            letter_by = letter_by or min(deadline, time.monotonic() + LETTER_GRACE_S)
+            if time.monotonic() >= letter_by:
+                break
+        elif run is not None and run["status"] in FINAL:
             break
         if time.monotonic() > deadline:
             status = run["status"] if run else "not seen yet"

@@ -19,6 +19,7 @@ from apps.api.app import create_app
 from apps.api.auth import token_hash
 from apps.processes import ChildProcess
 from kadence.provisioning import delete_namespace
+from kadence.sealing import new_key
 from kadence.settings import KadenceSettings
 from testkit.stack import Stack, execution_settings, until
 from testkit.target_server import TargetServer
@@ -62,7 +63,8 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    with api_stack(kafka_bootstrap, tmp_path_factory.mktemp("api")) as started:
+    keys = {"k1": SecretStr(new_key())}  # connections enabled, as `make run` has them
+    with api_stack(kafka_bootstrap, tmp_path_factory.mktemp("api"), secrets_keys=keys) as started:
         yield started
 
 

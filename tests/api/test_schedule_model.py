@@ -130,7 +130,9 @@ def test_a_note_on_pause_and_resume_is_kept_in_history_and_shown(
     dom = _chromium(
         f"{api.url}/#token={TOKENS['acme']}&view=job&job=noted", tmp_path, "--dump-dom"
     ).stdout
-    assert f'id="paused-note">Paused: {why}</div>' in dom
+    paused_by = api.http.get("/v1/jobs/noted", headers=h).json()["paused_by"]
+    assert paused_by.startswith("token:")  # who paused it: the token's name, never the token
+    assert f'id="paused-note">Paused by <span class="who">{paused_by}</span>: {why}</div>' in dom
     assert cli.main(["resume", "noted", "--reason", "bo: partner back (INC-42 closed)"]) == 0
     capsys.readouterr()
 

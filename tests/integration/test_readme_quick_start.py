@@ -160,7 +160,12 @@ def test_the_quick_start_as_written(
         kcat = swap(kcat, "kadence.to.demo.reports", f"{namespace}.to.demo.reports")
         record = json.loads(shell(setup + kcat, env).strip().splitlines()[-1])
         assert record["execution_id"].startswith("demo/report@manual:")
-        assert record["target"] == {"kind": "kafka", "topic": "reports", "format": "json"}
+        assert record["target"] == {
+            "kind": "kafka",
+            "topic": "reports",
+            "format": "json",
+            "pool": None,  # the default pool
+        }
 
         python = str(REPO / ".venv" / "bin" / "python")
         subprocess.run([python, "-c", from_code], cwd=REPO, env=env, check=True, timeout=60)
