@@ -21,12 +21,12 @@ from testkit.target_server import TargetServer
 
 RUNS = 2_000
 LIMIT = RateLimit(per_second=200, burst=10)
-JITTER = 0.5
-"""Of the limit, what one second at the receiver may hold beyond the limit and the burst. The
-worker's starts are held to the limit and the burst exactly (asserted below); on this shared
-two-core machine a request started on time may reach the receiver's handler hundreds of
-milliseconds late, next to later ones (seen: 284 in the receiver's first second while the worker
-started 199). `python -m bench.rate_limit` measures the 10 000-run burst on a quiet machine."""
+JITTER = 0.05
+"""Of the limit, what one second at the receiver may hold beyond the limit and the burst: a
+request started on time may reach the receiver's handler a few milliseconds late, across a
+second's edge. (Before a rate-limited destination stopped being warmed, the warmer opened a
+connection per run due in the burst's second and the receiver stalled under them: 284 in one
+second while the worker started 199.)"""
 
 
 @pytest.fixture
