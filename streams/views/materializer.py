@@ -158,9 +158,16 @@ class Materializer:
             self._check_caught_up()
 
     def _check_caught_up(self) -> None:
-        done = [tp for tp, high in self._targets.items() if (self.store.offset(*tp) or 0) >= high]
-        for tp in done:
-            del self._targets[tp]
+        """A partition is read once the store's offset or, past records it never hands out (a
+        transaction's commit marker ends many a partition), the consumer's position is at the
+        end noted at start: else a view restarted on its store would wait for a next record."""
+        waiting = [tp for tp, high in self._targets.items() if (self.store.offset(*tp) or 0) < high]
+        if waiting:
+            at = self.consumer.position([TopicPartition(t, p) for t, p in waiting])
+            waiting = [
+                tp for tp, pos in zip(waiting, at, strict=True) if pos.offset < self._targets[tp]
+            ]
+        self._targets = {tp: self._targets[tp] for tp in waiting}
         if not self._targets:
             self.caught_up = True
             log.info("query view caught up (%d records applied)", self.applied)

@@ -47,6 +47,7 @@ def test_the_view_shows_jobs_runs_and_dead_letters_from_the_topics(
         again = stack.views()  # same instance, same RocksDB: resumes from its offsets
         stack.settle()
         assert again.applied == 0  # nothing read twice
+        assert again.caught_up  # ready: past the commit markers ending the scheduler's partitions
         assert ViewQueries(again.store).runs("acme", "fine") == [fine]
         assert applied > 0
     finally:
