@@ -1,6 +1,9 @@
 """Sizing at N jobs: what one scheduler and one query view need, measured on the local broker.
 
-    python -m bench.sizing --jobs 1000000 [--broker-dir /work/main/.run/kafka]
+    python -m bench.sizing --jobs 1000000 [--view-only] [--broker-dir DIR]
+
+(--broker-dir: the local broker's KADENCE_KAFKA_DIR, whose segment files are measured; this
+checkout's .run/kafka by default, as `make broker` runs it.)
 
 In a namespace of its own (deleted at the end), N of B5's daily cron definitions
 (bench/scheduler.py, `daily_jobs`: 1 000 tenants) are written onto `schedules` with no process
