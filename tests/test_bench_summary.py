@@ -199,6 +199,17 @@ def test_links_into_the_benchmark_pages_land_on_a_heading() -> None:
     ]
 
 
+def test_a_figure_quoting_the_summary_is_in_it() -> None:
+    summary_text = table(load())
+    quoting = [doc for doc in documents() if SUMMARY_LINK.search(doc.read_text())]
+    assert len(quoting) >= 3
+    assert {d.name: unquoted(d.read_text(), summary_text) for d in quoting} == {
+        d.name: [] for d in quoting
+    }
+    stale_sentence = "A take-over took 5.4-6.5 s ([benchmarks.md](benchmarks.md#summary))."
+    assert unquoted(f"Before. {stale_sentence} After 9 s.", summary_text) == ["5.4-6.5 s"]
+
+
 def test_slugs_are_githubs() -> None:
     assert slug("Issue 30: ingest past 10 000/s, take-overs in 8 s") == (
         "issue-30-ingest-past-10-000s-take-overs-in-8-s"
