@@ -14,6 +14,7 @@ model without a description or an example.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import sys
@@ -89,6 +90,7 @@ def doc_text(text: str | None) -> str:
     return "\n\n".join(" ".join(p.split()) for p in parts if p.strip())
 
 
+@functools.cache
 def attribute_docs(cls: type) -> dict[str, str]:
     """The docstring right after each field (or enum member) in the class's source."""
     tree = ast.parse(inspect.getsource(sys.modules[cls.__module__]))
@@ -238,11 +240,11 @@ def default_of(name: str, field: FieldInfo) -> str:
     return text
 
 
-def definitions() -> tuple[Node, dict[str, Node]]:
-    """`ScheduleDefinition`'s JSON schema and the nested models' and enums' (by name)."""
+def definitions() -> dict[str, Node]:
+    """The JSON schema of `ScheduleDefinition` and of each model and enum in it, by name."""
     root = schedule.ScheduleDefinition.model_json_schema(mode="validation")
     defs: dict[str, Node] = root.pop("$defs")
-    return root, {**defs, "ScheduleDefinition": root}
+    return {**defs, "ScheduleDefinition": root}
 
 
 def cell(text: str) -> str:
@@ -284,7 +286,7 @@ def enum_section(enum: type[Enum]) -> str:
 
 
 def document() -> str:
-    _, defs = definitions()
+    defs = definitions()
     out = [HEADER]
     for title, models in SECTIONS:
         out.append(f"## {title}")
