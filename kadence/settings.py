@@ -101,8 +101,9 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     backfill goes on across seconds (and at most 200 runs per job per transaction)."""
     tenant_fires_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 2_000
     """Scheduled runs one tenant's jobs may fire per second of due time; past it an occurrence
-    waits, it is not skipped: its job records `throttled` once (naming the cap) and runs it in
-    the first second with room (docs/scheduler.md, "A tenant's caps"). Counted per scheduler
+    waits, it is not skipped: its job records `throttled` (naming the cap; once a minute at
+    most) and runs in the first second with room, under its missed-run policy (docs/scheduler.md,
+    "A tenant's caps"). Counted per scheduler
     partition, each allowing its share (this over KADENCE_PARTITIONS, rounded up). 0: no cap."""
     tenant_fires_per_s_by_tenant: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
         default_factory=dict
