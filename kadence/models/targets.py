@@ -144,7 +144,9 @@ class HttpTarget(WireModel):
     headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_TARGET_HEADERS)] = Field(
         default_factory=dict
     )
-    """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
+    """Non-secret headers, 16 KiB in all (names and values). A credential header
+    (`authorization`, `cookie`, `x-api-key`, ...) is refused: it goes in a connection the target
+    names (`connection`); Kadence's own headers win over a job's (kadence/headers.py)."""
     secret_ref: Identifier | None = None
     """Name of the signing secret (never the secret itself): the tenant's own (a `signing`
     connection, made through the API), else one the workers hold (KADENCE_WEBHOOK_SECRETS)."""
