@@ -65,7 +65,8 @@ class OverlapPolicy(StrEnum):
     skip = "skip"
     """Do not start it; history records the skip (default, like Temporal's)."""
     allow = "allow"
-    """Start it anyway: runs of the job overlap."""
+    """Start it anyway: runs of the job overlap (in a concurrency group, which allows one run at
+    a time, it waits as `buffer_all`)."""
     buffer_one = "buffer_one"
     """Keep one waiting (`buffered`) and start it when the running one ends (or expires)."""
     buffer_all = "buffer_all"
