@@ -71,8 +71,8 @@ class SchedulerMetrics:
         )
         self.not_run = Counter(
             "kadence_scheduler_occurrences_not_run",
-            "Occurrences that did not run, by decision (missed windows, skips, open circuits, "
-            "a tenant's caps: throttled)",
+            "Occurrences that did not run, by decision (missed windows, skips, open circuits), "
+            "and jobs that began to wait for their tenant's caps (throttled: they run later)",
             ["tenant", "decision"],
             registry=self.registry,
         )
