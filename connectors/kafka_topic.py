@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kadence.codec import MAGIC, Codec
-from kadence.headers import SCHEMA, TYPE, Headers, headers_for
+from kadence.headers import GUARANTEE, SCHEMA, TYPE, Headers, headers_for
 from kadence.kafka_options import KafkaOptions, kafka_config
 from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.replication import Replication
@@ -51,24 +51,35 @@ NO_ANSWER = frozenset(
 """Errors that say the broker did not answer, not that it refused."""
 """How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
 the stop wakes it."""
+EXACTLY_ONCE = (GUARANTEE, b"exactly-once")
+"""The record went out in the worker's transaction with the run's outcome and offsets."""
+AT_LEAST_ONCE = (GUARANTEE, b"at-least-once")
+"""The record went out on the claimed path: the same execution id may arrive again."""
 
 __all__ = ["KafkaTopicCaller", "target_topic"]
 
 
-def delivered(ex: ExecutionRequested, record: bytes, fingerprint: bytes) -> tuple[bytes, Headers]:
+def delivered(
+    ex: ExecutionRequested,
+    record: bytes,
+    fingerprint: bytes,
+    guarantee: tuple[str, bytes],
+) -> tuple[bytes, Headers]:
     """The value and headers the tenant's topic receives for `ex`, in its target's format:
     the Avro envelope `record` (with its type and schema headers), the envelope as JSON, or the
     payload alone; always with the ids a consumer needs (the execution id is the idempotency
-    key) and, but for Avro, a `content-type`."""
+    key), the `guarantee` it went out under (`EXACTLY_ONCE` or `AT_LEAST_ONCE`, one constant
+    pair) and, but for Avro, a `content-type`."""
     target = ex.target
     assert isinstance(target, KafkaTarget)
     headers = headers_for(ex, fingerprint)
     if target.format is DeliveryFormat.avro:
+        headers.append(guarantee)
         return record, headers
     ids = [(k, v) for k, v in headers if k not in (TYPE, SCHEMA)]
     if target.format is DeliveryFormat.json:
-        return envelope_json(ex), [*ids, (CONTENT_TYPE, b"application/json")]
-    return ex.payload, [*ids, (CONTENT_TYPE, ex.content_type.encode())]
+        return envelope_json(ex), [*ids, guarantee, (CONTENT_TYPE, b"application/json")]
+    return ex.payload, [*ids, guarantee, (CONTENT_TYPE, ex.content_type.encode())]
 
 
 def envelope_json(ex: ExecutionRequested) -> bytes:
@@ -203,7 +214,7 @@ class KafkaTopicCaller:
             else:
                 settle(Result.failed("KafkaError", f"{topic}: {err}", retryable=True))
 
-        value, headers = delivered(ex, record, self._fingerprint)
+        value, headers = delivered(ex, record, self._fingerprint, AT_LEAST_ONCE)
         try:
             self.producer.produce(
                 topic, key=ex.key.encode(), value=value, headers=headers, on_delivery=on_delivery
@@ -223,7 +234,7 @@ class KafkaTopicCaller:
             return None
         if record is None or not record.startswith(self._current):
             record = self.codec.encode(ex)
-        value, headers = delivered(ex, record, self._fingerprint)
+        value, headers = delivered(ex, record, self._fingerprint, EXACTLY_ONCE)
         return Delivery(topic, ex.key.encode(), value, headers)
 
     def unanswered(self, ex: ExecutionRequested) -> bool:
@@ -260,7 +271,7 @@ class KafkaTopicCaller:
             done.set()
             wake.set()
 
-        value, headers = delivered(ex, record, self._fingerprint)
+        value, headers = delivered(ex, record, self._fingerprint, AT_LEAST_ONCE)
         self.producer.produce(
             topic,
             key=ex.key.encode(),
