@@ -73,6 +73,7 @@ class Observed:
     panels: list[tuple[str, str, int]]
     """(panel title, query, series returned) from the Prometheus server, the stack live."""
     jobs_up: dict[str, int]
+    namespace: str
 
 
 def settings_for(bootstrap: str, tmp: Path) -> KadenceSettings:
@@ -96,12 +97,17 @@ def settings_for(bootstrap: str, tmp: Path) -> KadenceSettings:
 
 def last(scraper: Scraper, instance: str, name: str) -> float:
     """The sum of `name`'s series in `instance`'s last answered scrape (0: none); `name` may
-    end in its first label (`name{label="value"`)."""
-    prefix = name if "{" in name else name + "{"
+    name labels too (`name{label="value",...}`): then only the series that have them."""
+    metric, _, wanted = name.partition("{")
+    labels = set(re.findall(r'\w+="[^"]*"', wanted))
     for tick in reversed(scraper.ticks):
         scrape = tick.get(instance)
         if scrape is not None:
-            return sum(v for k, v in scrape.items() if k.startswith(prefix))
+            return sum(
+                v
+                for k, v in scrape.items()
+                if k.startswith(metric + "{") and labels <= set(re.findall(r'\w+="[^"]*"', k))
+            )
     return 0.0
 
 
@@ -126,7 +132,8 @@ def observed(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
     exprs = rule_exprs(RULES)
     names = {n for e in [*exprs.values(), *(q for _, q in panel_queries(DASHBOARD))] for n in
              re.findall(r"\bkadence_[a-z_]+\b", e)} | {"kadence_view_caught_up",
-             "kadence_ingress_records_total", "kadence_scheduler_dead_letters_total"}  # fmt: skip
+             "kadence_ingress_records_total", "kadence_scheduler_dead_letters_total",
+             "kadence_view_records_total", "kadence_view_store_keys"}  # fmt: skip
     with ExitStack() as cleanup:
         cleanup.callback(delete_namespace, s)
         provision_ingress(s, "acme")
@@ -199,9 +206,9 @@ def observed(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
             ("every failing run dead-lettered", sched, "kadence_scheduler_dead_letters_total",
              FAILING),
             ("the circuit opened", sched,
-             'kadence_scheduler_tenant_circuit_changes_total{change="opened"', 1),
+             'kadence_scheduler_tenant_circuit_changes_total{change="opened"}', 1),
             ("runs throttled", sched,
-             'kadence_scheduler_occurrences_not_run_total{decision="throttled"', 1),
+             'kadence_scheduler_occurrences_not_run_total{decision="throttled"}', 1),
             ("the late runs finished", worker, "kadence_worker_executions_finished_total",
              FAILING + 3),
             ("the gpu run waiting", "kadence-reaper", "kadence_pool_backlog_records", 1),
@@ -219,7 +226,7 @@ def observed(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
             wait(f"{job} seen down", lambda j=job: scraper.ticks[-1].get(j) is None, 30)
             down[job] = scraper.now() - 1
         scraper.stop()
-        yield Observed(scraper, quiet, done, down, panels, jobs_up)
+        yield Observed(scraper, quiet, done, down, panels, jobs_up, s.namespace)
 
 
 def test_every_alert_holds_after_its_fault_and_none_before(
@@ -249,3 +256,24 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(observed: O
     empty = [f"{title}: {query}" for title, query, n in observed.panels if n == 0]
     assert not empty, "panels whose query returned nothing:\n" + "\n".join(empty)
     assert len(observed.panels) == len(panel_queries(DASHBOARD))
+
+
+def test_the_view_and_the_ingress_serve_their_metrics(observed: Observed) -> None:
+    """What the view and the ingress served once the scenario was over: the tenant's two
+    ingress records, one accepted and one rejected; the view's records applied, its store
+    holding the jobs, its lag read to the end."""
+    scrape = observed.scraper.ticks[observed.done]
+    ingress, view = scrape["kadence-ingress"], scrape["kadence-view"]
+    assert ingress is not None and view is not None
+    where = 'instance="kadence-ingress",job="kadence-ingress"'
+    records = "kadence_ingress_records_total"
+    assert ingress[f'{records}{{{where},result="accepted",tenant="acme"}}'] == 1
+    assert ingress[f'{records}{{{where},result="rejected",tenant="acme"}}'] == 1
+    assert (
+        last(observed.scraper, "kadence-view", 'kadence_view_records_total{result="applied"}')
+        > FAILING
+    )
+    assert last(observed.scraper, "kadence-view", "kadence_view_store_keys") > FAILING
+    lag = f'kadence_consumer_lag_records{{group="{observed.namespace}.views"}}'
+    assert f'group="{observed.namespace}.views"' in "".join(view), sorted(view)
+    assert last(observed.scraper, "kadence-view", lag) == 0
