@@ -299,3 +299,16 @@ def test_scraped_ports_are_where_the_processes_serve_metrics() -> None:
         "kadence-ingress",
         "view-metrics",
     }
+
+
+def test_every_dashboard_query_is_one_prometheus_can_be_sent() -> None:
+    """The live test sends each panel's query to Prometheus with Grafana's variables filled
+    in (testkit/prometheus_server.py); a variable it has no value for fails here, naming it."""
+    from testkit.prometheus_server import grafana_expr, panel_queries  # noqa: PLC0415
+
+    queries = panel_queries(REPO / "infra/grafana/kadence-dashboard.json")
+    assert len(queries) >= 13 and all("$" not in q for _, q in queries)
+    assert grafana_expr("rate(x[$__rate_interval])") == "rate(x[1m])"
+    assert grafana_expr('x{tenant=~"${tenant}"}') == 'x{tenant=~".*"}'
+    with pytest.raises(ValueError, match=r"\$cluster"):
+        grafana_expr('up{cluster="$cluster"}')
