@@ -17,6 +17,8 @@ ANY_PORT = -1
 """KADENCE_METRICS_PORT=-1: serve metrics on a port the system picks (tests, several processes
 on one host); the log line says which."""
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+FAILURE_KINDS = ("refused", "quarantined")
+"""The `kind`s of the scheduler's and the reaper's failure counters."""
 MAX_TENANT_LABELS = 100
 """Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
 the metric cardinality."""

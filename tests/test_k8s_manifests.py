@@ -20,7 +20,10 @@ from kadence.settings import KadenceSettings
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "infra/k8s"
 KUBERNETES = "1.30"
-CUSTOM = {"ScaledObject"}  # KEDA's resource: not in the Kubernetes schemas
+CUSTOM = {  # not in the Kubernetes schemas: KEDA's and the Prometheus Operator's resources
+    "ScaledObject": "keda.sh/",
+    "PodMonitor": "monitoring.coreos.com/",
+}
 SETTINGS = {f"KADENCE_{name.upper()}" for name in KadenceSettings.model_fields}
 
 
@@ -55,7 +58,7 @@ def test_each_manifest_validates_against_the_kubernetes_schemas(
     path: str, doc: dict[str, Any]
 ) -> None:
     if doc["kind"] in CUSTOM:
-        assert doc["apiVersion"].startswith("keda.sh/"), path
+        assert doc["apiVersion"].startswith(CUSTOM[doc["kind"]]), path
         return
     kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
