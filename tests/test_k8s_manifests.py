@@ -26,24 +26,14 @@ from apps.stack import PROCESSES
 from kadence.acl_principals import principal_of
 from kadence.acls import Role
 from kadence.settings import KadenceSettings
+from testkit import k8s_pods
+from testkit.k8s_pods import KAFKA_USER_SECRET, by_name
 
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "infra/k8s"
 KUBERNETES = "1.30"
 CUSTOM = {"ScaledObject"}  # KEDA's resource: not in the Kubernetes schemas
 SETTINGS = {f"KADENCE_{name.upper()}" for name in KadenceSettings.model_fields}
-ROLE_OF = {
-    "apps.scheduler": Role.scheduler,
-    "apps.reaper": Role.reaper,
-    "apps.worker": Role.worker,
-    "apps.ingress": Role.ingress,
-    "apps.views": Role.view,
-    "apps.api": Role.api,
-    "apps.cli": Role.provisioning,
-}
-"""The component each module runs as (kadence/acls.py): whose rights its Kafka user needs."""
-KAFKA_USER_SECRET = "kadence-kafka-"
-"""`kadence-kafka-<component>`: a component's Kafka user, made by docs/deploy.md, step 2."""
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -76,47 +66,28 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
     return list(workload["spec"]["template"]["spec"]["containers"])
 
 
-def module(container: dict[str, Any]) -> str:
-    assert container["command"][:2] == ["python", "-m"], container["name"]
-    return str(container["command"][2])
-
-
-def kafka_user_secret(role: Role) -> dict[str, str]:
-    """What docs/deploy.md, step 2, puts in `kadence-kafka-<role>` (its password aside)."""
-    return {
-        "KADENCE_KAFKA_SASL_USERNAME": principal_of(role, {}).removeprefix("User:"),
-        "KADENCE_KAFKA_SASL_PASSWORD": "a-generated-password",
-    }
-
-
-def container_env(container: dict[str, Any], pod: str = "pod-0") -> dict[str, str]:
-    """The environment Kubernetes gives `container`: its envFrom sources in order, then its
-    env entries (a field reference: the pod's name)."""
-    defined = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
-    out: dict[str, str] = {}
-    for source in container.get("envFrom", []):
-        if "configMapRef" in source:
-            out |= defined[("ConfigMap", source["configMapRef"]["name"])]["data"]
-            continue
-        name = source["secretRef"]["name"]
-        if name.startswith(KAFKA_USER_SECRET):
-            out |= kafka_user_secret(Role(name.removeprefix(KAFKA_USER_SECRET)))
-        else:
-            out |= defined[("Secret", name)]["stringData"]
-    for e in container.get("env", []):
-        if "value" in e:
-            out[e["name"]] = e["value"]
-        elif "fieldRef" in e["valueFrom"]:
-            out[e["name"]] = pod
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            out[e["name"]] = defined[("Secret", ref["name"])]["stringData"][ref["key"]]
-    return out
-
-
 def config() -> dict[str, str]:
     [cm] = [d for _, d in documents() if d["kind"] == "ConfigMap"]
     return dict(cm["data"])
+
+
+def defined() -> dict[tuple[str, str], dict[str, Any]]:
+    """The manifests' ConfigMaps and Secrets, and each component's Kafka user Secret as
+    docs/deploy.md, step 2, makes it (its password aside)."""
+    users = {
+        ("Secret", f"{KAFKA_USER_SECRET}{r}"): {
+            "stringData": {
+                "KADENCE_KAFKA_SASL_USERNAME": principal_of(r, {}).removeprefix("User:"),
+                "KADENCE_KAFKA_SASL_PASSWORD": "a-generated-password",
+            }
+        }
+        for r in Role
+    }
+    return by_name(d for _, d in documents()) | users
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    return k8s_pods.container_env(container, defined(), "pod-0")
 
 
 @pytest.mark.parametrize(("path", "doc"), documents(), ids=lambda v: str(v)[:40])
@@ -150,7 +121,7 @@ def test_every_process_has_a_workload_that_starts_a_module_that_exists() -> None
 
 
 def test_every_variable_is_a_setting_and_every_reference_is_defined() -> None:
-    defined = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
+    defined = by_name(d for _, d in documents())
     names = set(config())
     for w in pods().values():
         for c in containers(w):
@@ -175,7 +146,7 @@ def test_every_container_runs_as_its_own_components_kafka_user() -> None:
     readers: dict[str, set[Role]] = {}
     for w in pods().values():
         for c in containers(w):
-            role = ROLE_OF[module(c)]
+            role = k8s_pods.role(c)
             users = [
                 s["secretRef"]["name"]
                 for s in c["envFrom"]
@@ -209,8 +180,8 @@ def test_the_settings_each_container_gets_are_valid_and_its_ca_is_where_it_is_mo
                 monkeypatch.setenv(key, value)
             settings = KadenceSettings()
             assert settings.partitions == int(env["KADENCE_PARTITIONS"])
-            assert settings.kafka_common()["sasl.username"] == f"kadence-{ROLE_OF[module(c)]}"
-            if module(c) == "apps.api":
+            assert settings.kafka_common()["sasl.username"] == f"kadence-{k8s_pods.role(c)}"
+            if k8s_pods.module(c) == "apps.api":
                 assert settings.api_tokens and settings.webhook_secrets
 
 
@@ -221,7 +192,7 @@ def test_the_provisioning_job_creates_the_topics_and_the_ingress_topics() -> Non
     spec = job["spec"]["template"]["spec"]
     assert spec["restartPolicy"] == "OnFailure"
     [c] = spec["containers"]
-    assert module(c) == "apps.cli"
+    assert k8s_pods.module(c) == "apps.cli"
     args = build_parser().parse_args(c["command"][3:])
     assert (args.command, args.create) == ("topics", True)
     assert args.ingress == ["acme"]  # the walkthrough's tenant (docs/deploy.md)
