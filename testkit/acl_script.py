@@ -50,7 +50,15 @@ def bindings_on(admin: AdminClient, timeout_s: float = 30) -> set[Binding]:
     )  # fmt: skip
     found = admin.describe_acls(everything, request_timeout=timeout_s).result(timeout_s)
     assert all(b.permission_type is AclPermissionType.ALLOW and b.host == "*" for b in found)
-    return {
-        (b.principal, b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
-        for b in found
-    }
+    return {as_binding(b) for b in found}
+
+
+def as_binding(acl: Any) -> Binding:
+    """An AclBinding (confluent_kafka's; `kadence.acl_kafka.binding` makes them) as a Binding."""
+    return (
+        acl.principal,
+        acl.restype.name,
+        acl.name,
+        acl.resource_pattern_type.name,
+        acl.operation.name,
+    )
