@@ -23,6 +23,7 @@ WEIGHTS: dict[str, float] = {
     "tests/chaos/test_scenarios.py": 65,
     "tests/chaos/test_scenarios.py::test_chaos_scenario_finds_nothing[worker-kill]": 105,
     "tests/integration/test_bench_smoke.py": 45,
+    "tests/integration/test_deploy_walkthrough.py": 145,  # three brokers of its own, 7 processes
     "tests/integration/test_bench_smoke.py::test_noisy_neighbour_benchmark_smoke": 75,
     "tests/integration/test_scheduler_live.py": 30,
     "tests/integration/test_scheduler_live.py::test_a_job_every_second_for_a_minute[at-due]": 65,

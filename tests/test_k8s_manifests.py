@@ -2,11 +2,18 @@
 kubernetes-validate), and they fit Kadence: every process has one, every module they start
 exists, every KADENCE_* variable they set is a setting, every ConfigMap and Secret they name is
 defined, stateful processes keep a name and a volume, and nothing scales past the partitions
-(issue 30, item 5; docs/deploy.md)."""
+(issue 30, item 5; docs/deploy.md).
+
+Issue 43: every container runs as its own Kafka user, the principal `kadence acls` grants its
+component's rights to, from a Secret `kadence-kafka-<component>` of its own (docs/deploy.md,
+step 2, makes them: tests/integration/test_deploy_walkthrough.py runs that step and these
+manifests on a secured cluster); the provisioning Job runs `kadence topics --create` as the
+provisioning principal, the only one the generated ACLs let create topics."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +21,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from apps.cli import build_parser
 from apps.stack import PROCESSES
+from kadence.acl_principals import principal_of
+from kadence.acls import Role
 from kadence.settings import KadenceSettings
+from testkit import k8s_pods
+from testkit.k8s_pods import KAFKA_USER_SECRET, by_name
 
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "infra/k8s"
@@ -44,6 +56,15 @@ def workloads() -> dict[str, dict[str, Any]]:
     }
 
 
+def jobs() -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Job"}
+
+
+def pods() -> dict[str, dict[str, Any]]:
+    """Everything that starts a pod: the processes and the provisioning Job."""
+    return workloads() | jobs()
+
+
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
     return list(workload["spec"]["template"]["spec"]["containers"])
 
@@ -51,6 +72,25 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 def config() -> dict[str, str]:
     [cm] = [d for _, d in documents() if d["kind"] == "ConfigMap"]
     return dict(cm["data"])
+
+
+def defined() -> dict[tuple[str, str], dict[str, Any]]:
+    """The manifests' ConfigMaps and Secrets, and each component's Kafka user Secret as
+    docs/deploy.md, step 2, makes it (its password aside)."""
+    users = {
+        ("Secret", f"{KAFKA_USER_SECRET}{r}"): {
+            "stringData": {
+                "KADENCE_KAFKA_SASL_USERNAME": principal_of(r, {}).removeprefix("User:"),
+                "KADENCE_KAFKA_SASL_PASSWORD": "a-generated-password",
+            }
+        }
+        for r in Role
+    }
+    return by_name(d for _, d in documents()) | users
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    return k8s_pods.container_env(container, defined(), "pod-0")
 
 
 @pytest.mark.parametrize(("path", "doc"), documents(), ids=lambda v: str(v)[:40])
@@ -83,25 +123,19 @@ def test_every_process_has_a_workload_that_starts_a_module_that_exists() -> None
         assert importlib.util.find_spec(module) is not None, module
 
 
-def given() -> dict[str, str]:
-    """What a process gets: the ConfigMap's values and the Secrets' KADENCE_* ones."""
-    out = dict(config())
-    for _, d in documents():
-        if d["kind"] == "Secret":
-            out |= {k: v for k, v in d["stringData"].items() if k.startswith("KADENCE_")}
-    return out
-
-
 def test_every_variable_is_a_setting_and_every_reference_is_defined() -> None:
-    defined = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
-    names = set(given())
-    for w in workloads().values():
+    defined = by_name(d for _, d in documents())
+    names = set(config())
+    for w in pods().values():
         for c in containers(w):
             names |= {e["name"] for e in c.get("env", [])}
             for source in c.get("envFrom", []):
                 kind = "ConfigMap" if "configMapRef" in source else "Secret"
                 ref = source.get("configMapRef") or source.get("secretRef")
+                if ref["name"].startswith(KAFKA_USER_SECRET):
+                    continue  # deploy.md makes it; the next test checks whose it is
                 assert (kind, ref["name"]) in defined, ref
+                names |= set(defined[(kind, ref["name"])].get("stringData", {}))
             for e in c.get("env", []):
                 secret = e.get("valueFrom", {}).get("secretKeyRef")
                 if secret:
@@ -109,23 +143,62 @@ def test_every_variable_is_a_setting_and_every_reference_is_defined() -> None:
     assert names - SETTINGS == set(), "not Kadence settings"
 
 
-def test_the_settings_a_pod_gets_are_valid_and_its_ca_is_where_it_is_mounted(
+def test_every_container_runs_as_its_own_components_kafka_user() -> None:
+    """One Secret per component, read by that component's containers alone: the API pod's
+    view and the ingress pod's view are the view, the Job is provisioning."""
+    readers: dict[str, set[Role]] = {}
+    for w in pods().values():
+        for c in containers(w):
+            role = k8s_pods.role(c)
+            users = [
+                s["secretRef"]["name"]
+                for s in c["envFrom"]
+                if s.get("secretRef", {}).get("name", "").startswith(KAFKA_USER_SECRET)
+            ]
+            assert users == [f"{KAFKA_USER_SECRET}{role}"], c["name"]
+            readers.setdefault(users[0], set()).add(role)
+            assert container_env(c)["KADENCE_KAFKA_SASL_USERNAME"] == f"kadence-{role}"
+    assert set(readers) == {f"{KAFKA_USER_SECRET}{r}" for r in Role if r is not Role.operators}
+    assert all(len(roles) == 1 for roles in readers.values()), readers
+
+
+def test_the_settings_each_container_gets_are_valid_and_its_ca_is_where_it_is_mounted(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    env = given()
-    for w in workloads().values():
-        for c in containers(w):
-            mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
-            assert f"{mounts['kafka-ca']}/ca.crt" == env["KADENCE_KAFKA_SSL_CA_LOCATION"]
     [kafka] = [d for _, d in documents() if d["metadata"]["name"] == "kadence-kafka"]
+    assert set(kafka["stringData"]) == {"ca.crt"}  # no shared user: each has its own
     ca = tmp_path / "ca.crt"  # where the pods mount the Secret's ca.crt, here
     ca.write_text(kafka["stringData"]["ca.crt"])
-    env["KADENCE_KAFKA_SSL_CA_LOCATION"] = str(ca)
-    for key, value in env.items():  # read as a process reads them: from its environment
-        monkeypatch.setenv(key, value)
-    settings = KadenceSettings()
-    assert settings.partitions == int(env["KADENCE_PARTITIONS"])
-    assert settings.api_tokens and settings.webhook_secrets
+    for w in pods().values():
+        volumes = {v["name"]: v for v in w["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["kafka-ca"]["secret"]["secretName"] == "kadence-kafka"
+        for c in containers(w):
+            env = container_env(c)
+            mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+            assert f"{mounts['kafka-ca']}/ca.crt" == env["KADENCE_KAFKA_SSL_CA_LOCATION"]
+            env["KADENCE_KAFKA_SSL_CA_LOCATION"] = str(ca)
+            for key in [k for k in os.environ if k.startswith("KADENCE_")]:
+                monkeypatch.delenv(key)
+            for key, value in env.items():  # read as a process reads them: its environment
+                monkeypatch.setenv(key, value)
+            settings = KadenceSettings()
+            assert settings.partitions == int(env["KADENCE_PARTITIONS"])
+            assert settings.kafka_common()["sasl.username"] == f"kadence-{k8s_pods.role(c)}"
+            if k8s_pods.module(c) == "apps.api":
+                assert settings.api_tokens and settings.webhook_secrets
+
+
+def test_the_provisioning_job_creates_the_topics_and_the_ingress_topics() -> None:
+    """`kadence topics --create --ingress <tenant>`, parsed as the CLI parses it; restarted
+    on failure (a broker not yet reachable), as the provisioning principal."""
+    [job] = jobs().values()
+    spec = job["spec"]["template"]["spec"]
+    assert spec["restartPolicy"] == "OnFailure"
+    [c] = spec["containers"]
+    assert k8s_pods.module(c) == "apps.cli"
+    args = build_parser().parse_args(c["command"][3:])
+    assert (args.command, args.create) == ("topics", True)
+    assert args.ingress == ["acme"]  # the walkthrough's tenant (docs/deploy.md)
 
 
 def test_stateful_processes_keep_their_name_and_volume() -> None:
