@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from apps import cli_acls, cli_api, cli_put, cli_receive, cli_redrive, cli_tail
 from apps.api.auth import new_token
+from kadence import __version__
 from kadence.api_tokens import SCOPES, TokenSpec
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -163,6 +164,7 @@ def _token(as_json: bool, tenant: str | None, name: str | None, scopes: list[str
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kadence", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"kadence {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     topics = sub.add_parser("topics", help="list the namespace's topics; --create provisions")
     topics.add_argument("--create", action="store_true")

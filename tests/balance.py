@@ -28,6 +28,7 @@ WEIGHTS: dict[str, float] = {
     "tests/integration/test_scheduler_live.py": 30,
     "tests/integration/test_scheduler_live.py::test_a_job_every_second_for_a_minute[at-due]": 65,
     "tests/integration/test_execution_live.py": 20,
+    "tests/integration/test_upgrade.py": 95,  # a 0.9.0 stack, then this release's, for a minute
     "tests/integration/test_broker_restart.py": 23,  # a broker of its own, started and restarted
     "tests/integration/test_scheduler_control.py": 10,
     "tests/integration/test_make_run.py": 15,

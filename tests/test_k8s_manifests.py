@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,86 @@ def test_nothing_scales_past_the_partitions_and_metrics_are_where_they_are_scrap
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert ports["metrics"] == int(cfg["KADENCE_METRICS_PORT"]), name
         assert c["livenessProbe"]["httpGet"]["port"] == "metrics"
+
+
+def upgrade_procedure() -> str:
+    """The commands of docs/operations.md's `## Upgrading` (the one upgrade procedure)."""
+    text = (REPO / "docs/operations.md").read_text()
+    section = text.split("\n## Upgrading\n", 1)[1].split("\n## ", 1)[0]
+    return "\n".join(re.findall(r"```\n(.*?)```", section, re.S))
+
+
+def strategy(workload: dict[str, Any]) -> str:
+    """The update strategy Kubernetes applies (RollingUpdate when the manifest says none)."""
+    field = "updateStrategy" if workload["kind"] == "StatefulSet" else "strategy"
+    return str(workload["spec"].get(field, {}).get("type", "RollingUpdate"))
+
+
+def procedure_steps(commands: str) -> dict[str, set[str]]:
+    """Per workload, what the procedure does to it: `applied`, `deleted` (its pods, together),
+    `rolled` (it waits for a rollout)."""
+    steps: dict[str, set[str]] = {}
+    for path in re.findall(r"-f (infra/k8s/\S+\.yaml)", commands):
+        for doc in yaml.safe_load_all((REPO / path).read_text()):
+            if doc and doc["kind"] in ("Deployment", "StatefulSet"):
+                steps.setdefault(doc["metadata"]["name"], set()).add("applied")
+    for name in re.findall(r"kubectl delete pod -l app\.kubernetes\.io/name=(\S+)", commands):
+        steps.setdefault(name, set()).add("deleted")
+    for name in re.findall(r"kubectl rollout status \w+/(\S+)", commands):
+        steps.setdefault(name, set()).add("rolled")
+    return steps
+
+
+def contradictions(workloads_: dict[str, dict[str, Any]], commands: str) -> list[str]:
+    """How the manifests' update strategies disagree with the upgrade procedure."""
+    out = []
+    steps = procedure_steps(commands)
+    for name, w in workloads_.items():
+        done = steps.get(name, set())
+        if "applied" not in done:
+            out.append(f"{name}: the procedure never applies it")
+        stateful = w["kind"] == "StatefulSet" and w["spec"].get("volumeClaimTemplates")
+        if stateful and strategy(w) != "OnDelete":  # a store an older release may not load
+            out.append(f"{name}: keeps a store but rolls one pod at a time ({strategy(w)})")
+        if "deleted" in done and strategy(w) != "OnDelete":
+            out.append(f"{name}: the procedure deletes its pods, but {strategy(w)} rolls them")
+        if strategy(w) == "OnDelete" and "deleted" not in done:
+            out.append(f"{name}: OnDelete, but the procedure never deletes its pods")
+        if "rolled" in done and strategy(w) != "RollingUpdate":
+            out.append(f"{name}: the procedure waits for a rollout that {strategy(w)} never makes")
+    unknown = set(steps) - set(workloads_)
+    out += [f"{name}: in the procedure, not in infra/k8s" for name in sorted(unknown)]
+    return out
+
+
+def test_the_update_strategies_match_the_upgrade_procedure() -> None:
+    assert contradictions(workloads(), upgrade_procedure()) == []
+
+
+def test_a_strategy_that_contradicts_the_procedure_fails() -> None:
+    ws = workloads()
+    rolling = {**ws["kadence-scheduler"], "spec": dict(ws["kadence-scheduler"]["spec"])}
+    del rolling["spec"]["updateStrategy"]  # the default: one pod at a time
+    assert contradictions({**ws, "kadence-scheduler": rolling}, upgrade_procedure()) == [
+        "kadence-scheduler: keeps a store but rolls one pod at a time (RollingUpdate)",
+        "kadence-scheduler: the procedure deletes its pods, but RollingUpdate rolls them",
+    ]
+    recreate = {**ws["kadence-worker"], "spec": {**ws["kadence-worker"]["spec"]}}
+    recreate["spec"]["strategy"] = {"type": "Recreate"}
+    assert contradictions({**ws, "kadence-worker": recreate}, upgrade_procedure()) == [
+        "kadence-worker: the procedure waits for a rollout that Recreate never makes"
+    ]
+    assert "kadence-reaper: the procedure never applies it" in contradictions(
+        ws, upgrade_procedure().replace("-f infra/k8s/reaper.yaml", "")
+    )
+
+
+def test_the_procedure_upgrades_readers_before_writers() -> None:
+    """Reapers, workers, every scheduler, then the ingress and the API (with its view)."""
+    commands = upgrade_procedure()
+    order = ["reaper", "worker", "scheduler", "ingress", "api"]
+    firsts = [commands.index(f"infra/k8s/{name}.yaml") for name in order]
+    assert firsts == sorted(firsts)
+    assert commands.index("kubectl delete pod -l app.kubernetes.io/name=kadence-scheduler") < (
+        commands.index("infra/k8s/api.yaml")
+    )
