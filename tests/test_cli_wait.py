@@ -25,7 +25,7 @@ class Views(ApiClient):
         self.statuses = list(statuses)
         self.calls = 0
 
-    def call(self, method: str, path: str, **_: Any) -> list[dict[str, Any]]:  # type: ignore[override]
+    def call(self, method: str, path: str, **_: Any) -> list[dict[str, Any]]:
         status = self.statuses[min(self.calls, len(self.statuses) - 1)]
         self.calls += 1
         return [

@@ -94,7 +94,7 @@ def test_pause_resume_and_delete(api: Api) -> None:
         assert resumed["next_runs"]
         decisions = [e.get("reason") for e in sdk.history("sdk-pause") if e["kind"] == "decision"]
         assert {"ticket 7", "fixed"} <= set(decisions), decisions
-        assert sdk.delete("sdk-pause") is None
+        sdk.delete("sdk-pause")
         with pytest.raises(NotFoundError):
             sdk.job("sdk-pause")
         with pytest.raises(NotFoundError):
@@ -254,7 +254,7 @@ def test_input_the_api_refuses_is_refused_before_sending(api: Api, case: str) ->
     with ApiClient(api.url, TOKENS["acme"]) as sdk:
         sdk.http = httpx.Client(
             base_url=api.url,
-            transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(500)),
+            transport=httpx.MockTransport(lambda r: _sent(sent, r)),
         )
         with pytest.raises(InvalidRequestError) as refused:
             call(sdk)
@@ -263,6 +263,11 @@ def test_input_the_api_refuses_is_refused_before_sending(api: Api, case: str) ->
     raw = api.http.request(method, path, json=body or None, headers=api.as_("acme"))
     assert raw.status_code in (413, 422), (raw.status_code, raw.text)  # the API agrees
     assert refused.value.exit_code == ApiError(raw.status_code, "").exit_code == 3
+
+
+def _sent(sent: list[httpx.Request], request: httpx.Request) -> httpx.Response:
+    sent.append(request)
+    return httpx.Response(500)
 
 
 def _until(api: Api, check: Callable[[], Any], what: str) -> Any:
