@@ -8,6 +8,7 @@ token), with the API's tenancy, scopes, quotas and history of who did what.
         api.backfill("nightly", start, end, run=True)       # a dry run without run=True
         for letter in api.dead_letters(job_id="nightly"):
             api.replay(letter["execution_id"])
+        api.put_connection("billing", {"kind": "bearer", "token": token_of_billing})
 
 Writes answer once the query view shows them (409 when the scheduler refused); commands once
 they are on their topic. Each refusal raises an `ApiError` subclass (kadence/api_errors.py) with
@@ -246,6 +247,24 @@ class ApiClient:
         path = f"/v1/dead-letters/{_run(run_id)}/replay"
         return self.call("POST", path, json=body)  # type: ignore[no-any-return]
 
+    # -- connections: the credentials a tenant's jobs call with (no value is ever shown) -------
+
+    def connections(self) -> list[dict[str, Any]]:
+        """The tenant's connections and signing secrets: kind, version, fingerprint, details."""
+        return self.call("GET", "/v1/connections")  # type: ignore[no-any-return]
+
+    def connection(self, name: str) -> dict[str, Any]:
+        return self.call("GET", _connection(name))  # type: ignore[no-any-return]
+
+    def put_connection(self, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the connection, or rotate it (its version goes up): `{"kind": "bearer",
+        "token": ...}` and the other kinds of docs/api.md."""
+        return self.call("PUT", _connection(name), json=dict(spec))  # type: ignore[no-any-return]
+
+    def delete_connection(self, name: str) -> None:
+        """Delete it: the runs of jobs that still name it fail, saying so."""
+        self.call("DELETE", _connection(name))
+
     def close(self) -> None:
         self.http.close()
 
@@ -289,10 +308,19 @@ def _bounded(name: str, value: int, low: int, high: int) -> None:
 
 
 def _job(job_id: str) -> str:
-    if not IDENT_RE.fullmatch(job_id):
-        msg = "not a job identifier (a letter or digit, then letters, digits, . _ -; <= 128)"
-        raise InvalidRequestError(422, [{"loc": ["path", "job_id"], "msg": msg}])
-    return f"/v1/jobs/{quote(job_id, safe='')}"
+    return f"/v1/jobs/{_ident(job_id, 'job_id')}"
+
+
+def _connection(name: str) -> str:
+    return f"/v1/connections/{_ident(name, 'name')}"
+
+
+def _ident(value: str, where: str) -> str:
+    """`value` as a path part if it is an identifier, as the API checks (422 otherwise)."""
+    if not IDENT_RE.fullmatch(value):
+        msg = "not an identifier: 1-128 letters, digits, '.', '_' or '-', from a letter or digit"
+        raise InvalidRequestError(422, [{"loc": ["path", where], "msg": msg}])
+    return quote(value, safe="")
 
 
 def _run(run_id: str) -> str:

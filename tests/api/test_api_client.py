@@ -167,6 +167,22 @@ def test_dead_letters_listed_and_replayed(api: Api) -> None:
             other.replay(eid)
 
 
+def test_connections_put_rotated_listed_and_deleted(api: Api) -> None:
+    secret = {"kind": "bearer", "token": "sdk-bearer-token-1"}
+    with ApiClient(api.url, TOKENS["acme"]) as sdk:
+        made = sdk.put_connection("sdk-conn", secret)
+        assert (made["name"], made["kind"], made["version"]) == ("sdk-conn", "bearer", 1)
+        rotated = sdk.put_connection("sdk-conn", {**secret, "token": "sdk-bearer-token-2"})
+        assert rotated["version"] == 2 and rotated["fingerprint"] != made["fingerprint"]
+        assert sdk.connection("sdk-conn")["version"] == 2
+        listed = sdk.connections()
+        assert "sdk-conn" in [c["name"] for c in listed]
+        assert "sdk-bearer-token" not in str(listed)  # no value is ever shown
+        sdk.delete_connection("sdk-conn")
+        with pytest.raises(NotFoundError):
+            sdk.connection("sdk-conn")
+
+
 def test_refusals_are_typed_with_status_and_reason(api: Api) -> None:
     with ApiClient(api.url, "not-a-token") as stranger, pytest.raises(NotAuthenticatedError) as e:
         stranger.job("sdk-a")
@@ -185,6 +201,12 @@ HOSTILE: dict[str, tuple[Callable[[ApiClient], Any], str, str, dict[str, Any]]] 
     "job id with a newline": (lambda c: c.pause("job\n"), "POST", "/v1/jobs/job%0A/pause", {}),
     "job id leading dot": (lambda c: c.delete(".job"), "DELETE", "/v1/jobs/.job", {}),
     "job id too long": (lambda c: c.resume("j" * 129), "POST", f"/v1/jobs/{'j' * 129}/resume", {}),
+    "connection name with a space": (
+        lambda c: c.connection("a b"),
+        "GET",
+        "/v1/connections/a%20b",
+        {},
+    ),
     "reason too long": (
         lambda c: c.pause("sdk-a", reason="x" * 513),
         "POST",
