@@ -1,14 +1,14 @@
 """docs/examples.md, run as written: each example's job created through the API with
 `ApiClient` (as tenant `demo`, the quick start's) and checked where it says it runs — a signed
 call at the receiver, a one-off at its instant, an interval's cadence, a JSON record on the
-tenant's topic (read with the doc's kcat line), a handler's result.
+tenant's topic (read with the doc's kcat line), a handler's result, a signed SQS message.
 
 What the test changes, and only that: the receiver's address (`http://127.0.0.1:8099`, the
 test's target server), the one-off's `run_at` (seconds ahead), the interval's `every_s` and
-`offset_s` once its cadence has been checked as written (so it fires twice in seconds), and
-the kcat line's broker and namespace. Each substitution must find its text, so a doc that
-drops one fails here. The handler module is the doc's block, written where the workers import
-it."""
+`offset_s` once its cadence has been checked as written (so it fires twice in seconds), the
+kcat line's broker and namespace, and the SQS queue's URL (a fake queue's). Each substitution
+must find its text, so a doc that drops one fails here. The handler module is the doc's block,
+written where the workers import it."""
 
 from __future__ import annotations
 
@@ -30,16 +30,19 @@ from pydantic import SecretStr
 from apps.api.auth import token_hash
 from connectors.webhook_verify import verify
 from kadence.api_client import ApiClient
+from kadence.sqs_keys import AwsKey
 from testkit.stack import SECRET
 from testkit.topic_reader import read_topic
 from tests.api.conftest import Api, api_stack
 from tests.conftest import IN_CI
+from tests.connectors.test_sqs_target import FakeQueue
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "examples.md"
 TOKEN = "tok-demo"
 RECEIVER = "http://127.0.0.1:8099"
+AWS_KEY = {"access_key_id": "AKIDEXAMPLE00043", "secret_access_key": "examples-secret-key"}
 
 
 def examples() -> dict[str, dict[str, list[str]]]:
@@ -93,6 +96,7 @@ def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             api_tokens={token_hash(TOKEN): "demo"},
             webhook_secrets={"demo": {"demo-hooks": SecretStr(SECRET)}},
             handler_modules=[module],
+            sqs_credentials={"demo": {"orders-writer": AwsKey.model_validate(AWS_KEY)}},
         ) as started:
             yield started
 
@@ -110,6 +114,7 @@ def test_the_doc_has_one_example_per_use_case() -> None:
         "cache-warm",
         "orders-export",
         "purge-sessions",
+        "orders-sqs",
     ]
     assert all(len(blocks["json"]) == 1 for blocks in EXAMPLES.values())
 
@@ -189,3 +194,22 @@ def test_a_handler_in_the_worker_returns_the_runs_result(api: Api, sdk: ApiClien
     assert run["status"] == "succeeded", run
     value = {"older_than_days": 30, "purged": 0, "run": run["execution_id"]}
     assert run["result"]["value"] == value
+
+
+def test_runs_as_signed_messages_on_an_sqs_queue(api: Api, sdk: ApiClient) -> None:
+    queue = FakeQueue()
+    try:
+        aws = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"
+        sdk.create("orders-sqs", spec("orders-sqs", api, **{aws: queue.url("orders.fifo")}))
+        run = sdk.trigger("orders-sqs", wait_s=30)["run"]
+        assert run["status"] == "succeeded", run
+    finally:
+        queue.stop()
+    [(headers, body)] = queue.got
+    sent = json.loads(body)
+    assert json.loads(sent["MessageBody"]) == {"ship": "order 42"}
+    assert (sent["MessageDeduplicationId"], sent["MessageGroupId"]) == (
+        run["execution_id"],
+        "orders-sqs",
+    )
+    assert f"Credential={AWS_KEY['access_key_id']}/" in headers["authorization"]  # signed
