@@ -48,7 +48,11 @@ SLOW_S = 8.0
 LIVE_S = 3.0
 """A test that needs the broker (marked `kafka` or taking `kafka_bootstrap`) not named above."""
 
-GROUPED_DIRS = ("tests/api/", "tests/integration/test_sqs_live.py")
+GROUPED_DIRS = (
+    "tests/api/",
+    "tests/integration/test_sqs_live.py",
+    "tests/integration/test_examples.py",
+)
 """Folders (or modules) whose test modules each run on one worker (their module fixture starts
 a stack, or a server: ElasticMQ)."""
 

@@ -8,33 +8,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from apps.api.auth import Operator, Principal, tenant_of
 from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import Accepted, Triggered
+from kadence.api_requests import RequestIn, TriggerIn
 from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
 from kadence.timeengine.identity import manual_execution_id
 
 router = APIRouter(tags=["commands"])
-
-
-class RequestIn(BaseModel):
-    request_id: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
-    """Idempotency: the same request id changes nothing the second time (default: new)."""
-    reason: str = Field(
-        default="",
-        max_length=512,
-        description="a note kept in the job's history: why it was paused, resumed or cancelled",
-    )
-
-
-class TriggerIn(RequestIn):
-    payload: str | dict[str, Any] | list[Any] | None = Field(
-        default=None,
-        description="replaces the payload for this run: a string, or a JSON object or array "
-        "(sent as its compact JSON), as a definition's payload",
-    )
 
 
 def send(
