@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from kadence.envelope import payload_refusal
 from kadence.labels import KEY as LABEL_KEY
 from kadence.labels import MAX_LABELS, check_labels
 from kadence.labels import VALUE as LABEL_VALUE
@@ -31,6 +32,7 @@ from kadence.models.base import (
 from kadence.models.chain import MAX_CHAIN_LINKS, ChainLink
 from kadence.models.notify import NotifyPolicy
 from kadence.models.targets import (
+    DeliveryFormat,
     KafkaTarget,
     Target,
 )
@@ -364,6 +366,15 @@ class ScheduleDefinition(WireModel):
             reason = reserved(self.target.topic) or too_long(self.tenant, self.target.topic)
             if reason is not None:
                 raise ValueError(f"target.topic: {reason}")
+        return self
+
+    @model_validator(mode="after")
+    def _payload_fits_target(self) -> ScheduleDefinition:
+        """A JSON target's envelope holds the payload as a JSON string (kadence/envelope.py)."""
+        if isinstance(self.target, KafkaTarget) and self.target.format is DeliveryFormat.json:
+            reason = payload_refusal(self.payload)
+            if reason is not None:
+                raise ValueError(f"payload: {reason}")
         return self
 
     @model_validator(mode="after")
