@@ -14,6 +14,9 @@ produces.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from kadence.sizing import RECORD_LIMIT
 
@@ -36,6 +39,26 @@ TOO_LARGE_FIX = (
     'a "format": "json" envelope writes the payload as a JSON string (control characters 6 '
     "bytes each): shorten the payload or change the target's format, then replay the run"
 )
+
+
+_STORED: ContextVar[bool] = ContextVar("stored_definitions", default=False)
+
+
+@contextmanager
+def stored_definitions() -> Iterator[None]:
+    """Read definitions a scheduler accepted before (its state): `payload_refusal` is not asked
+    again, so a job stored before this check existed still reads, can be updated or deleted,
+    and its runs meet the target's own check (failed for good: `TOO_LARGE`)."""
+    token = _STORED.set(True)
+    try:
+        yield
+    finally:
+        _STORED.reset(token)
+
+
+def checked_at_the_door() -> bool:
+    """False inside `stored_definitions`."""
+    return not _STORED.get()
 
 
 def payload_json_bytes(payload: bytes) -> int:

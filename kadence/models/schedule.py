@@ -11,9 +11,9 @@ from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from kadence.envelope import payload_refusal
+from kadence.envelope import checked_at_the_door, payload_refusal
 from kadence.labels import KEY as LABEL_KEY
 from kadence.labels import MAX_LABELS, check_labels
 from kadence.labels import VALUE as LABEL_VALUE
@@ -368,14 +368,15 @@ class ScheduleDefinition(WireModel):
                 raise ValueError(f"target.topic: {reason}")
         return self
 
-    @model_validator(mode="after")
-    def _payload_fits_target(self) -> ScheduleDefinition:
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits_target(cls, payload: bytes, info: ValidationInfo) -> bytes:
         """A JSON target's envelope holds the payload as a JSON string (kadence/envelope.py)."""
-        if isinstance(self.target, KafkaTarget) and self.target.format is DeliveryFormat.json:
-            reason = payload_refusal(self.payload)
-            if reason is not None:
-                raise ValueError(f"payload: {reason}")
-        return self
+        target = info.data.get("target")
+        json_target = isinstance(target, KafkaTarget) and target.format is DeliveryFormat.json
+        if json_target and checked_at_the_door() and (why := payload_refusal(payload)):
+            raise ValueError(why)
+        return payload
 
     @model_validator(mode="after")
     def _links(self) -> ScheduleDefinition:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kadence.codec import Codec
+from kadence.envelope import stored_definitions
 from kadence.models import (
     Backfill,
     Decision,
@@ -293,3 +294,28 @@ def test_a_trigger_whose_payload_a_json_envelope_cannot_hold_is_refused_with_the
             assert "3145730 bytes" in refused.reason and "record limit" in refused.reason
         else:
             assert fired[0].payload == control and h.records(".rejected") == []
+
+
+def test_a_job_stored_before_the_envelope_check_still_fires_and_can_be_fixed() -> None:
+    """A definition the scheduler accepted before its payload was checked against a JSON
+    envelope stays readable in its state: it fires (the worker fails its runs for good,
+    tests/driver/test_envelope_guard.py) and a new version that fits is accepted; were it
+    checked again, the job would be quarantined and refuse every update."""
+    d = per_second_job().model_copy(
+        update={
+            "target": KafkaTarget(topic="out", format="json"),
+            "payload": b"\x01" * MAX_PAYLOAD_BYTES,
+        }
+    )
+    h, key = Harness(), d.key.encode()
+    with stored_definitions():  # written by the release before
+        assert h.send(h.topics.schedules, key, d)
+    assert h.fire(key, NOW + 1_000)
+    assert h.history(Decision.quarantined) == []
+    assert len(h.records(".executions")) == 1
+    fixed = d.model_copy(update={"version": 2, "payload": b"fits"})
+    assert h.send(h.topics.schedules, key, fixed)
+    assert h.records(".rejected") == []
+    assert h.send(h.topics.schedules, key, d.model_copy(update={"version": 3}))
+    [refused] = h.records(".rejected")  # a new one is checked, as everywhere
+    assert refused.code == "invalid_record" and "3145730 bytes" in refused.reason
