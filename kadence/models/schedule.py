@@ -11,8 +11,9 @@ from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from kadence.envelope import checked_at_the_door, payload_refusal
 from kadence.labels import KEY as LABEL_KEY
 from kadence.labels import MAX_LABELS, check_labels
 from kadence.labels import VALUE as LABEL_VALUE
@@ -31,6 +32,7 @@ from kadence.models.base import (
 from kadence.models.chain import MAX_CHAIN_LINKS, ChainLink
 from kadence.models.notify import NotifyPolicy
 from kadence.models.targets import (
+    DeliveryFormat,
     KafkaTarget,
     Target,
 )
@@ -365,6 +367,16 @@ class ScheduleDefinition(WireModel):
             if reason is not None:
                 raise ValueError(f"target.topic: {reason}")
         return self
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits_target(cls, payload: bytes, info: ValidationInfo) -> bytes:
+        """A JSON target's envelope holds the payload as a JSON string (kadence/envelope.py)."""
+        target = info.data.get("target")
+        json_target = isinstance(target, KafkaTarget) and target.format is DeliveryFormat.json
+        if json_target and checked_at_the_door() and (why := payload_refusal(payload)):
+            raise ValueError(why)
+        return payload
 
     @model_validator(mode="after")
     def _links(self) -> ScheduleDefinition:

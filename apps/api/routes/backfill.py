@@ -20,11 +20,11 @@ from apps.api.routes.commands import send
 from apps.api.schemas import BackfillProgress, BackfillShown
 from kadence.api_requests import BackfillIn, RequestIn, window_problems
 from kadence.clock import datetime_to_ms, ms_to_datetime
-from kadence.models import Backfill, ScheduleDefinition
+from kadence.models import Backfill
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.backfill import DispatchFacts, plan
-from streams.views.apply import definition_of
+from streams.views.apply import shown_definition
 
 router = APIRouter(tags=["commands"])
 PLAN_WAIT_S = 15.0
@@ -132,7 +132,7 @@ def _plan(svc: Services, who: Principal, job_id: str, job: Any, body: BackfillIn
     )
     doc = _await_facts(svc, tenant, job_id, rid)
     facts = DispatchFacts.from_details(doc["details"])
-    d = ScheduleDefinition.model_validate(definition_of(job["definition"]))
+    d = shown_definition(job["definition"])
     start_ms, end_ms = datetime_to_ms(body.start), datetime_to_ms(body.end)
     p = plan(
         compile_schedule(d.schedule, d.key),

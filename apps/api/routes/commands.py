@@ -14,7 +14,8 @@ from apps.api.auth import Operator, Principal, tenant_of
 from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import Accepted, Triggered
 from kadence.api_requests import RequestIn, TriggerIn
-from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
+from kadence.envelope import payload_refusal
+from kadence.models import CancelRun, Command, DeliveryFormat, PauseJob, ResumeJob, TriggerNow
 from kadence.timeengine.identity import manual_execution_id
 
 router = APIRouter(tags=["commands"])
@@ -45,8 +46,19 @@ def send(
         )
     except ValidationError as exc:
         raise invalid(exc) from exc
+    if isinstance(cmd, TriggerNow) and cmd.payload is not None:
+        fits_target(job["definition"].get("target") or {}, cmd.payload)
     written = svc.write(lambda: svc.client.send(cmd, ck))
     return {"request_id": cmd.request_id, "accepted": True, "offset": written.offset}
+
+
+def fits_target(target: dict[str, Any], payload: bytes) -> None:
+    """422 when the job's target is a JSON-format Kafka topic whose envelope cannot hold
+    `payload` (the scheduler would refuse the trigger: kadence/envelope.py)."""
+    if target.get("kind") == "kafka" and target.get("format") == DeliveryFormat.json.value:
+        reason = payload_refusal(payload)
+        if reason is not None:
+            raise HTTPException(422, [{"loc": ["body", "payload"], "msg": reason}])
 
 
 def request_id(body: RequestIn | None) -> str:
@@ -83,7 +95,8 @@ def resume(svc: Svc, who: Operator, job_id: str, body: RequestIn | None = None) 
 )
 def trigger(svc: Svc, who: Operator, job_id: str, body: TriggerIn | None = None) -> Any:
     """Run once now. Idempotent by request_id: the run's execution id derives from it.
-    429 past the tenant's triggers per minute."""
+    429 past the tenant's triggers per minute; 422 when a JSON-format Kafka target's envelope
+    cannot hold the payload."""
     svc.quotas.triggers.take(tenant_of(who))
     body = body or TriggerIn()
     body.request_id = request_id(body)  # fixed here: the execution id derives from it
