@@ -391,3 +391,15 @@ def test_the_largest_passed_result_fits_a_json_kafka_target_s_envelope() -> None
     assert "result_truncated" not in json.loads(passed)
     assert payload_json_bytes(passed) > 6 * len(emoji * 16 * RESULT_HEADER_CHARS)  # escaped
     assert payload_refusal(passed) is None
+
+
+def test_a_binary_answer_is_passed_as_base64_and_a_text_one_as_text() -> None:
+    """An HTTP answer whose body is not UTF-8 (b"\\xff\\xfe") raised UnicodeDecodeError in
+    `result_payload`, so any `pass_result` chain after a binary answer broke."""
+    job = create(definition())
+    base = make_outcome(run_once(job), OutcomeStatus.succeeded)
+    binary = base.model_copy(update={"result": RunResult(status_code=200, body=b"\xff\xfe\x00")})
+    passed = json.loads(result_payload(binary))["result"]
+    assert passed == {"status_code": 200, "body": "//4A", "body_encoding": "base64"}
+    text = base.model_copy(update={"result": RunResult(status_code=200, body="héllo".encode())})
+    assert json.loads(result_payload(text))["result"]["body"] == "héllo"
