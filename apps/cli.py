@@ -1,9 +1,10 @@
 """The `kadence` command line.
 
 Through the HTTP API (KADENCE_API_URL, KADENCE_TOKEN): jobs, get, create, update, rm, pause,
-resume, trigger, next, runs, history, cancel, backfill, dlq, replay (see apps/cli_api.py for
-exit codes). Straight to Kafka (operators): topics, put, delete, tail, redrive, acls. Offline:
-preview, token.
+resume, trigger, next, runs, history, cancel, backfill, dlq, replay, connections, connection,
+connection-put, connection-rm (see apps/cli_api.py for exit codes). Straight to Kafka
+(operators): topics, put, delete, tail, redrive, acls. Offline: preview, token. A local webhook
+receiver: receive.
 """
 
 from __future__ import annotations
