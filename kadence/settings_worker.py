@@ -80,7 +80,8 @@ class WorkerSettings(BaseModel):
     lease_format: Literal["snapshot", "events"] = "snapshot"
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
-    previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
+    format of releases before 2026-11-30: for workers upgraded while some reapers are that
+    old)."""
     worker_kafka_exactly_once: bool = True
     """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
     carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the
