@@ -49,7 +49,7 @@ cluster-stop: deps
 	$(BIN)/python -m infra.kafka.kafkactl cluster-stop
 
 # failover on a three-node cluster of its own: a broker, then the leader of executions, killed -9
-# under a steady load (bench/cluster.py; figures in docs/benchmarks.md)
+# under a steady load (bench/cluster.py; figures in docs/benchmarks-history.md)
 bench-cluster: deps
 	$(BIN)/python -m bench.cluster
 
@@ -156,6 +156,11 @@ bench-peers-sustained: peers-deps
 
 bench-plots: peers-deps
 	$(BIN)/python -m bench.plots
+
+# the summary at the top of docs/benchmarks.md and its plot, from bench/summary.json (runs nothing)
+.PHONY: bench-summary
+bench-summary: deps
+	$(BIN)/python -m bench.summary --write
 
 .PHONY: chaos soak
 SEED ?= 1

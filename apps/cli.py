@@ -1,9 +1,10 @@
 """The `kadence` command line.
 
 Through the HTTP API (KADENCE_API_URL, KADENCE_TOKEN): jobs, get, create, update, rm, pause,
-resume, trigger, next, runs, history, cancel, backfill, dlq, replay (see apps/cli_api.py for
-exit codes). Straight to Kafka (operators): topics, put, delete, tail, redrive, acls. Offline:
-preview, token.
+resume, trigger, next, runs, history, cancel, backfill, dlq, replay, connections, connection,
+connection-put, connection-rm (see apps/cli_api.py for exit codes). Straight to Kafka
+(operators): topics, put, delete, tail, redrive, acls. Offline: preview, token. A local webhook
+receiver: receive.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from apps import cli_acls, cli_api, cli_put, cli_receive, cli_redrive, cli_tail
 from apps.api.auth import new_token
+from kadence import __version__
 from kadence.api_tokens import SCOPES, TokenSpec
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
@@ -163,6 +165,7 @@ def _token(as_json: bool, tenant: str | None, name: str | None, scopes: list[str
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kadence", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"kadence {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     topics = sub.add_parser("topics", help="list the namespace's topics; --create provisions")
     topics.add_argument("--create", action="store_true")

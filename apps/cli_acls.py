@@ -1,6 +1,7 @@
 """`kadence acls`: the Kafka ACLs of a namespace (kadence/acls.py), printed as kafka-acls.sh
-commands or JSON bindings, or created on the cluster (`--apply`, with the settings' own
-credentials, which must be an administrator's). Printing needs no cluster: an operator can
+commands (`--command-config PATH`: with the administrator's client properties, which a SASL or
+TLS cluster needs) or JSON bindings, or created on the cluster (`--apply`, with the settings'
+own credentials, which must be an administrator's). Printing needs no cluster: an operator can
 review the rights before anything changes."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from kadence.errors import InvalidInputError
 from kadence.settings import KadenceSettings
 
 FORMATS = ("kafka-acls", "json")
+MAX_PATH = 4096
+"""The longest `--command-config` path (Linux's PATH_MAX)."""
 
 
 def add_command(sub: Any) -> None:
@@ -42,6 +45,13 @@ def add_command(sub: Any) -> None:
     p.add_argument(
         "--bootstrap-server", default=None, help="for the printed commands (default: settings')"
     )
+    p.add_argument(
+        "--command-config",
+        default=None,
+        metavar="PATH",
+        help="the administrator's client properties, for the printed commands "
+        "(kafka-acls.sh --command-config PATH; a SASL or TLS cluster needs them)",
+    )
     p.add_argument("--apply", action="store_true", help="create them on the cluster")
 
 
@@ -59,8 +69,29 @@ def principals(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def command_config(path: str | None) -> str | None:
+    """`--command-config`'s path, checked: not empty, at most MAX_PATH characters, no
+    control character (it is printed into a shell line, quoted)."""
+    if path is None:
+        return None
+    problems = []
+    if not path or len(path) > MAX_PATH:
+        problems.append(f"command-config: a path of 1 to {MAX_PATH} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        problems.append("command-config: no control characters (a newline, a tab, ...)")
+    if problems:
+        raise InvalidInputError("--command-config is refused", problems)
+    return path
+
+
 def acls(settings: KadenceSettings, args: argparse.Namespace) -> int:
     ns, tenants, chosen = settings.namespace, tuple(args.tenant), principals(args.principal)
+    config = command_config(args.command_config)
+    if args.apply and config is not None:
+        raise InvalidInputError(
+            "--command-config is for the printed commands",
+            ["command-config: --apply connects with the KADENCE_KAFKA_* settings instead"],
+        )
     wanted = bindings(ns, tenants, chosen)
     if args.apply:
         sent = apply(AdminClient(settings.kafka_common()), wanted)
@@ -73,5 +104,5 @@ def acls(settings: KadenceSettings, args: argparse.Namespace) -> int:
         print(json.dumps([asdict(a) for a in wanted], indent=1))
         return 0
     bootstrap = args.bootstrap_server or settings.bootstrap_servers
-    print("\n".join(kafka_acls_commands(ns, tenants, chosen, bootstrap)))
+    print("\n".join(kafka_acls_commands(ns, tenants, chosen, bootstrap, config)))
     return 0

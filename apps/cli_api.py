@@ -93,14 +93,7 @@ def run(args: argparse.Namespace, out: Console | None = None) -> int:
     try:
         result = _dispatch(api, args, console)
     except ApiError as exc:
-        detail = exc.detail
-        if isinstance(detail, dict):  # a quota refusal: msg, quota, limit
-            detail = detail.get("msg", detail)
-        if isinstance(detail, list):
-            detail = "; ".join(
-                str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail
-            )
-        print(f"kadence: {exc.status or 'error'}: {detail}", file=sys.stderr)
+        print(f"kadence: {exc.status or 'error'}: {exc.reason}", file=sys.stderr)
         return exc.exit_code
     if args.json:
         print(json.dumps(result, indent=2))
@@ -111,7 +104,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     c = args.command
     if c in cli_connections.COMMANDS:
         return cli_connections.dispatch(api, args, console)
-    job = getattr(args, "job_id", None)
+    job: str = getattr(args, "job_id", "")
     if c == "jobs":
         jobs = list(api.jobs(label=args.label))  # every page
         if not args.json:
@@ -135,7 +128,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             )
         return jobs
     if c == "get":
-        got = api.call("GET", f"/v1/jobs/{job}")
+        got = api.job(job)
         if not args.json:
             console.print_json(data=got)
         return got
@@ -145,22 +138,20 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             spec = json.loads(text)
         except ValueError as exc:
             raise ApiError(422, f"{args.file}: not JSON: {exc}") from exc
-        got = api.call("POST" if c == "create" else "PUT", f"/v1/jobs/{job}", json=spec)
+        got = api.create(job, spec) if c == "create" else api.update(job, spec)
         if not args.json:
             console.print(f"{c}d {job} version {got['version']}; next {got['next_runs'][:1]}")
         return got
     if c == "rm":
-        api.call("DELETE", f"/v1/jobs/{job}")
+        api.delete(job)
         if not args.json:
             console.print(f"deleted {job}")
         return {"deleted": job}
     if c in ("pause", "resume", "trigger"):
-        body: dict[str, Any] = {}
-        if c in ("pause", "resume") and args.reason:
-            body["reason"] = args.reason
         if c == "trigger":
-            body["request_id"] = args.request_id or uuid.uuid4().hex
-        got = api.call("POST", f"/v1/jobs/{job}/{c}", json=body)
+            got = api.trigger(job, request_id=args.request_id or uuid.uuid4().hex)
+        else:
+            got = (api.pause if c == "pause" else api.resume)(job, reason=args.reason)
         if not args.json:
             console.print(
                 f"{c} {job}: accepted (request {got['request_id']})"
@@ -178,13 +169,13 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             )
         return got
     if c == "next":
-        got = api.call("GET", f"/v1/jobs/{job}/next", params={"n": args.n})
+        times = api.next(job, n=args.n)
         if not args.json:
-            for t in got:
+            for t in times:
                 console.print(t)
-        return got
+        return times
     if c == "runs":
-        runs = api.call("GET", f"/v1/jobs/{job}/runs")
+        runs = api.runs(job)
         if not args.json:
             table(
                 console,
@@ -205,7 +196,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             )
         return runs
     if c == "history":
-        events = api.call("GET", f"/v1/jobs/{job}/history")
+        events = api.history(job)
         if not args.json:
             table(
                 console,
@@ -224,7 +215,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             )
         return events
     if c == "cancel":
-        got = api.call("POST", f"/v1/jobs/{job}/runs/{args.run_id}/cancel", json={})
+        got = api.cancel(job, args.run_id)
         if not args.json:
             console.print(f"cancel {args.run_id}: accepted")
         return got
@@ -241,7 +232,7 @@ def _dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             )
         return dead
     if c == "replay":
-        got = api.call("POST", f"/v1/dead-letters/{args.run_id}/replay", json={})
+        got = api.replay(args.run_id)
         if not args.json:
             console.print(f"replay {args.run_id}: accepted")
         return got
@@ -255,12 +246,7 @@ def _backfill(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
     answers 429: wait its Retry-After and send the chunk again (a chunk larger than the whole
     quota is split to fit)."""
     start, end = _instant(args.start, "start"), _instant(args.end, "end")
-    body = {"start": start.isoformat(), "end": end.isoformat(), "force": args.force}
-    plan = api.call(
-        "POST",
-        f"/v1/jobs/{args.job_id}/backfill",
-        json={**body, "dry_run": True, "max_occurrences": 100_000},
-    )
+    plan = api.backfill(args.job_id, start, end, force=args.force, max_occurrences=100_000)
     todo = plan["occurrences"]
     if not args.run:
         if not args.json:
@@ -281,17 +267,14 @@ def _backfill(api: ApiClient, args: argparse.Namespace, console: Console) -> Any
             t1 = datetime.fromisoformat(part[-1]["nominal_at"]) + timedelta(milliseconds=1)
             rid = f"cli-{uuid.uuid4().hex[:12]}"
             try:
-                api.call(
-                    "POST",
-                    f"/v1/jobs/{args.job_id}/backfill",
-                    json={
-                        **body,
-                        "start": t0.isoformat(),
-                        "end": min(t1, end).isoformat(),
-                        "dry_run": False,
-                        "max_occurrences": chunk,
-                        "request_id": rid,
-                    },
+                api.backfill(
+                    args.job_id,
+                    t0,
+                    min(t1, end),
+                    run=True,
+                    force=args.force,
+                    max_occurrences=chunk,
+                    request_id=rid,
                 )
             except ApiError as exc:
                 if exc.status != 429:
@@ -347,7 +330,7 @@ def _fired(api: ApiClient, job_id: str, requests: dict[str, tuple[int, bool]]) -
         if done:
             continue
         try:
-            p = api.call("GET", f"/v1/jobs/{job_id}/backfill/{rid}")
+            p = api.backfill_progress(job_id, rid)
         except ApiError as exc:
             if exc.status != 404:
                 raise

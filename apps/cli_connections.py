@@ -51,12 +51,12 @@ HEADER = ["name", "kind", "version", "fingerprint", "changed", "details"]
 def dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any:
     c = args.command
     if c == "connections":
-        found = api.call("GET", "/v1/connections")
+        found = api.connections()
         if not args.json:
             table(console, "connections", HEADER, [_shown(x) for x in found])
         return found
     if c == "connection":
-        got = api.call("GET", f"/v1/connections/{args.name}")
+        got = api.connection(args.name)
         if not args.json:
             table(console, f"connection {args.name}", HEADER, [_shown(got)])
         return got
@@ -66,14 +66,14 @@ def dispatch(api: ApiClient, args: argparse.Namespace, console: Console) -> Any:
             body = json.loads(text)
         except ValueError:
             raise ApiError(422, f"{args.file}: not JSON") from None  # never echo the text
-        got = api.call("PUT", f"/v1/connections/{args.name}", json=body)
+        got = api.put_connection(args.name, body)
         if not args.json:
             console.print(
                 f"connection {got['name']} ({got['kind']}) version {got['version']}, "
                 f"fingerprint {got['fingerprint']}"
             )
         return got
-    api.call("DELETE", f"/v1/connections/{args.name}")
+    api.delete_connection(args.name)
     if not args.json:
         console.print(f"deleted connection {args.name}")
     return {"deleted": args.name}

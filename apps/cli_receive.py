@@ -10,7 +10,8 @@ secret the job's `secret_ref` names (read from --secret-file or KADENCE_RECEIVE_
 same value as in KADENCE_WEBHOOK_SECRETS; never on the command line, where `ps` shows it),
 answers 401 to one that does not verify and 200 to the rest, and prints one line per run: when
 it came, the run's id and attempt, how late it started, whether it was signed, and the body.
-`--json` prints each as a JSON object; `--count N` exits after N runs.
+`--json` prints each as a JSON object (and where it listens as `{"listening": "host:port"}`);
+`--count N` exits after N runs.
 
 Whoever can reach the port can send it anything, so nothing a request carries reaches the
 terminal raw: control and format characters (escape sequences, bidi overrides) are printed
@@ -216,7 +217,10 @@ def receive(args: argparse.Namespace) -> int:
             return None  # one line per run is printed instead
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
-    announce("receive", args.host, server.server_address[1])
+    if args.json:  # every line a JSON object, this one too: where it listens
+        print(json.dumps({"listening": f"{args.host}:{server.server_address[1]}"}), flush=True)
+    else:
+        announce("receive", args.host, server.server_address[1])
     if not secret:
         print(f"kadence receive: no {SECRET_ENV}: signatures are not checked", file=sys.stderr)
     stop = stop_event()

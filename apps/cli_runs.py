@@ -1,15 +1,14 @@
 """How the `kadence` CLI tells a run's outcome: why it did not run or failed, and `trigger
---wait`, which follows one run until it is final."""
+--wait`, which follows one run until it is final (`ApiClient.wait_run`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.console import Console
 
 from apps.cli_show import result_text
-from kadence.api_client import ApiClient, ApiError
+from kadence.api_client import ApiClient, ApiError, RunTimeoutError
 
 
 class RunNotSucceededError(ApiError):
@@ -23,35 +22,14 @@ class RunNotSucceededError(ApiError):
         return 1
 
 
-LETTER_GRACE_S = 5.0
-"""How long `trigger --wait` waits for a failed run's dead letter to show."""
-FINAL = {"succeeded", "failed", "timed_out", "cancelled", "not_run", "dead_lettered"}
-"""Run statuses nothing follows (a failed attempt with retries left shows `retrying`)."""
-
-
 def wait_run(
     api: ApiClient, job: str, run_id: str, *, timeout_s: float, console: Console, quiet: bool
 ) -> dict[str, Any]:
-    """Poll the job's runs until `run_id` is final; ApiError (exit 1) unless it succeeded."""
-    deadline = time.monotonic() + timeout_s
-    letter_by: float | None = None
-    while True:
-        runs = api.call("GET", f"/v1/jobs/{job}/runs")
-        run = next((r for r in runs if r["execution_id"] == run_id), None)
-        if run is not None and run["status"] == "failed":
-            # its last attempt failed: the dead letter that follows is the whole story (what
-            # the view shows a moment later), so wait a little for it, not past the deadline
-            letter_by = letter_by or min(deadline, time.monotonic() + LETTER_GRACE_S)
-            if time.monotonic() >= letter_by:
-                break
-        elif run is not None and run["status"] in FINAL:
-            break
-        if time.monotonic() > deadline:
-            status = run["status"] if run else "not seen yet"
-            raise RunNotSucceededError(
-                f"run {run_id} not finished after {timeout_s:g} s ({status})"
-            )
-        time.sleep(0.25)
+    """The run once final (ApiClient.wait_run); ApiError (exit 1) unless it succeeded."""
+    try:
+        run = api.wait_run(job, run_id, timeout_s)
+    except RunTimeoutError as exc:
+        raise RunNotSucceededError(str(exc.detail)) from None
     late = "-" if run["lateness_s"] is None else f"{run['lateness_s']:.3f} s late"
     if run["status"] != "succeeded":
         raise RunNotSucceededError(f"run {run_id} {run['status']}: {why(run)}")

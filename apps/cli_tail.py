@@ -1,7 +1,11 @@
 """`kadence tail <topic>`: follow a Kadence topic and print each record decoded for people
 (or as JSON lines with --json). The topic is named by its short name (`executions`,
 `history`, ...) in the configured namespace. Records that are not Kadence records are shown as
-such, with the reason, never skipped silently."""
+such, with the reason, never skipped silently.
+
+`kadence tail --tenant acme --target orders` follows one of the tenant's own Kafka-target
+topics (`<ns>.to.acme.orders`; `--target kadence-events` its events), each record as one JSON
+document whatever its format (apps/tail_target.py); another tenant's topic is refused."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import json
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
 
+from apps.tail_target import HEAD_SHOWN, record_json, target_record, tenant_topic
+from connectors.consumer import tenant_group
 from kadence.codec import Codec
-from kadence.errors import DecodeError, InvalidInputError
+from kadence.errors import DecodeError, InvalidInputError, TopicError
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS
 
@@ -21,7 +27,16 @@ from kadence.topics import ALL_TOPICS
 def add_command(sub: Any) -> None:
     p = sub.add_parser("tail", help="follow a topic, records decoded for people")
     p.add_argument(
-        "topic", help="short name: " + ", ".join(s.name("").lstrip(".") for s in ALL_TOPICS)
+        "topic",
+        nargs="?",
+        help="short name: " + ", ".join(s.name("").lstrip(".") for s in ALL_TOPICS),
+    )
+    p.add_argument("--tenant", help="with --target: the tenant whose topic it is")
+    p.add_argument(
+        "--target",
+        metavar="NAME",
+        help="a Kafka target of --tenant as its jobs name it (orders, kadence-events), "
+        "or its full name <ns>.to.<tenant>.<name>; printed as JSON",
     )
     p.add_argument("--from-beginning", action="store_true")
     p.add_argument("-n", "--max", type=int, default=0, help="stop after this many (0: follow)")
@@ -29,20 +44,50 @@ def add_command(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
-def tail(settings: KadenceSettings, args: argparse.Namespace) -> int:
+def chosen_topic(settings: KadenceSettings, args: argparse.Namespace) -> str:
+    """The topic to follow: a Kadence topic by its short name, or a tenant's target."""
+    if args.target is not None or args.tenant is not None:
+        if args.target is None or args.tenant is None or args.topic is not None:
+            raise InvalidInputError(
+                "a tenant's topic takes --tenant and --target, and no TOPIC",
+                ["target: --tenant T --target NAME"],
+            )
+        return tenant_topic(settings.namespace, args.tenant, args.target)
     names = {s.name("").lstrip("."): s.name(settings.namespace) for s in ALL_TOPICS}
-    topic = names.get(args.topic, args.topic)
+    topic = names.get(args.topic or "", args.topic)
     if topic not in names.values():
-        raise InvalidInputError(f"no topic {args.topic}", [f"topic: one of {', '.join(names)}"])
+        raise InvalidInputError(
+            f"no topic {(args.topic or '')[:249]}",
+            [f"topic: one of {', '.join(names)}, or --tenant T --target NAME"],
+        )
+    return str(topic)
+
+
+def tail(settings: KadenceSettings, args: argparse.Namespace) -> int:
+    topic = chosen_topic(settings, args)
+    if args.max < 0 or args.idle < 0:
+        raise InvalidInputError("negative bound", ["max, idle: 0 or more"])
+    group = f"kadence-tail-{uuid.uuid4().hex[:8]}"
+    if args.tenant is not None:  # a group its ACLs allow (it commits nothing)
+        group = tenant_group(settings.namespace, args.tenant, group)
     consumer = Consumer(
         {
             **settings.kafka_common(),
-            "group.id": f"kadence-tail-{uuid.uuid4().hex[:8]}",
+            "group.id": group,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
         }
     )
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    except BaseException:
+        consumer.close()
+        raise
+    if meta.error is not None or not meta.partitions:
+        consumer.close()
+        raise TopicError(
+            f"{topic}: no such topic ({meta.error}); a target's topic is made at its first run"
+        )
     start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
     consumer.assign([TopicPartition(topic, p, start) for p in meta.partitions])
     codec, seen, idle = Codec(), 0, 0.0
@@ -56,14 +101,20 @@ def tail(settings: KadenceSettings, args: argparse.Namespace) -> int:
                 continue
             idle = 0.0
             seen += 1
-            print(
-                _render(codec, m.key(), m.value(), m.partition(), m.offset(), args.json), flush=True
-            )
+            print(_line(codec, m, args), flush=True)
     except KeyboardInterrupt:
         pass
     finally:
         consumer.close()
     return 0
+
+
+def _line(codec: Codec, m: Message, args: argparse.Namespace) -> str:
+    if args.target is None:
+        return _render(codec, m.key(), m.value(), m.partition(), m.offset(), args.json)
+    doc = target_record(codec, m.value(), m.headers())
+    key = (m.key() or b"")[:HEAD_SHOWN].decode(errors="replace")
+    return json.dumps({"key": key, "partition": m.partition(), "offset": m.offset(), **doc})
 
 
 def _render(  # noqa: PLR0917 - one record's parts
@@ -81,7 +132,7 @@ def _render(  # noqa: PLR0917 - one record's parts
     else:
         try:
             record = codec.decode(value)
-            doc = {"type": type(record).__name__, **record.model_dump(mode="json")}
+            doc = {"type": type(record).__name__, **record_json(record)}
         except DecodeError as exc:
             doc = {"type": "undecodable", "error": str(exc)}
     if as_json:

@@ -6,6 +6,8 @@ several against any cluster: they share the topics' partitions through the consu
 The API's per-tenant quotas apply (KADENCE_API_QUOTA_*); to count jobs and place deletes it
 asks the query view once per batch (KADENCE_VIEW_URL, KADENCE_VIEW_TOKEN: docs/kafka.md).
 
+Metrics (streams/ingress/metrics.py) on KADENCE_METRICS_PORT, as every process's.
+
 Environment: KADENCE_* settings (KADENCE_BOOTSTRAP_SERVERS, KADENCE_NAMESPACE,
 KADENCE_INSTANCE_ID, ...). `--in-memory` is accepted and means nothing: it keeps no state.
 """
@@ -16,6 +18,7 @@ import sys
 
 from apps.processes import process_main
 from kadence.clock import SystemClock
+from kadence.metrics import LagCollector, serve
 from kadence.settings import KadenceSettings
 from streams.ingress.loop import IngressLoop, wire
 from streams.kafkaio.clients import KafkaClients
@@ -23,7 +26,10 @@ from streams.kafkaio.clients import KafkaClients
 
 def build(settings: KadenceSettings, in_memory: bool = False) -> IngressLoop:
     del in_memory  # no state
-    return wire(settings, KafkaClients(settings), SystemClock(settings.clock_offset_ms))
+    loop = wire(settings, KafkaClients(settings), SystemClock(settings.clock_offset_ms))
+    loop.metrics.registry.register(LagCollector(loop.lag))
+    serve(settings.metrics_port, loop.metrics.registry, settings.metrics_host)
+    return loop
 
 
 def main(argv: list[str] | None = None) -> int:

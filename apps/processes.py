@@ -30,6 +30,7 @@ from typing import IO
 
 from pydantic import BaseModel, SecretStr
 
+from kadence import __version__
 from kadence.errors import KadenceError
 from kadence.provisioning import provision
 from kadence.settings import KadenceSettings
@@ -96,6 +97,12 @@ def gc_thresholds(text: str | None) -> tuple[int, int, int]:
     return a, b, c
 
 
+def log_version(name: str) -> None:
+    """The first line a process logs: `kadence-<name> <version>` (CHANGELOG.md), so its log
+    says which release wrote what follows."""
+    logging.getLogger("kadence").info("kadence-%s %s", name, __version__)
+
+
 def process_main(name: str, doc: str | None, argv: list[str] | None, start: Start) -> int:
     """The shared `main` of the long-running processes: settings from the environment, topics
     provisioned, run until SIGINT/SIGTERM; exit 2 with the reason on a Kadence error."""
@@ -103,6 +110,7 @@ def process_main(name: str, doc: str | None, argv: list[str] | None, start: Star
     parser.add_argument("--in-memory", action="store_true", help="no RocksDB; restore each start")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_version(name)
     stop = stop_event()
     try:
         settings = KadenceSettings()

@@ -6,7 +6,10 @@ Each field of `KadenceSettings` (and the worker's and the API's, `WorkerSettings
 `ApiSettings`) becomes a row: its
 variable (`KADENCE_<FIELD>`), its default, and the docstring that follows it in the source. A
 docstring after a run of fields describes each of them (the breaker's three, the SASL login).
-A test keeps the file current and fails on a setting without a description.
+The variables the CLI and the processes' start read themselves, outside the settings, are
+declared in `TOOL_VARIABLES` and make a second table. A test keeps the file current, fails on
+a setting without a description, and on a `KADENCE_*` name in the product code that neither
+table lists.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from apps.processes import GC_THRESHOLDS
 from kadence import settings, settings_api, settings_pools, settings_worker
 
 HEADER = """# Configuration
@@ -27,12 +32,67 @@ HEADER = """# Configuration
 Every Kadence process reads its settings from environment variables `KADENCE_<SETTING>` (or
 a `.env` file beside it): one list for every process, each process using what concerns it. A
 dict or list is JSON (`KADENCE_TENANT_SHARDS='{"acme": 4}'`); a secret is never logged or written
-to a topic. Generated from `kadence/settings.py` by `python -m apps.settings_doc`; a test keeps
-it current.
+to a topic. The few variables the CLI and tools read themselves follow in a second table
+([Read by the CLI and tools](#read-by-the-cli-and-tools)). Generated from `kadence/settings.py`
+by `python -m apps.settings_doc`; a test keeps it current and fails on a `KADENCE_*` name the
+code reads that neither table lists.
 
 | variable | default | what |
 |---|---|---|
 """
+
+
+TOOLS_HEADER = """
+## Read by the CLI and tools
+
+Not settings of the processes above: each is read only by the command named, from its own
+environment (declared in `apps/settings_doc.py`, `TOOL_VARIABLES`).
+
+| variable | default | read by | what |
+|---|---|---|---|
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolVariable:
+    """An environment variable a command reads itself, outside `KadenceSettings`."""
+
+    name: str
+    default: str
+    read_by: str
+    what: str
+
+
+TOOL_VARIABLES = (
+    ToolVariable(
+        "KADENCE_API_URL",
+        "`http://127.0.0.1:8080`",
+        "`kadence` API commands (apps/cli_api.py)",
+        "Where the HTTP API is: jobs, runs, pause, trigger, replay... go there.",
+    ),
+    ToolVariable(
+        "KADENCE_TOKEN",
+        "none",
+        "`kadence` API commands (apps/cli_api.py)",
+        "The bearer token they send (`kadence token` makes one; `make run` writes a dev token"
+        " and prints the `export`). None: no Authorization header, which the API answers 401.",
+    ),
+    ToolVariable(
+        "KADENCE_RECEIVE_SECRET",
+        "none",
+        "`kadence receive` (apps/cli_receive.py)",
+        "The signing secret a job's `secret_ref` names, to check each request's signature"
+        " (or `--secret-file`). None: signatures are not checked (it says so at start).",
+    ),
+    ToolVariable(
+        "KADENCE_GC_THRESHOLDS",
+        f"`{','.join(map(str, GC_THRESHOLDS))}`",
+        "every long-running process at start (apps/processes.py)",
+        "The cyclic collector's thresholds, three positive integers as `gc.set_threshold`"
+        " takes them; anything else stops the process with an error.",
+    ),
+)
+"""Keep in step with the code: the test fails on a `KADENCE_*` name read but not listed."""
 
 
 def described(module: ModuleType, cls: type[BaseModel]) -> dict[str, str]:
@@ -86,7 +146,8 @@ def document() -> str:
     for name, field in settings.KadenceSettings.model_fields.items():
         what = docs.get(name, "").replace("|", "\\|")
         rows.append(f"| `KADENCE_{name.upper()}` | {_default(field)} | {what} |")
-    return HEADER + "\n".join(rows) + "\n"
+    tools = [f"| `{v.name}` | {v.default} | {v.read_by} | {v.what} |" for v in TOOL_VARIABLES]
+    return HEADER + "\n".join(rows) + "\n" + TOOLS_HEADER + "\n".join(tools) + "\n"
 
 
 def main() -> int:

@@ -44,7 +44,13 @@ DEV_WEBHOOK_SECRET_FILE = Path(".run/dev-webhook-secret")
 DEV_TENANT = "demo"
 DEV_SECRET_REF = "demo-hooks"  # noqa: S105 - the name jobs give, not a secret
 DEV_LOOPBACK = "127.0.0.1/32"
-METRICS_PORTS = {"apps.scheduler": 9101, "apps.reaper": 9102, "apps.worker": 9103}
+METRICS_PORTS = {
+    "apps.scheduler": 9101,
+    "apps.reaper": 9102,
+    "apps.worker": 9103,
+    "apps.views": 9104,
+    "apps.ingress": 9105,
+}
 """Where `make run` serves each process's /metrics (infra/prometheus/prometheus.yml scrapes
 these; the API serves its own on its port). KADENCE_METRICS_PORT=0 turns them off."""
 

@@ -4,6 +4,7 @@ Materializes job definitions, per-job history (decisions, attempts, dead letters
 retention) and the dead-letter queue from the topics into RocksDB, and answers the API's
 queries on 127.0.0.1:KADENCE_VIEW_PORT (0: a port the system picks, announced as
 `view listening on 127.0.0.1:<port>`). One per deployment: it reads every partition.
+Its metrics (streams/views/metrics.py) on KADENCE_METRICS_PORT, as every process's.
 It answers only requests with KADENCE_VIEW_TOKEN and a loopback (or KADENCE_VIEW_HOSTS) Host.
 """
 
@@ -16,10 +17,12 @@ from collections.abc import Callable
 from apps.processes import announce, process_main
 from kadence.clock import Clock, SystemClock
 from kadence.errors import KadenceError
+from kadence.metrics import serve as serve_metrics
 from kadence.settings import KadenceSettings
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.views.access import ViewAccess
 from streams.views.materializer import Materializer
+from streams.views.metrics import view_registry
 from streams.views.server import serve
 from streams.views.store import ViewStore
 
@@ -44,6 +47,7 @@ def build(settings: KadenceSettings, in_memory: bool = False) -> Callable[[threa
     materializer = wire(settings, KafkaClients(settings), clock, in_memory=in_memory)
     server = serve(settings.view_port, materializer, access=access)
     announce("view", *server.socket.getsockname()[:2])
+    serve_metrics(settings.metrics_port, view_registry(materializer), settings.metrics_host)
 
     def run(stop: threading.Event) -> None:
         """Serve until told to stop. Should the input loop end by itself (it waits out passing

@@ -1,4 +1,4 @@
-"""`python -m bench.plots`: the figures of docs/benchmarks.md from bench/results/*.json
+"""`python -m bench.plots`: the figures of docs/benchmarks-history.md from bench/results/*.json
 (matplotlib, the peers extra), written to docs/img/bench-*.png."""
 
 from __future__ import annotations

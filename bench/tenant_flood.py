@@ -22,7 +22,7 @@ KADENCE_TENANT_FIRES_PER_S_BY_TENANT), `hang` (the defaults, and the flood's job
 target that never answers, with a 10-minute timeout: its runs pile up behind its running cap in
 the workers, issue 29 item 4). Each also reports the workers' peak RSS (VmHWM) and, at the
 window's end, their consumer lag and inbox (`kadence_worker_inbox`). Figures:
-docs/benchmarks.md, B6.
+docs/benchmarks-history.md, B6.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ each execution once per key.
     from connectors.consumer import TopicConsumer
 
     def handle(execution): ...          # raise to have the record read again
-    TopicConsumer.for_target(bootstrap, "kadence", "acme", "orders", group="acme-orders").run(
-        handle, stop
-    )
+    TopicConsumer.for_target(bootstrap, "kadence", "acme", "orders").run(handle, stop)
+
+Its consumer group is `kadence.to.acme.orders` (`tenant_group`): a tenant's principal may use
+only groups under its own prefix `<namespace>.to.<tenant part>.` (kadence/acls.py); name
+another with `group="reports"` (`kadence.to.acme.reports`). docs/kafka.md is the guide.
 
 Delivery is at least once: an offset is committed only after `handle` returned for the record
 and everything before it on the partition. Duplicates (a redelivered execution, a re-read after
@@ -23,6 +25,7 @@ ambiguous naming, docs/decisions/0007-kafka-target-topic-names.md).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
@@ -32,10 +35,11 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry, Counter
 
 from kadence.codec import Codec
-from kadence.errors import DecodeError
+from kadence.errors import DecodeError, InvalidInputError
 from kadence.headers import TENANT
 from kadence.kafka_options import KafkaOptions, kafka_config
 from kadence.models import ExecutionRequested
+from kadence.target_topics import target_prefix, tenant_part
 from kadence.topics import target_topic
 
 RecordHeaders = Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]]
@@ -50,6 +54,19 @@ class _Record(Protocol):
 
 
 log = logging.getLogger(__name__)
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+"""The part of a consumer group a tenant chooses (after its prefix)."""
+
+
+def tenant_group(namespace: str, tenant: str, name: str) -> str:
+    """`<namespace>.to.<tenant part>.<name>`: a consumer group the tenant's ACLs allow (they
+    grant groups under the same prefix as its target topics, kadence/acls.py)."""
+    if not GROUP_NAME.match(name):
+        raise InvalidInputError(
+            f"bad consumer group name {name[:200]!r}",
+            ["group: 1 to 128 of letters, digits, '.', '_', '-', starting with a letter or digit"],
+        )
+    return f"{target_prefix(namespace)}{tenant_part(tenant)}.{name}"
 
 
 class RecentIds:
@@ -140,6 +157,7 @@ class TopicConsumer:
     ) -> None:
         self.topic = topic
         self.tenant = tenant
+        self.group = group
         self.codec = Codec()
         self.recent = RecentIds()
         self.refusals = Refusals(registry)
@@ -158,12 +176,14 @@ class TopicConsumer:
         tenant: str,
         topic: str,
         *,
-        group: str,
+        group: str | None = None,
         registry: CollectorRegistry | None = None,
     ) -> TopicConsumer:
-        """The consumer of the topic a job of `tenant` names `topic` (KafkaTarget(topic=...))."""
+        """The consumer of the topic a job of `tenant` names `topic` (KafkaTarget(topic=...)),
+        in the group `tenant_group(namespace, tenant, group)`, by default named after the topic."""
         name = target_topic(namespace, tenant, topic)
-        return cls(kafka, name, group, tenant=tenant, registry=registry)
+        chosen = tenant_group(namespace, tenant, topic if group is None else group)
+        return cls(kafka, name, chosen, tenant=tenant, registry=registry)
 
     def accept(self, msg: _Record) -> ExecutionRequested | None:
         """The record's execution if it is this tenant's and not seen recently, else None."""

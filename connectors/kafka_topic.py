@@ -26,10 +26,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kadence.codec import MAGIC, Codec
-from kadence.headers import SCHEMA, TYPE, Headers, headers_for
+from kadence.envelope import TOO_LARGE, TOO_LARGE_FIX
+from kadence.errors import RecordTooLargeError
+from kadence.headers import GUARANTEE, SCHEMA, TYPE, Headers, headers_for
 from kadence.kafka_options import KafkaOptions, kafka_config
 from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.replication import Replication
+from kadence.sizing import check_fits
 from kadence.target_topics import MAX_TOPIC_NAME
 from kadence.targets import Delivery, Result, Stop
 from kadence.topics import target_topic
@@ -51,24 +54,35 @@ NO_ANSWER = frozenset(
 """Errors that say the broker did not answer, not that it refused."""
 """How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
 the stop wakes it."""
+EXACTLY_ONCE = (GUARANTEE, b"exactly-once")
+"""The record went out in the worker's transaction with the run's outcome and offsets."""
+AT_LEAST_ONCE = (GUARANTEE, b"at-least-once")
+"""The record went out on the claimed path: the same execution id may arrive again."""
 
 __all__ = ["KafkaTopicCaller", "target_topic"]
 
 
-def delivered(ex: ExecutionRequested, record: bytes, fingerprint: bytes) -> tuple[bytes, Headers]:
+def delivered(
+    ex: ExecutionRequested,
+    record: bytes,
+    fingerprint: bytes,
+    guarantee: tuple[str, bytes],
+) -> tuple[bytes, Headers]:
     """The value and headers the tenant's topic receives for `ex`, in its target's format:
     the Avro envelope `record` (with its type and schema headers), the envelope as JSON, or the
     payload alone; always with the ids a consumer needs (the execution id is the idempotency
-    key) and, but for Avro, a `content-type`."""
+    key), the `guarantee` it went out under (`EXACTLY_ONCE` or `AT_LEAST_ONCE`, one constant
+    pair) and, but for Avro, a `content-type`."""
     target = ex.target
     assert isinstance(target, KafkaTarget)
     headers = headers_for(ex, fingerprint)
     if target.format is DeliveryFormat.avro:
+        headers.append(guarantee)
         return record, headers
     ids = [(k, v) for k, v in headers if k not in (TYPE, SCHEMA)]
     if target.format is DeliveryFormat.json:
-        return envelope_json(ex), [*ids, (CONTENT_TYPE, b"application/json")]
-    return ex.payload, [*ids, (CONTENT_TYPE, ex.content_type.encode())]
+        return envelope_json(ex), [*ids, guarantee, (CONTENT_TYPE, b"application/json")]
+    return ex.payload, [*ids, guarantee, (CONTENT_TYPE, ex.content_type.encode())]
 
 
 def envelope_json(ex: ExecutionRequested) -> bytes:
@@ -203,7 +217,10 @@ class KafkaTopicCaller:
             else:
                 settle(Result.failed("KafkaError", f"{topic}: {err}", retryable=True))
 
-        value, headers = delivered(ex, record, self._fingerprint)
+        try:
+            value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
+        except RecordTooLargeError:
+            return None  # the blocking call reports it
         try:
             self.producer.produce(
                 topic, key=ex.key.encode(), value=value, headers=headers, on_delivery=on_delivery
@@ -223,8 +240,17 @@ class KafkaTopicCaller:
             return None
         if record is None or not record.startswith(self._current):
             record = self.codec.encode(ex)
-        value, headers = delivered(ex, record, self._fingerprint)
+        value, headers = self._record(topic, ex, record, EXACTLY_ONCE)
         return Delivery(topic, ex.key.encode(), value, headers)
+
+    def _record(
+        self, topic: str, ex: ExecutionRequested, record: bytes, guarantee: tuple[str, bytes]
+    ) -> tuple[bytes, Headers]:
+        """`delivered`, or `RecordTooLargeError` when it would not fit the broker's limit (a
+        JSON envelope of a payload the definition's check did not see: an older definition)."""
+        value, headers = delivered(ex, record, self._fingerprint, guarantee)
+        check_fits(topic, ex.key.encode(), value, headers)
+        return value, headers
 
     def unanswered(self, ex: ExecutionRequested) -> bool:
         """Its topic is being created, or the last try found no broker or timed out."""
@@ -241,16 +267,10 @@ class KafkaTopicCaller:
         if not record.startswith(self._current):
             record = self.codec.encode(ex)
         topic = self.topic_for(ex)
-        if len(topic) > MAX_TOPIC_NAME:  # validation refuses such jobs; this is an old record
-            return Result.failed(
-                "TopicError",
-                f"{topic}: longer than Kafka's {MAX_TOPIC_NAME} characters; shorten the topic",
-                retryable=False,
-            )
-        try:
-            self._ensure(topic)
-        except Exception as exc:
-            return Result.failed("TopicError", f"{topic}: {exc}", retryable=True)
+        ready = self._ready(topic, ex, record)
+        if isinstance(ready, Result):
+            return ready
+        value, headers = ready
         done, wake = threading.Event(), threading.Event()
         errors: list[KafkaError] = []
 
@@ -260,7 +280,6 @@ class KafkaTopicCaller:
             done.set()
             wake.set()
 
-        value, headers = delivered(ex, record, self._fingerprint)
         self.producer.produce(
             topic,
             key=ex.key.encode(),
@@ -278,6 +297,26 @@ class KafkaTopicCaller:
         if errors:
             return Result.failed("KafkaError", f"{topic}: {errors[0]}", retryable=True)
         return Result.ok()
+
+    def _ready(
+        self, topic: str, ex: ExecutionRequested, record: bytes
+    ) -> tuple[bytes, Headers] | Result:
+        """The record to produce, its topic created; or why the run fails without it."""
+        if len(topic) > MAX_TOPIC_NAME:  # validation refuses such jobs; this is an old record
+            return Result.failed(
+                "TopicError",
+                f"{topic}: longer than Kafka's {MAX_TOPIC_NAME} characters; shorten the topic",
+                retryable=False,
+            )
+        try:
+            value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
+        except RecordTooLargeError as exc:  # no retry can make it fit: dead-lettered at once
+            return Result.failed(TOO_LARGE, f"{exc}; {TOO_LARGE_FIX}", retryable=False)
+        try:
+            self._ensure(topic)
+        except Exception as exc:
+            return Result.failed("TopicError", f"{topic}: {exc}", retryable=True)
+        return value, headers
 
     def _start_poller(self) -> None:
         """One thread serves every delivery callback (sixty-four runs each polling the

@@ -29,11 +29,16 @@ def kafka_acls_commands(
     tenants: tuple[str, ...] = (),
     principals: Mapping[str, str] | None = None,
     bootstrap: str = BOOTSTRAP,
+    command_config: str | None = None,
 ) -> list[str]:
-    """One `kafka-acls.sh --add` command per grant (several operations and names at once).
-    Every argument is quoted for a POSIX shell (shlex.quote): no principal, name or server
-    can end a line or start another command."""
+    """One `kafka-acls.sh --add` command per grant (several operations and names at once),
+    each with `--command-config command_config` when given (the administrator's client
+    properties: a SASL or TLS cluster takes no command without them). Every argument is
+    quoted for a POSIX shell (shlex.quote): no principal, name, server or path can end a line
+    or start another command."""
     server = '"$BOOTSTRAP"' if bootstrap == BOOTSTRAP else shlex.quote(bootstrap)
+    if command_config is not None:
+        server += f" --command-config {shlex.quote(command_config)}"
     lines: list[str] = []
     for who, principal, grant in grants(ns, tenants, principals):
         args = ["--allow-principal", principal]

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kadence.headers import iso_utc
-from kadence.models import MAX_CHAIN_DEPTH, MAX_PAYLOAD_BYTES, ExecutionOutcome
+from kadence.models import MAX_CHAIN_DEPTH, MAX_PAYLOAD_BYTES, ExecutionOutcome, RunResult
 
 SUCCESS = "success"
 FAILURE = "failure"
@@ -54,13 +54,21 @@ def result_payload(outcome: ExecutionOutcome, limit: int = MAX_PAYLOAD_BYTES) ->
     }
     result = getattr(outcome, "result", None)
     if result is not None:
-        doc["result"] = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        doc["result"] = _shown(result)
     text = _dumps(doc)
     if len(text) > limit and "result" in doc:
         del doc["result"]
         doc["result_truncated"] = True
         text = _dumps(doc)
     return text
+
+
+def _shown(result: Any) -> Any:
+    """A result as the API shows it: a body that is not UTF-8 goes as base64 (a plain dump
+    decoded it as UTF-8 and raised, so a binary answer broke every `pass_result` chain)."""
+    if isinstance(result, RunResult):
+        return result.shown()
+    return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
 
 
 def _dumps(doc: dict[str, Any]) -> bytes:

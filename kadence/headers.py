@@ -25,6 +25,9 @@ EXECUTION_ID = "kadence-execution-id"
 DUE_AT = "kadence-due-at"
 ATTEMPT = "kadence-attempt"
 DELIVERY = "kadence-delivery"
+GUARANTEE = "kadence-guarantee"
+"""On a tenant's Kafka-target record: `exactly-once` (written in the worker's transaction) or
+`at-least-once` (the claimed path: a duplicate with the same execution id may follow)."""
 
 
 RESERVED_PREFIXES = ("kadence-", "webhook-")

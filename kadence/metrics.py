@@ -12,11 +12,15 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kadence import __version__
+
 log = logging.getLogger(__name__)
 ANY_PORT = -1
 """KADENCE_METRICS_PORT=-1: serve metrics on a port the system picks (tests, several processes
 on one host); the log line says which."""
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+FAILURE_KINDS = ("refused", "quarantined")
+"""The `kind`s of the scheduler's and the reaper's failure counters."""
 MAX_TENANT_LABELS = 100
 """Tenants beyond this many share the label `other`, so a flood of tenants cannot explode
 the metric cardinality."""
@@ -29,10 +33,31 @@ def serve(port: int, registry: CollectorRegistry, host: str = "127.0.0.1") -> in
     line a parent reads (apps.processes.ChildProcess.listening), and returns that port."""
     if not port:
         return None
+    build_info(registry)
     server, _thread = start_http_server(max(port, 0), addr=host, registry=registry)
     bound_host, bound = server.server_address[:2]
     log.info("metrics listening on %s:%d", bound_host, bound)
     return int(bound)
+
+
+class BuildInfo(Collector):
+    """`kadence_build_info{version="0.10.0"} 1`: which release a process runs, so a dashboard or
+    an alert sees a fleet halfway through an upgrade (docs/operations.md#upgrading)."""
+
+    def __init__(self, version: str = __version__) -> None:
+        self.version = version
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily(
+            "kadence_build_info", "The Kadence release this process runs", labels=["version"]
+        )
+        info.add_metric([self.version], 1)
+        yield info
+
+
+def build_info(registry: CollectorRegistry) -> None:
+    """Export `kadence_build_info` on `registry` (every served registry has it: `serve`)."""
+    registry.register(BuildInfo())
 
 
 class TenantLabels:

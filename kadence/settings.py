@@ -101,16 +101,18 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     backfill goes on across seconds (and at most 200 runs per job per transaction)."""
     tenant_fires_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 2_000
     """Scheduled runs one tenant's jobs may fire per second of due time; past it an occurrence
-    is skipped (`throttled` in its history). Counted per scheduler partition, each allowing
-    its share (this over KADENCE_PARTITIONS, rounded up). 0: no cap."""
+    waits, it is not skipped: its job records `throttled` (naming the cap; once a minute at
+    most) and runs in the first second with room, under its missed-run policy (docs/scheduler.md,
+    "A tenant's caps"). Counted per scheduler
+    partition, each allowing its share (this over KADENCE_PARTITIONS, rounded up). 0: no cap."""
     tenant_fires_per_s_by_tenant: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
         default_factory=dict
     )
     """`tenant_fires_per_s` of the tenants named (JSON object tenant -> runs; 0: no cap)."""
     tenant_max_in_flight: Annotated[int, Field(ge=0, le=100_000_000)] = 50_000
     """Runs of one tenant in progress at once (fired, no final outcome yet) past which its
-    scheduled occurrences are skipped (`throttled`); counted per scheduler partition like
-    `tenant_fires_per_s`. 0: no cap."""
+    scheduled occurrences wait (`throttled`, as for `tenant_fires_per_s`) until runs end;
+    counted per scheduler partition like `tenant_fires_per_s`. 0: no cap."""
     tenant_max_in_flight_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
         default_factory=dict
     )

@@ -54,13 +54,14 @@ class WorkerSettings(BaseModel):
     answers, long timeouts) leaves the other slots to the other tenants; and at most this share
     of `worker_async_max_in_flight` runs without a thread. 1: no default cap."""
     worker_tenant_max_running: Annotated[int, Field(ge=0, le=1_000)] | None = None
-    """Executions of one tenant one worker runs at once at most, for every tenant, instead of
-    `worker_tenant_max_share` (0: explicitly no cap beyond `worker_concurrency`)."""
+    """Executions of one tenant one worker runs at once on its slots at most, for every tenant,
+    instead of `worker_tenant_max_share` of them (0: explicitly no cap beyond
+    `worker_concurrency`); runs without a thread keep the share."""
     worker_tenant_max_running_by_tenant: dict[str, Annotated[int, Field(ge=0, le=1_000)]] = Field(
         default_factory=dict
     )
-    """The cap of the tenants named (JSON object tenant -> executions; 0: no cap), over the
-    two settings above."""
+    """The cap of the tenants named on a worker's slots (JSON object tenant -> executions; 0:
+    no cap), over the two settings above."""
     worker_claim_ahead_max: Annotated[int, Field(ge=0, le=8_192)] | None = None
     """Executions one worker claims ahead of their due time (listed in a committed lease
     snapshot up to half their lease TTL early, so each starts from memory at its due instant)
@@ -79,7 +80,8 @@ class WorkerSettings(BaseModel):
     lease_format: Literal["snapshot", "events"] = "snapshot"
     """What workers write on `leases`: `snapshot`, one LeaseSnapshot per transaction listing
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
-    previous release's format: for a rolling upgrade while some reapers are not upgraded)."""
+    format of releases before 2026-11-30: for workers upgraded while some reapers are that
+    old)."""
     worker_kafka_exactly_once: bool = True
     """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
     carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the

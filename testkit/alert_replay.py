@@ -34,7 +34,8 @@ Sample = dict[str, float]
 class Target:
     job: str
     instance: str
-    proc: ChildProcess
+    proc: ChildProcess | None
+    """None: a record made by the test (`Scraper.record`), not scraped."""
 
 
 @dataclass
@@ -56,6 +57,18 @@ def rule_exprs(rule_file: Path) -> dict[str, str]:
         for rule in group["rules"]
         if "alert" in rule
     }
+
+
+def parse(text: str, names: set[str], job: str, instance: str) -> Sample:
+    """One exposition's samples of the metrics `names`, labelled with `job` and `instance`."""
+    out: Sample = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in names:
+                labels = {**s.labels, "job": job, "instance": instance}
+                body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                out[f"{s.name}{{{body}}}"] = s.value
+    return out
 
 
 @dataclass
@@ -86,8 +99,21 @@ class Scraper:
             next_at += self.interval_s
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
+    def record(self, scrapes: dict[str, str | None]) -> None:
+        """Add one tick made by the test: per target instance, the exposition it would have
+        served (None: down)."""
+        jobs = {t.instance: t.job for t in self.targets}
+        self.ticks.append(
+            {
+                instance: None
+                if text is None
+                else parse(text, self.names, jobs[instance], instance)
+                for instance, text in scrapes.items()
+            }
+        )
+
     def _scrape(self, target: Target) -> Sample | None:
-        if not target.proc.running:
+        if target.proc is None or not target.proc.running:
             return None
         try:
             port = target.proc.listening("metrics", timeout=0.05)
@@ -96,14 +122,7 @@ class Scraper:
                 text = r.read().decode()
         except (OSError, TimeoutError, RuntimeError):
             return None
-        out: Sample = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name in self.names:
-                    labels = {**s.labels, "job": target.job, "instance": target.instance}
-                    body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-                    out[f"{s.name}{{{body}}}"] = s.value
-        return out
+        return parse(text, self.names, target.job, target.instance)
 
     def now(self) -> int:
         """The tick being recorded next."""

@@ -23,10 +23,12 @@ WEIGHTS: dict[str, float] = {
     "tests/chaos/test_scenarios.py": 65,
     "tests/chaos/test_scenarios.py::test_chaos_scenario_finds_nothing[worker-kill]": 105,
     "tests/integration/test_bench_smoke.py": 45,
+    "tests/integration/test_deploy_walkthrough.py": 145,  # three brokers of its own, 7 processes
     "tests/integration/test_bench_smoke.py::test_noisy_neighbour_benchmark_smoke": 75,
     "tests/integration/test_scheduler_live.py": 30,
     "tests/integration/test_scheduler_live.py::test_a_job_every_second_for_a_minute[at-due]": 65,
     "tests/integration/test_execution_live.py": 20,
+    "tests/integration/test_upgrade.py": 95,  # a 0.9.0 stack, then this release's, for a minute
     "tests/integration/test_broker_restart.py": 23,  # a broker of its own, started and restarted
     "tests/integration/test_scheduler_control.py": 10,
     "tests/integration/test_make_run.py": 15,
@@ -46,7 +48,11 @@ SLOW_S = 8.0
 LIVE_S = 3.0
 """A test that needs the broker (marked `kafka` or taking `kafka_bootstrap`) not named above."""
 
-GROUPED_DIRS = ("tests/api/", "tests/integration/test_sqs_live.py")
+GROUPED_DIRS = (
+    "tests/api/",
+    "tests/integration/test_sqs_live.py",
+    "tests/integration/test_examples.py",
+)
 """Folders (or modules) whose test modules each run on one worker (their module fixture starts
 a stack, or a server: ElasticMQ)."""
 

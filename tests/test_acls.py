@@ -177,6 +177,39 @@ def test_the_cli_prints_without_a_cluster(
     assert f"--topic {ingress_topic(NS, 'acme', 'commands')}" in out
 
 
+def test_the_printed_commands_carry_the_administrators_client_config(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: a SASL_SSL cluster refuses kafka-acls.sh without the administrator's client
+    properties; the printed lines had no `--command-config`."""
+    monkeypatch.setenv("KADENCE_NAMESPACE", NS)
+    flags = ["--bootstrap-server", "kafka:9093", "--command-config", "admin.properties"]
+    assert main(["acls", "--tenant", "acme", *flags]) == 0
+    commands = [shlex.split(c) for c in capsys.readouterr().out.splitlines() if c[:1] != "#"]
+    assert len(commands) == len(kafka_acls_commands(NS, ("acme",))) > 10
+    assert all(c[:6] == ["kafka-acls.sh", *flags, "--add"] for c in commands)
+    assert main(["acls", "--tenant", "acme"]) == 0  # without it: as before
+    assert "--command-config" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (["--command-config", ""], "a path of 1 to 4096 characters"),
+        (["--command-config", "a" * 4097], "a path of 1 to 4096 characters"),
+        (["--command-config", "admin.properties\nkafka-acls.sh --remove"], "no control"),
+        (["--command-config", "admin\tproperties"], "no control"),
+        (["--command-config", "admin.properties", "--apply"], "KADENCE_KAFKA_* settings"),
+    ],
+)
+def test_a_command_config_that_cannot_be_printed_or_used_is_refused(
+    flags: list[str], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["acls", *flags]) == 3
+    captured = capsys.readouterr()
+    assert why in captured.err and "kafka-acls.sh" not in captured.out
+
+
 HOSTILE_PRINCIPALS = [
     "User:it's",
     'User:a"b',
@@ -196,8 +229,13 @@ def test_a_shell_runs_the_printed_lines_with_each_argument_whole(
     with a kafka-acls.sh that records its arguments: each binding arrives as it was made,
     and nothing else runs."""
     tenant = "acme.eu_1-x"
+    config = "admin's config;$(touch pwned)/client.properties"
     lines = kafka_acls_commands(
-        NS, (tenant,), {"view": principal}, bootstrap="kafka:9092 ;touch pwned"
+        NS,
+        (tenant,),
+        {"view": principal},
+        bootstrap="kafka:9092 ;touch pwned",
+        command_config=config,
     )
     script = (
         'kafka-acls.sh() { printf "%s\\0" "$@" >> argv; printf "\\n" >> argv; }\n'
@@ -209,7 +247,9 @@ def test_a_shell_runs_the_printed_lines_with_each_argument_whole(
     runs = [r.split("\0")[:-1] for r in (tmp_path / "argv").read_text().split("\0\n")[:-1]]
     assert len(runs) == len(lines)
     assert all(
-        run[:3] == ["--bootstrap-server", "kafka:9092 ;touch pwned", "--add"] for run in runs
+        run[:5]
+        == ["--bootstrap-server", "kafka:9092 ;touch pwned", "--command-config", config, "--add"]
+        for run in runs
     )
     principals_seen = {run[run.index("--allow-principal") + 1] for run in runs}
     assert principals_seen == {

@@ -27,6 +27,18 @@ from connectors.http import sign
 SECRET = "local-demo-secret"
 
 
+def port_of(first: str) -> int:
+    """The port from receive's first line: `{"listening": ...}` with --json, else the
+    `receive listening on host:port` every child prints."""
+    if first.startswith("{"):
+        host, _, port = json.loads(first)["listening"].rpartition(":")
+        assert host == "127.0.0.1", first
+        return int(port)
+    found = re.search(r"receive listening on 127\.0\.0\.1:(\d+)", first)
+    assert found, first
+    return int(found.group(1))
+
+
 def post(port: int, body: bytes, headers: dict[str, str]) -> int:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/run", data=body, headers=headers, method="POST"
@@ -64,10 +76,7 @@ def test_receive_checks_signatures_prints_runs_and_stops_after_count() -> None:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
-        found = re.search(r"receive listening on 127\.0\.0\.1:(\d+)", first)
-        assert found, first
-        port = int(found.group(1))
+        port = port_of(proc.stdout.readline())
         body = b'{"report": "daily"}'
         good = run_headers(body, "demo/report@2026-12-01T09:00:00.000Z", due_ago_s=0.25)
         assert post(port, body, good) == 200
@@ -104,16 +113,15 @@ def test_receive_reads_the_secret_from_a_file_and_refuses_an_empty_one(tmp_path:
     )
     try:
         assert proc.stdout is not None
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", proc.stdout.readline())
-        assert found
+        port = port_of(proc.stdout.readline())
         body = b"{}"
         bad = run_headers(body, "demo/x@2026-12-01T09:00:00.000Z", 0)
         bad["webhook-signature"] = sign(
             "another-secret", "demo/x@2026-12-01T09:00:00.000Z", 1, body
         )
-        assert post(int(found.group(1)), body, bad) == 401
+        assert post(port, body, bad) == 401
         good = run_headers(body, "demo/x@2026-12-01T09:00:00.000Z", 0)
-        assert post(int(found.group(1)), body, good) == 200
+        assert post(port, body, good) == 200
         assert proc.wait(timeout=10) == 0
     finally:
         if proc.poll() is None:
@@ -147,9 +155,7 @@ def receiving(*more: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", proc.stdout.readline())
-        assert found
-        yield proc, int(found.group(1))
+        yield proc, port_of(proc.stdout.readline())
     finally:
         if proc.poll() is None:
             proc.kill()

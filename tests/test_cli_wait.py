@@ -10,16 +10,18 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from apps import cli_runs
 from apps.cli_runs import RunNotSucceededError, wait_run
+from kadence import api_client
+from kadence.api_client import ApiClient
 
 RUN = "acme/j@manual:r1"
 
 
-class Views:
+class Views(ApiClient):
     """Answers `GET .../runs` with the statuses given, one call each, the last one after."""
 
     def __init__(self, *statuses: str) -> None:
+        super().__init__("http://127.0.0.1:9", None)
         self.statuses = list(statuses)
         self.calls = 0
 
@@ -45,7 +47,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_failed_run_is_told_as_its_dead_letter_once_that_shows() -> None:
     views = Views("running", "failed", "failed", "dead_lettered")
     with pytest.raises(RunNotSucceededError, match="dead_lettered: retries_exhausted"):
-        wait_run(views, "j", RUN, timeout_s=30, console=Console(), quiet=True)  # type: ignore[arg-type]
+        wait_run(views, "j", RUN, timeout_s=30, console=Console(), quiet=True)
     assert views.calls == 4
 
 
@@ -57,5 +59,5 @@ def test_a_failed_run_without_a_letter_is_told_as_failed_after_the_grace(
     monkeypatch.setattr(time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     views = Views("failed")
     with pytest.raises(RunNotSucceededError, match=f"run {RUN} failed"):
-        wait_run(views, "j", RUN, timeout_s=30, console=Console(), quiet=True)  # type: ignore[arg-type]
-    assert cli_runs.LETTER_GRACE_S <= clock[0] < 30  # waited the grace, not the whole timeout
+        wait_run(views, "j", RUN, timeout_s=30, console=Console(), quiet=True)
+    assert api_client.LETTER_GRACE_S <= clock[0] < 30  # waited the grace, not the whole timeout

@@ -30,5 +30,5 @@ def test_compose_exposes_metrics_on_purpose_and_to_the_host_only() -> None:
     they must listen on 0.0.0.0 to be forwarded, and the host publishes them on loopback."""
     text = render()
     assert 'KADENCE_METRICS_HOST: "0.0.0.0"' in text
-    for port in (9101, 9102, 9103):
+    for port in (9101, 9102, 9103, 9104, 9105):
         assert f'- "127.0.0.1:{port}:{port}"' in text

@@ -22,6 +22,8 @@ FOLDERS = (
 )
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\s]+)`")
+CODE_SPAN = re.compile(r"``.*?``|`[^`]*`")
+"""Inline code: a regular expression in one (`^(?:[a-z](?:x)?)$`, docs/jobs.md) is no link."""
 PATH = re.compile(rf"^(?:{'|'.join(re.escape(f) for f in FOLDERS)})/[\w./-]*$")
 GENERATED = {".run", ".venv"}
 
@@ -33,7 +35,7 @@ def documents() -> list[Path]:
 def referenced(doc: Path) -> set[str]:
     text = doc.read_text()
     out = set()
-    for link in LINK.findall(text):
+    for link in LINK.findall(CODE_SPAN.sub("", text)):
         if "://" in link or link.startswith(("#", "mailto:")):
             continue
         out.add(str((doc.parent / link.split("#", 1)[0]).resolve().relative_to(REPO)))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.test_k8s_manifests import config, containers, workloads
 
 # bench/sizing.py at 10 M jobs, 2026-12-05 (docs/operations.md, "Sizing"): the store at its
@@ -26,9 +28,14 @@ def views() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     }
 
 
-def test_the_api_s_view_keeps_its_store_on_a_claim_of_its_pod() -> None:
+def test_there_is_a_view_beside_the_api_and_beside_the_ingress() -> None:
+    assert set(views()) == {"kadence-api", "kadence-ingress"}
+
+
+@pytest.mark.parametrize("workload", ["kadence-api", "kadence-ingress"])
+def test_each_view_keeps_its_store_on_a_claim_of_its_pod(workload: str) -> None:
     state_dir = config()["KADENCE_STATE_DIR"]
-    w, view = views()["kadence-api"]
+    w, view = views()[workload]
     assert w["kind"] == "StatefulSet"
     claims = {t["metadata"]["name"]: t for t in w["spec"]["volumeClaimTemplates"]}
     mounted = {m["name"] for m in view["volumeMounts"] if m["mountPath"] == state_dir}
@@ -39,9 +46,10 @@ def test_the_api_s_view_keeps_its_store_on_a_claim_of_its_pod() -> None:
     assert name not in {v["name"] for v in w["spec"]["template"]["spec"].get("volumes", [])}
 
 
-def test_the_api_s_view_has_the_memory_and_disk_measured_at_10_m_jobs() -> None:
+@pytest.mark.parametrize("workload", ["kadence-api", "kadence-ingress"])
+def test_each_view_has_the_memory_and_disk_measured_at_10_m_jobs(workload: str) -> None:
     """At least what bench/sizing.py measured at 10 M jobs (docs/operations.md, "Sizing")."""
-    w, view = views()["kadence-api"]
+    w, view = views()[workload]
     [claim] = [
         t for t in w["spec"]["volumeClaimTemplates"] if t["metadata"]["name"] == "view-state"
     ]

@@ -11,7 +11,7 @@ import uvicorn
 from apps.api.app import create_app
 from apps.api.callers import Callers
 from apps.api.slow_clients import Guard, guarded_h11
-from apps.processes import announce
+from apps.processes import announce, log_version
 from kadence.settings import KadenceSettings
 
 
@@ -40,6 +40,7 @@ def server_config(settings: KadenceSettings) -> uvicorn.Config:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_version("api")
     settings = KadenceSettings()
     if not (settings.api_tokens or settings.api_tokens_file or settings.api_jwks_url):
         print(

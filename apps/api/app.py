@@ -25,6 +25,7 @@ from apps.api.routes import (
     history,
     jobs,
 )
+from kadence.metrics import build_info
 from kadence.settings import KadenceSettings
 
 BODY_OVERHEAD = 64 * 1024
@@ -38,6 +39,7 @@ def create_app(settings: KadenceSettings, callers: Callers | None = None) -> Fas
     """The app; `callers` (who may call it) is built from the settings when not given."""
     callers = callers or Callers.of(settings)
     registry = CollectorRegistry()
+    build_info(registry)
     requests = Counter(
         "kadence_api_requests",
         "API requests by route and status",

@@ -176,7 +176,7 @@ def server_properties(cfg: BrokerConfig) -> str:
             "message.max.bytes=1048588",
             # Index files are preallocated sparse and memory-mapped; the first touch faults in
             # a readahead window of zeros (8 MB on this project's CI disks). 1 MB caps that per
-            # new segment (docs/benchmarks.md, "The broker's cost was zeroing index files").
+            # new segment (docs/benchmarks-history.md, "The broker's cost was zeroing index pages").
             "log.index.size.max.bytes=1048576",
             *_secure_properties(cfg),
             *_authorizer_properties(cfg),

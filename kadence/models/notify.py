@@ -42,6 +42,7 @@ class NotifyPolicy(WireModel):
     address policy as HTTP targets (no private, loopback or metadata address unless the
     deployment allows it); the API refuses a URL whose host is such an address outright."""
     format: NotifyFormat = NotifyFormat.json
+    """The body's shape."""
     secret_ref: Identifier | None = None
     """A signing secret of the tenant held by the workers: the body is signed as HTTP targets'
     (Standard Webhooks headers, connectors/http.py). None: unsigned."""

@@ -74,9 +74,10 @@ class Decision(StrEnum):
     """A backfill step: details say runs fired so far, already dispatched, done, and when done
     what was left out past max_occurrences and where to start again."""
     throttled = "throttled"
-    """A scheduled occurrence skipped for one of its tenant's caps (runs fired per second, runs
-    in progress): the reason names the cap. Added last: older readers take it as their
-    default."""
+    """A scheduled occurrence waits for one of its tenant's caps (runs fired per second, runs
+    in progress): it is not skipped, it runs in the first second with room (its job's missed-run
+    policy then applies). Written when the job starts to wait, at most once a minute per job;
+    the reason names the cap. Added last: older readers take it as their default."""
     completed = "completed"
     """The job ran its `max_runs` scheduled occurrences and fires no more (a new version with a
     higher limit runs on). Added last, as `throttled`."""

@@ -11,8 +11,9 @@ from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from kadence.envelope import checked_at_the_door, payload_refusal
 from kadence.labels import KEY as LABEL_KEY
 from kadence.labels import MAX_LABELS, check_labels
 from kadence.labels import VALUE as LABEL_VALUE
@@ -31,6 +32,7 @@ from kadence.models.base import (
 from kadence.models.chain import MAX_CHAIN_LINKS, ChainLink
 from kadence.models.notify import NotifyPolicy
 from kadence.models.targets import (
+    DeliveryFormat,
     KafkaTarget,
     Target,
 )
@@ -52,8 +54,11 @@ class DstFoldPolicy(StrEnum):
     auto = "auto"
     """Fixed-hour jobs fire once (first instant); wildcard/step-hour jobs fire in both (default)."""
     first = "first"
+    """Fire in the first copy only (summer time)."""
     last = "last"
+    """Fire in the second copy only (standard time)."""
     both = "both"
+    """Fire in both copies."""
 
 
 class OverlapPolicy(StrEnum):
@@ -62,8 +67,12 @@ class OverlapPolicy(StrEnum):
     skip = "skip"
     """Do not start it; history records the skip (default, like Temporal's)."""
     allow = "allow"
+    """Start it anyway: runs of the job overlap (in a concurrency group, which allows one run at
+    a time, it waits as `buffer_all`)."""
     buffer_one = "buffer_one"
+    """Keep one waiting (`buffered`) and start it when the running one ends (or expires)."""
     buffer_all = "buffer_all"
+    """Keep up to `max_buffered` waiting, started one after another."""
     cancel_other = "cancel_other"
     """Cancel the running execution, then start the new one."""
 
@@ -85,6 +94,7 @@ class JitterMode(StrEnum):
     full = "full"
     """AWS-style full jitter: uniform in [0, backoff] (default)."""
     none = "none"
+    """Exactly the computed backoff."""
 
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
@@ -123,6 +133,7 @@ class ExcludeCron(WireModel):
 
     kind: Literal["cron"] = "cron"
     expression: Annotated[str, Field(min_length=1, max_length=256)]
+    """5 fields, minute first (no seconds field): the minutes whose occurrences do not run."""
 
 
 Exclusion = Annotated[ExcludeDates | ExcludeCron, Field(discriminator="kind")]
@@ -147,7 +158,9 @@ class CronSchedule(WireModel):
     end_at: UtcDatetime | None = None
     """No occurrence after this instant."""
     dst_gap: DstGapPolicy = DstGapPolicy.shift
+    """When the local time does not exist (clocks spring forward)."""
     dst_fold: DstFoldPolicy = DstFoldPolicy.auto
+    """When the local time happens twice (clocks fall back)."""
     spread_s: Annotated[int, Field(ge=0, le=3600)] | None = None
     """Deterministic forward-only offset window: due = nominal + hash(job key) % spread_s.
     None (the default): spread within the minute the expression names (60 s) when it has no
@@ -212,6 +225,8 @@ class OnceSchedule(WireModel):
 
     kind: Literal["once"] = "once"
     run_at: UtcDatetime
+    """The instant to run, with a zone offset (`2026-12-24T18:00:00+01:00`); stored in UTC to
+    the millisecond, rounded up (never early)."""
 
 
 Schedule = Annotated[CronSchedule | OnceSchedule | IntervalSchedule, Field(discriminator="kind")]
@@ -223,9 +238,13 @@ class RetryPolicy(WireModel):
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)] = 3
     """Total attempts including the first; 1 means no retry."""
     initial_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 1_000
+    """The backoff before the first retry, before jitter."""
     max_backoff_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 300_000
+    """No backoff is longer (before jitter); not below `initial_backoff_ms`."""
     multiplier: Annotated[float, Field(ge=1.0, le=10.0)] = 2.0
+    """Each retry's backoff is the previous one's times this."""
     jitter: JitterMode = JitterMode.full
+    """How the backoff is randomised, so retries of many runs do not arrive together."""
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryPolicy:
@@ -235,7 +254,9 @@ class RetryPolicy(WireModel):
 
 
 class MissedRunPolicy(WireModel):
+    # No class docstring: it would become the Avro record's `doc` and change the schema.
     mode: MissedRunMode = MissedRunMode.latest_once
+    """Which late occurrences fire."""
     catch_up_window_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000)] = 3_600_000
     """Occurrences older than this when noticed are missed, whatever the mode."""
     max_catch_up: Annotated[int, Field(ge=1, le=10_000)] = 100
@@ -248,20 +269,29 @@ class ScheduleDefinition(WireModel):
     avro_name = "ScheduleDefinition"
 
     tenant: Identifier
+    """The tenant that owns the job (through the API: the token's tenant)."""
     job_id: Identifier
+    """The job's id, unique in its tenant (through the API: the path)."""
     version: Version
     """Monotonic per job; a record with a version not above the current one is rejected. At
     most 2^53 - 1 (JSON readers keep it exact)."""
     schedule: Schedule
+    """When it runs: a cron expression, an interval or one instant (`kind`)."""
     target: Target
+    """Where each run goes: a webhook, a Kafka topic, an SQS queue or a handler (`kind`)."""
     payload: Payload = b""
+    """The body each run sends: text, or a JSON object or array (sent as its compact JSON);
+    null or empty for none. Up to 512 KiB (KADENCE_MAX_PAYLOAD_BYTES may lower it)."""
     content_type: MediaType = "application/json"
     """The payload's media type (RFC 9110: `type/subtype`, parameters after `;`), sent with
     each run: no control characters, no line breaks."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    """How a failed attempt is retried."""
     timeout_ms: Annotated[int, Field(ge=1_000, le=MAX_TIMEOUT_MS)] = 300_000
     """Per-attempt time limit (up to 6 h)."""
     lease_ttl_ms: Annotated[int, Field(ge=3_000, le=600_000)] = 30_000
+    """How long a worker's claim on a run holds without renewal (renewed at least every third
+    of it): the run of a worker that stopped renewing is given to another after this."""
     max_event_age_ms: Annotated[int, Field(ge=1_000, le=MAX_EVENT_AGE_MS)] | None = None
     """A run not started within this long of its scheduled time (nominal + spread; for a
     manual trigger, a backfill or a replay, when it was asked for) is not started: it is
@@ -269,12 +299,16 @@ class ScheduleDefinition(WireModel):
     MaximumEventAgeInSeconds). Retries count from the same instant, so they stop once it has
     passed (docs/execution.md). 1 s to 30 days; None: no limit."""
     overlap: OverlapPolicy = OverlapPolicy.skip
+    """What an occurrence due while a run of the job is still running does."""
     max_buffered: Annotated[int, Field(ge=1, le=1_000)] = 10
     """Bound for overlap=buffer_all."""
     concurrency_key: Identifier | None = None
     """Jobs sharing a key never run at the same time (and share a partition)."""
     missed: MissedRunPolicy = Field(default_factory=MissedRunPolicy)
+    """What fires of the occurrences no scheduler ran in time."""
     paused: bool = False
+    """A paused job fires nothing: its occurrences are `skipped_paused`, not caught up on
+    resume."""
     max_runs: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
     """Run at most this many scheduled occurrences in the job's life (every version; triggers,
     backfills, retries and replays not counted), then stop: the job shows `completed` and lists
@@ -288,6 +322,7 @@ class ScheduleDefinition(WireModel):
     dead-lettered): as EventBridge's ActionAfterCompletion DELETE. Its history and dead letters
     stay."""
     description: Annotated[str, Field(max_length=1024)] = ""
+    """Free text for people."""
     labels: Annotated[
         dict[
             Annotated[str, Field(pattern=rf"^{LABEL_KEY.pattern}$")],
@@ -332,6 +367,16 @@ class ScheduleDefinition(WireModel):
             if reason is not None:
                 raise ValueError(f"target.topic: {reason}")
         return self
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits_target(cls, payload: bytes, info: ValidationInfo) -> bytes:
+        """A JSON target's envelope holds the payload as a JSON string (kadence/envelope.py)."""
+        target = info.data.get("target")
+        json_target = isinstance(target, KafkaTarget) and target.format is DeliveryFormat.json
+        if json_target and checked_at_the_door() and (why := payload_refusal(payload)):
+            raise ValueError(why)
+        return payload
 
     @model_validator(mode="after")
     def _links(self) -> ScheduleDefinition:

@@ -115,6 +115,8 @@ class HttpTarget(WireModel):
 
     kind: Literal["http"] = "http"
     url: Annotated[str, Field(min_length=1, max_length=2048)]
+    """An absolute http(s) URL without credentials; the workers refuse private, loopback and
+    metadata addresses unless the deployment allows them (KADENCE_TARGET_ALLOW_CIDRS)."""
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     """GET and DELETE send a body only when the run has a payload (then with its content type);
     without one, no `Content-Length` and no `Content-Type`. POST, PUT and PATCH always send
@@ -142,7 +144,9 @@ class HttpTarget(WireModel):
     headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_TARGET_HEADERS)] = Field(
         default_factory=dict
     )
-    """Non-secret headers. Credentials go in the worker's secret store, named by secret_ref."""
+    """Non-secret headers, 16 KiB in all (names and values). A credential header
+    (`authorization`, `cookie`, `x-api-key`, ...) is refused: it goes in a connection the target
+    names (`connection`); Kadence's own headers win over a job's (kadence/headers.py)."""
     secret_ref: Identifier | None = None
     """Name of the signing secret (never the secret itself): the tenant's own (a `signing`
     connection, made through the API), else one the workers hold (KADENCE_WEBHOOK_SECRETS)."""
@@ -288,9 +292,11 @@ class KafkaTarget(WireModel):
 
     kind: Literal["kafka"] = "kafka"
     topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+    """The tenant's topic name; the Kafka topic is `<namespace>.to.<tenant>.<topic>`."""
     format: DeliveryFormat = DeliveryFormat.avro
     """What the topic receives (see `DeliveryFormat`)."""
     pool: PoolName | None = None
+    """The worker pool that runs it (KADENCE_POOLS). None: the `default` pool."""
 
 
 class QueueFormat(StrEnum):
@@ -324,7 +330,9 @@ class SqsTarget(WireModel):
     message_group_id: Annotated[str, Field(pattern=r"^[!-~]{1,128}$")] | None = None
     """A FIFO queue's message group (by default the job id: a job's runs in order)."""
     format: QueueFormat = QueueFormat.payload
+    """What the message body is."""
     pool: PoolName | None = None
+    """The worker pool that runs it (KADENCE_POOLS). None: the `default` pool."""
 
     @field_validator("queue_url")
     @classmethod
@@ -357,7 +365,10 @@ class HandlerTarget(WireModel):
 
     kind: Literal["handler"] = "handler"
     name: Identifier
+    """The name the handler is registered under, for this tenant or every one
+    (`@handler(name, tenants=...)`, connectors/handlers.py)."""
     pool: PoolName | None = None
+    """The worker pool that runs it (KADENCE_POOLS). None: the `default` pool."""
 
 
 Target = Annotated[

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter as Tally
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
@@ -23,14 +24,16 @@ from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 from kadence.clock import Clock
 from kadence.codec import Codec
 from kadence.errors import KadenceError
+from kadence.metrics import LagTracker
 from kadence.provisioning import provision_events
 from kadence.quotas import Quotas
 from kadence.settings import KadenceSettings
-from kadence.target_topics import events_topic, ingress_prefix
+from kadence.target_topics import events_topic, ingress_prefix, ingress_tenant
 from kadence.topics import Topics
 from streams.ingress.admission import Admission
 from streams.ingress.events import Events
 from streams.ingress.lookup import ViewLookup
+from streams.ingress.metrics import ACCEPTED, REJECTED, TOLD, UNTOLD, IngressMetrics
 from streams.ingress.placement import Placement
 from streams.ingress.quotas import IngressQuotas
 from streams.ingress.route import Router
@@ -65,6 +68,7 @@ class IngressLoop:
     clients: Clients
     clock: Clock
     stats: IngressStats = field(default_factory=IngressStats)
+    metrics: IngressMetrics = field(default_factory=IngressMetrics)
 
     def __post_init__(self) -> None:
         ns = self.settings.namespace
@@ -86,6 +90,10 @@ class IngressLoop:
             f"{ns}.ingress", client_id, **{"topic.metadata.refresh.interval.ms": TOPIC_REFRESH_MS}
         )
         self.session = TransactionalSession(self.clients, client_id)
+        self.lag = LagTracker(f"{ns}.ingress")
+        self._records: Tally[tuple[str, str]] = Tally()
+        self._events: Tally[str] = Tally()
+        """The open batch's counts (streams/ingress/metrics.py), added once it committed."""
 
     def run(self, stop: threading.Event) -> None:
         self.consumer.subscribe([self.pattern, *self.events.sources], on_assign=self._assigned)
@@ -100,6 +108,7 @@ class IngressLoop:
     def turn(self) -> None:
         """One batch, one transaction."""
         msgs = [m for m in ready(self.consumer, BATCH, 0.2) if m.error() is None]
+        self.lag.update(self.consumer)
         if not msgs:
             return
         now = self.clock.now_ms()
@@ -108,6 +117,8 @@ class IngressLoop:
         starts: dict[tuple[str, int], int] = {}
         ends: dict[tuple[str, int], int] = {}
         self.session.begin()
+        self._records.clear()
+        self._events.clear()
         for msg in msgs:
             where = (msg.topic() or "", msg.partition() or 0)
             starts.setdefault(where, msg.offset() or 0)
@@ -115,8 +126,11 @@ class IngressLoop:
             self._route(msg, now)
         offsets = [TopicPartition(t, p, o) for (t, p), o in ends.items()]
         outcome = self.session.commit(offsets, self.consumer.consumer_group_metadata())
-        if outcome is not Outcome.committed:
+        if outcome is Outcome.committed:
+            self.metrics.committed(self._records, self._events)
+        else:
             self.stats.aborts += 1
+            self.metrics.aborts.inc()
             log.warning("ingress transaction %s: reading the batch again", outcome.value)
             for (t, p), o in starts.items():
                 self.consumer.seek(TopicPartition(t, p, o))
@@ -141,6 +155,9 @@ class IngressLoop:
             self._tell(record)
             return
         outs = self.router.route(record, now)
+        named = ingress_tenant(self.settings.namespace, record.topic)
+        refused = any(out.topic == self.topics.rejected for out in outs)
+        self._records[named[0] if named else "", REJECTED if refused else ACCEPTED] += 1
         for out in outs:
             if out.topic == self.topics.rejected:
                 self.stats.rejected += 1
@@ -156,6 +173,7 @@ class IngressLoop:
             now = self.clock.now_ms()
             if self._unmade.get(event.tenant, 0) > now:  # refused lately: not asked again yet
                 self.stats.untold += 1
+                self._events[UNTOLD] += 1
                 return
             try:
                 provision_events(self.settings, event.tenant)
@@ -167,6 +185,7 @@ class IngressLoop:
                     exc,
                 )
                 self.stats.untold += 1
+                self._events[UNTOLD] += 1
                 if len(self._unmade) >= UNMADE_KEPT:
                     self._unmade = {t: u for t, u in self._unmade.items() if u > now}
                 self._unmade[event.tenant] = now + UNMADE_RETRY_MS
@@ -175,6 +194,7 @@ class IngressLoop:
         topic = events_topic(self.settings.namespace, event.tenant)
         self.session.produce(topic, None, event.key, event.value, [])
         self.stats.told += 1
+        self._events[TOLD] += 1
 
 
 def admission(settings: KadenceSettings, codec: Codec) -> Admission:

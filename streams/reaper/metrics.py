@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
+from kadence.metrics import FAILURE_KINDS
+
 
 class ReaperMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -30,6 +32,8 @@ class ReaperMetrics:
             ["kind"],
             registry=self.registry,
         )
+        for kind in FAILURE_KINDS:  # at 0 from the start: the alerts see the first one
+            self.failures.labels(kind)
         self.stale_events = Counter(
             "kadence_reaper_stale_lease_events",
             "Lease events of an older delivery than the current one (ignored)",

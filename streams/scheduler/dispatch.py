@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kadence.clock import ms_to_datetime
+from kadence.envelope import payload_refusal
 from kadence.models import (
     Decision,
+    DeliveryFormat,
     ExecutionRevoked,
+    KafkaTarget,
     OverlapPolicy,
     TriggerKind,
 )
@@ -347,7 +350,13 @@ def revoke(
 
 def keep_override(state: JobState, facts: Facts, exec_id: str, payload: bytes) -> JobState:
     """Remember a run's payload override for its retries, dead letter and replays, if the job's
-    state has room for it (else the trigger is refused, saying why)."""
+    state has room for it and its target's record can hold it (else the trigger or replay is
+    refused, saying why; a JSON envelope holds it as a JSON string: kadence/envelope.py)."""
+    target = state.definition(facts.codec).target
+    if isinstance(target, KafkaTarget) and target.format is DeliveryFormat.json:
+        too_large = payload_refusal(payload)
+        if too_large is not None:
+            raise Refused("payload_too_large", f"{exec_id}: {too_large}")
     if not room_for_override(state, exec_id, payload, facts.state_limit):
         held = sum(len(p) for _, p in state.payloads)
         raise Refused(

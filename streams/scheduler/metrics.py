@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from kadence.clock import datetime_to_ms
-from kadence.metrics import LATENESS_BUCKETS, TenantLabels
+from kadence.metrics import FAILURE_KINDS, LATENESS_BUCKETS, TenantLabels
 from kadence.models import DeadLetter, Decision, ExecutionRequested, HistoryRecord
 
 CHILDREN_CACHED = 20_000
@@ -57,6 +57,8 @@ class SchedulerMetrics:
             ["kind"],
             registry=self.registry,
         )
+        for kind in FAILURE_KINDS:  # at 0 from the start: the alerts see the first one
+            self.failures.labels(kind)
         self.dead_letters = Counter(
             "kadence_scheduler_dead_letters",
             "Executions dead-lettered (retries used up, or given up on by the reaper), by tenant",
@@ -71,8 +73,8 @@ class SchedulerMetrics:
         )
         self.not_run = Counter(
             "kadence_scheduler_occurrences_not_run",
-            "Occurrences that did not run, by decision (missed windows, skips, open circuits, "
-            "a tenant's caps: throttled)",
+            "Occurrences that did not run, by decision (missed windows, skips, open circuits), "
+            "and jobs that began to wait for their tenant's caps (throttled: they run later)",
             ["tenant", "decision"],
             registry=self.registry,
         )

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from kadence.codec import Codec
+from kadence.envelope import stored_definitions
 from kadence.models import ScheduleDefinition
 from kadence.notifications import MARKER
 from kadence.timeengine.compile import compile_schedule
@@ -144,9 +145,9 @@ class JobState:
 
     def definition(self, codec: Codec) -> ScheduleDefinition:
         if self._definition is None:
-            object.__setattr__(
-                self, "_definition", codec.decode_as(self.definition_bytes, ScheduleDefinition)
-            )
+            with stored_definitions():  # accepted once: not refused by a later, newer check
+                stored = codec.decode_as(self.definition_bytes, ScheduleDefinition)
+            object.__setattr__(self, "_definition", stored)
         assert self._definition is not None
         return self._definition
 

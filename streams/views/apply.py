@@ -9,6 +9,7 @@ from datetime import datetime
 
 from kadence.acceptance import Refusal, refusal
 from kadence.clock import datetime_to_ms
+from kadence.envelope import stored_definitions
 from kadence.fired_series import runs_of
 from kadence.models import (
     DeadLetter,
@@ -44,6 +45,13 @@ def definition_of(shown: Doc) -> Doc:
     if doc.pop("payload_encoding", None) == "base64":
         doc["payload"] = base64.b64decode(doc["payload"])
     return doc
+
+
+def shown_definition(shown: Doc) -> ScheduleDefinition:
+    """The model of a definition the view shows: one the scheduler accepted, so read as stored
+    (kadence.envelope.stored_definitions: a check added since cannot make it unreadable)."""
+    with stored_definitions():
+        return ScheduleDefinition.model_validate(definition_of(shown))
 
 
 def apply_definition(

@@ -19,6 +19,7 @@ from kadence.clock import Clock, SystemClock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.log_limit import LogLimit
+from kadence.metrics import LagTracker
 from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
@@ -73,6 +74,8 @@ class Materializer:
             f"{self.settings.namespace}.views",
             f"{self.settings.namespace}.views.{self.settings.instance_id}",
         )
+        self.lag = LagTracker(f"{self.settings.namespace}.views")
+        """What is left to read, measured by the input loop (streams/views/metrics.py)."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -148,6 +151,7 @@ class Materializer:
     def turn(self, poll_s: float = 0.2) -> None:
         """Read one batch, apply it, and write it with the next offsets in one store batch."""
         msgs = ready(self.consumer, 500, poll_s)
+        self.lag.update(self.consumer)
         if msgs:
             with self.changed:
                 for m in msgs:

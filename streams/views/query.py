@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 from kadence.clock import ms_to_datetime
 from kadence.errors import KadenceError
 from kadence.labels import parse_selector, selected
-from kadence.models import ScheduleDefinition
 from kadence.notifications import is_notification
 from kadence.timeengine.compile import compile_schedule
 from streams.views import rollup
-from streams.views.apply import definition_of
+from streams.views.apply import shown_definition
 from streams.views.store import SEP, Doc, ViewStore, backfill_key, dead_key, history_prefix, job_key
 
 NOT_RUN = {
@@ -41,7 +40,7 @@ def next_runs(
     """The next `n` due times after `now_ms`; for a job with `max_runs`, only the runs it has
     left: `runs_done` is [scheduled runs sent, the occurrence the count was taken at] from its
     last `fired` record (none yet: the job has all of them)."""
-    d = ScheduleDefinition.model_validate(definition_of(definition))
+    d = shown_definition(definition)
     try:
         compiled = compile_schedule(d.schedule, d.key)
     except KadenceError:

@@ -26,7 +26,8 @@ id as idempotency key), and says so in the log:
 A record the broker refuses for good (over the topic's size limit, a topic the tenant may not
 write) aborts its transaction: the others go back to the inbox and are delivered in the next
 one, and the refused run is reported `failed` (retryable) without its record, so the job's
-retry policy and dead letter take over.
+retry policy and dead letter take over. A record over Kadence's own limit (kadence/sizing.py) is
+never produced: its run is reported `failed`, not retryable, and dead-lettered at once.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from collections.abc import Callable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from kadence.clock import Clock
+from kadence.envelope import TOO_LARGE, TOO_LARGE_FIX
+from kadence.errors import RecordTooLargeError
 from kadence.models import ExecutionRequested
 from kadence.settings import KadenceSettings
 from kadence.targets import Delivers, Delivery, Result, Stop, Target
@@ -146,6 +149,9 @@ class Deliveries:
             return Delivered(run, None, refused)
         try:
             found = item.prepared or self._delivers[ex.target.kind](ex, item.record)
+        except RecordTooLargeError as exc:  # no retry can make it fit: failed for good
+            too_large = Result.failed(TOO_LARGE, f"{exc}; {TOO_LARGE_FIX}", retryable=False)
+            return Delivered(run, None, too_large)
         except Exception:  # a target bug must not kill the worker: the claimed path reports it
             log.exception("target %s: delivery failed for %s", ex.target.kind, ex.execution_id)
             self._claimed_instead(item)

@@ -5,10 +5,10 @@ uncaught OverflowError: the ingress died, and read the same record again on ever
 tenant's Kafka way in worked). Here a tenant writes that record and a dozen more a reader must
 survive (values no wire holds, a CRLF content type, a control character in a header, bytes that
 are not UTF-8, 900 000-character strings, nesting 100 000 deep, NaN, truncated and forged
-Avro) to `<ns>.from.acme.schedules` and `.commands`; then a good job of the same tenant and one
-of another tenant, each through its own ingress topic. Both run (their target gets their
-requests), every hostile record is on `rejected` with a code and the reason, and the ingress
-process is still running."""
+Avro, a payload a JSON target's envelope cannot hold) to `<ns>.from.acme.schedules` and
+`.commands`; then a good job of the same tenant and one of another tenant, each through its
+own ingress topic. Both run (their target gets their requests), every hostile record is on
+`rejected` with a code and the reason, and the ingress process is still running."""
 
 from __future__ import annotations
 
@@ -24,7 +24,13 @@ from confluent_kafka import Producer
 
 from apps.processes import ChildProcess
 from kadence.codec import MAGIC, Codec, _to_avro
-from kadence.models import Rejected, ScheduleDefinition
+from kadence.models import (
+    MAX_PAYLOAD_BYTES,
+    DeliveryFormat,
+    KafkaTarget,
+    Rejected,
+    ScheduleDefinition,
+)
 from kadence.provisioning import ingress_topics, provision_ingress
 from kadence.topics import Topics
 from testkit.topic_reader import read_topic
@@ -32,6 +38,10 @@ from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 CODEC = Codec()
+CONTROL = b"\x01" * MAX_PAYLOAD_BYTES
+"""512 KiB of control characters: 3 MiB as the JSON string of a json-format target's envelope."""
+AVRO_TARGET = KafkaTarget(topic="out", format=DeliveryFormat.avro)
+JSON_TARGET = KafkaTarget(topic="out", format=DeliveryFormat.json)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +103,9 @@ def hostile_definitions(api: Api) -> dict[str, bytes]:
         "unknown-field": text("unknown-field", colour="red"),
         "truncated-avro": good_avro[: len(good_avro) // 2],
         "forged-avro": _forged(doc("forged-avro"), version=2**63 - 1, timeout_ms=-5),
+        "json-envelope-3-mib": _forged(
+            doc("json-envelope-3-mib", target=AVRO_TARGET), target=JSON_TARGET, payload=CONTROL
+        ),
     }
 
 
@@ -174,5 +187,13 @@ def test_hostile_records_stop_no_tenant_and_each_is_rejected_with_its_reason(
     assert "version" in why["forged-avro"][1] and "timeout_ms" in why["forged-avro"][1]
     assert "issued_at" in why["year-1-east"][1]
     assert "max_occurrences" in why["backfill-2-64"][1]
+    code, reason = why["json-envelope-3-mib"]
+    assert code == "invalid_record" and "payload" in reason and "3145730 bytes" in reason
+    # the same payload to an Avro target is a job like any other
+    avro = _forged(definition(api, "acme", "avro-control", target=AVRO_TARGET), payload=CONTROL)
+    producer.produce(schedules_in, avro, b"acme/avro-control")
+    assert producer.flush(30) == 0
+    job = "/v1/jobs/avro-control"
+    api.wait(lambda: api.http.get(job, headers=api.as_("acme")).status_code == 200, 60, job)
     assert ingress.running, ingress.output()[-2000:]
     assert "Traceback" not in ingress.output()

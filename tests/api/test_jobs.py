@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -230,3 +231,32 @@ def test_a_new_concurrency_key_moves_the_job_and_a_delete_without_it_removes_it(
 
 def _hits(api: Api, prefix: str) -> list[Any]:
     return [x for x in api.target.seen() if x.headers["idempotency-key"].startswith(prefix)]
+
+
+def test_a_payload_a_json_kafka_envelope_cannot_hold_is_refused_at_the_api(api: Api) -> None:
+    """Issue 43, item 7. A request body holds at most 512 KiB + 64 KiB, so it cannot carry
+    512 KiB of control characters (6 bytes each in JSON); 512 KiB of `é` it can, sent as UTF-8:
+    3 times its size as the envelope's ASCII JSON string. Refused for a `"format": "json"`
+    target, as a definition and as a trigger's payload, naming its size; taken for Avro."""
+    h = {**api.as_("acme"), "content-type": "application/json"}
+    hostile = "é" * (256 * 1024)  # 512 KiB of UTF-8
+
+    def body(fmt: str, **kw: Any) -> bytes:
+        target = {"kind": "kafka", "topic": f"env-{fmt}", "format": fmt}
+        return json.dumps(api.job(target=target, **kw), ensure_ascii=False).encode()
+
+    r = api.http.post("/v1/jobs/env-json", content=body("json", payload=hostile), headers=h)
+    assert r.status_code == 422, r.text
+    assert "payload" in r.text and "1572866 bytes" in r.text and "record limit" in r.text
+    assert api.http.get("/v1/jobs/env-json", headers=h).status_code == 404
+    r = api.http.post("/v1/jobs/env-avro", content=body("avro", payload=hostile), headers=h)
+    assert r.status_code == 201, r.text
+    assert api.http.post("/v1/jobs/env-json", content=body("json"), headers=h).status_code == 201
+    trigger = json.dumps({"payload": hostile}, ensure_ascii=False).encode()
+    r = api.http.post("/v1/jobs/env-json/trigger", content=trigger, headers=h)
+    assert r.status_code == 422, r.text
+    assert "1572866 bytes" in r.text and "payload" in r.text
+    fits = json.dumps({"payload": "é" * 1024}, ensure_ascii=False).encode()
+    assert api.http.post("/v1/jobs/env-json/trigger", content=fits, headers=h).status_code == 202
+    r = api.http.post("/v1/jobs/env-avro/trigger", content=trigger, headers=h)
+    assert r.status_code == 202, r.text

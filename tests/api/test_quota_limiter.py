@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from apps import cli_api
-from kadence.api_client import ApiError
+from kadence.api_client import ApiClient, ApiError
 from kadence.quotas import BACKFILL, JOBS, TRIGGERS, JobQuota, QuotaExceededError, RateQuota
 
 
@@ -137,11 +137,13 @@ def test_concurrent_creates_cannot_pass_the_last_free_place() -> None:
 # -- the CLI -----------------------------------------------------------------------------------
 
 
-class FakeApi:
+class FakeApi(ApiClient):
     """The backfill endpoint of an API whose quota refuses the first real request (429 with
-    Retry-After) and any request of more than `limit` occurrences (429 without)."""
+    Retry-After) and any request of more than `limit` occurrences (429 without); the client's
+    methods call it."""
 
     def __init__(self, occurrences: int, limit: int) -> None:
+        super().__init__("http://127.0.0.1:9", None)
         self.todo = [
             {
                 "execution_id": f"acme/bf@{n}",
@@ -199,7 +201,7 @@ def test_the_cli_backfill_waits_out_a_429_and_fits_its_chunks_to_the_quota(
         rate=1_000.0,
         json=False,
     )
-    out = cli_api._backfill(api, args, Console(quiet=True))  # type: ignore[arg-type]
+    out = cli_api._backfill(api, args, Console(quiet=True))
     assert out["sent"] == [o["execution_id"] for o in api.todo]  # every one, once, in order
     assert api.accepted == [40, 40, 40, 40]  # max_occurrences fitted to the quota
     assert out["fired"] == 150  # progress as runs the scheduler fired, summed over the chunks
@@ -228,5 +230,5 @@ def test_the_cli_gives_up_on_other_errors(monkeypatch: pytest.MonkeyPatch) -> No
         json=True,
     )
     with pytest.raises(ApiError) as info:
-        cli_api._backfill(api, args, Console(quiet=True))  # type: ignore[arg-type]
+        cli_api._backfill(api, args, Console(quiet=True))
     assert info.value.exit_code == 7

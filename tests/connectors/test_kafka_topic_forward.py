@@ -80,7 +80,8 @@ def test_forwarding_writes_the_record_encoding_would_have(changes: dict[str, Any
     ex, raw = as_read(**changes)
     c, producer = target(ex)
     fingerprint = Codec().schema_fingerprint(ExecutionRequested)
-    before = (c.topic_for(ex), ex.key.encode(), Codec().encode(ex), headers_for(ex, fingerprint))
+    headers = [*headers_for(ex, fingerprint), ("kadence-guarantee", b"at-least-once")]
+    before = (c.topic_for(ex), ex.key.encode(), Codec().encode(ex), headers)
     deadline = time.monotonic() + 5
     assert c.forward(ex, Stop(), deadline, raw).status is OutcomeStatus.succeeded
     assert c(ex, Stop(), deadline).status is OutcomeStatus.succeeded

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kadence.codec import Codec
+from kadence.envelope import stored_definitions
 from kadence.models import (
     Backfill,
     Decision,
@@ -271,3 +272,50 @@ def test_overrides_are_kept_only_while_the_largest_state_still_fits() -> None:
     fitted, data = fit_state(full, RECORD_LIMIT - len(d.key) - 8)
     assert len(data) <= RECORD_LIMIT - len(d.key) - 8
     assert fitted.payloads == state.payloads and fitted.running == full.running
+
+
+def test_a_trigger_whose_payload_a_json_envelope_cannot_hold_is_refused_with_the_reason() -> None:
+    """Issue 43, item 7: a 512 KiB payload of control characters is 3 MiB as the JSON string of
+    a `"format": "json"` Kafka target's envelope; the trigger carrying it (through the API or a
+    tenant's ingress topic, both end here) is refused, and nothing is dispatched. The same
+    payload to the job as an Avro target runs."""
+    control = b"\x01" * MAX_PAYLOAD_BYTES
+    for fmt, runs in (("json", 0), ("avro", 1)):
+        h = Harness()
+        d = per_second_job().model_copy(update={"target": KafkaTarget(topic="out", format=fmt)})
+        key = d.key.encode()
+        h.send(h.topics.schedules, key, d)
+        assert h.send(h.topics.commands, key, TriggerNow(**_cmd("hostile"), payload=control))
+        fired = [e for e in h.records(".executions") if e.trigger == "manual"]
+        assert len(fired) == runs, fmt
+        if runs == 0:
+            [refused] = h.records(".rejected")
+            assert refused.code == "payload_too_large"
+            assert "3145730 bytes" in refused.reason and "record limit" in refused.reason
+        else:
+            assert fired[0].payload == control and h.records(".rejected") == []
+
+
+def test_a_job_stored_before_the_envelope_check_still_fires_and_can_be_fixed() -> None:
+    """A definition the scheduler accepted before its payload was checked against a JSON
+    envelope stays readable in its state: it fires (the worker fails its runs for good,
+    tests/driver/test_envelope_guard.py) and a new version that fits is accepted; were it
+    checked again, the job would be quarantined and refuse every update."""
+    d = per_second_job().model_copy(
+        update={
+            "target": KafkaTarget(topic="out", format="json"),
+            "payload": b"\x01" * MAX_PAYLOAD_BYTES,
+        }
+    )
+    h, key = Harness(), d.key.encode()
+    with stored_definitions():  # written by the release before
+        assert h.send(h.topics.schedules, key, d)
+    assert h.fire(key, NOW + 1_000)
+    assert h.history(Decision.quarantined) == []
+    assert len(h.records(".executions")) == 1
+    fixed = d.model_copy(update={"version": 2, "payload": b"fits"})
+    assert h.send(h.topics.schedules, key, fixed)
+    assert h.records(".rejected") == []
+    assert h.send(h.topics.schedules, key, d.model_copy(update={"version": 3}))
+    [refused] = h.records(".rejected")  # a new one is checked, as everywhere
+    assert refused.code == "invalid_record" and "3145730 bytes" in refused.reason

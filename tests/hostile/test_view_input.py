@@ -119,6 +119,9 @@ class FlakyConsumer:
     def assign(self, assignment: list[Any]) -> None:
         self.assigned = assignment
 
+    def assignment(self) -> list[Any]:
+        return []  # what the lag is measured on (kadence/metrics.py): none here
+
     def consume(self, n: int, timeout: float) -> list[Any]:
         return []
 

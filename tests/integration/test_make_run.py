@@ -158,6 +158,8 @@ def test_run_provisions_topics_and_stops_cleanly(kafka_bootstrap: str) -> None:
             (9101, "kadence_scheduler_dispatch_lateness_seconds"),
             (9102, "kadence_reaper_lease_expiries"),
             (9103, "kadence_worker_start_lateness_seconds"),
+            (9104, "kadence_view_caught_up 1.0"),
+            (9105, "kadence_ingress_records_total"),
         ]:
             assert _wait_status(f"http://127.0.0.1:{port}/metrics", {}) == 200
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:

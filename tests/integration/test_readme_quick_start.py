@@ -1,12 +1,14 @@
 """The README's quick start, run as written against the test broker (issue 31): `make run`, a
 signed webhook call at `kadence receive` within a minute, a JSON record read with kcat, and the
-"From code" example's job shown by the API.
+"From code" examples: the tenant's (`ApiClient`: a job created, run at the receiver, paused) and
+the operator's (straight to Kafka: the job shown by the API).
 
 What the test changes, and only that, so that it can run beside the rest of the suite: its own
 namespace (KADENCE_NAMESPACE, and the topic name kcat reads), the test broker's address (for
 127.0.0.1:19092), the API and view on ports the system picks (KADENCE_API_URL then tells the CLI
 the API's), metrics off, and the receiver on a port it picks (`--port 0`, put in the job's URL
-for 8099). Each substitution must find its text, so a README that drops one fails here.
+for 8099, also in the `ApiClient` example). Each substitution must find its text, so a README
+that drops one fails here.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from typing import IO
 
 import pytest
 
+from kadence.api_client import ApiClient
 from kadence.provisioning import delete_namespace
 from kadence.settings import KadenceSettings
 from testkit.process_tree import stop_group
+from testkit.stack import until
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"kadence: ready at (http://127\.0\.0\.1:\d+)")
@@ -39,12 +43,13 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
 def quick_start() -> list[str]:
-    """The quick start's shell blocks, in order, and the "From code" Python block last."""
+    """The quick start's shell blocks, in order, then the "From code" Python blocks: the
+    tenant's (through the API) and the operator's (straight to Kafka)."""
     text = (REPO / "README.md").read_text()
     section = text[text.index("## Quick start\n") : text.index("## The two commands\n")]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
-    code = text[text.index("## From code\n") :]
-    return [*blocks, re.findall(r"```python\n(.*?)```", code, re.S)[0]]
+    code = text[text.index("## From code\n") : text.index("## Documentation\n")]
+    return [*blocks, *re.findall(r"```python\n(.*?)```", code, re.S)]
 
 
 def swap(text: str, old: str, new: str) -> str:
@@ -134,7 +139,7 @@ def test_the_quick_start_as_written(
     stack: tuple[dict[str, str], str], kafka_bootstrap: str
 ) -> None:
     env, namespace = stack
-    _, receiver_block, hello, report, from_code = quick_start()
+    _, receiver_block, hello, report, tenant_code, operator_code = quick_start()
     setup = swap(receiver_block, RECEIVE_LINE, "")
     receive = swap(RECEIVE_LINE, " &", " --port 0")
     receiver = subprocess.Popen(
@@ -168,7 +173,25 @@ def test_the_quick_start_as_written(
         }
 
         python = str(REPO / ".venv" / "bin" / "python")
-        subprocess.run([python, "-c", from_code], cwd=REPO, env=env, check=True, timeout=60)
+        token = (REPO / ".run" / "dev-token").read_text().strip()  # step 2 exported it
+        tenant_code = swap(tenant_code, "127.0.0.1:8099", f"127.0.0.1:{port}")
+        printed = subprocess.run(
+            [python, "-c", tenant_code],
+            cwd=REPO,
+            env={**env, "KADENCE_TOKEN": token},
+            check=True,
+            timeout=60,
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert printed.split()[0] == "succeeded", printed
+        call = runs.until(re.compile(r"demo/nightly-export@\S+ +attempt 1 .*signature (\w+)"), 30)
+        assert call[1] == "valid"
+        with ApiClient(env["KADENCE_API_URL"], token) as api:
+            until(lambda: api.job("nightly-export")["state"] == "paused", 30, "the pause")
+            assert api.job("nightly-export")["paused_reason"] == "until the new bucket exists"
+
+        subprocess.run([python, "-c", operator_code], cwd=REPO, env=env, check=True, timeout=60)
         got = shell(setup + "until kadence get weekday-report --json; do sleep 0.5; done", env)
         assert json.loads(got)["definition"]["target"]["secret_ref"] == "demo-hooks"
     finally:

@@ -242,7 +242,7 @@ def test_refs_that_cannot_be_redelivered_are_quarantined_and_the_rest_go_on(h: H
 def test_a_ref_that_cannot_be_read_during_a_broker_outage_is_read_again_not_lost(
     h: Harness,
 ) -> None:
-    """A node kill (docs/benchmarks.md B4, the 18 runs lost): the worker's loop stalls in a
+    """A node kill (docs/benchmarks-history.md B4, the 18 runs lost): the worker's loop stalls in a
     commit, its claims ahead run out and its next snapshot leaves them out; when the reaper's
     timer fires, the leader of their executions partition is down. Not being able to read the
     record now is no answer: the run is read again and redelivered once the partition is back,

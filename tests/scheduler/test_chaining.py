@@ -11,17 +11,27 @@ import pytest
 
 from kadence.chains import FAILURE, SUCCESS, chain_depth_of, chain_request_id, result_payload
 from kadence.codec import Codec
+from kadence.envelope import payload_json_bytes, payload_refusal
 from kadence.models import (
     MAX_CHAIN_DEPTH,
     Decision,
+    ErrorInfo,
     ExecutionOutcome,
     ExecutionRequested,
     HistoryRecord,
     KafkaTarget,
     OutcomeStatus,
     Rejected,
+    RunResult,
     ScheduleDefinition,
     TriggerNow,
+)
+from kadence.models.results import (
+    RESULT_BODY_BYTES,
+    RESULT_HEADER_CHARS,
+    RESULT_HEADERS,
+    RESULT_NOTE_CHARS,
+    RESULT_VALUE_BYTES,
 )
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
@@ -357,3 +367,39 @@ def test_a_chain_trigger_on_commands_is_refused_as_kadence_s_own_word() -> None:
     [rejected] = [CODEC.decode(v) for t, _p, _k, v, _h in out if t == topics.rejected]
     assert isinstance(rejected, Rejected) and rejected.code == "control_record"
     assert not [v for t, _p, _k, v, _h in out if t == topics.executions]
+
+
+def test_the_largest_passed_result_fits_a_json_kafka_target_s_envelope() -> None:
+    """Issue 43, item 7: a `pass_result` payload goes to a job whose target may be a
+    `"format": "json"` Kafka topic, where it is escaped once more. With every part of the
+    result and the error at its bound, in the characters JSON escapes most (a 4-byte character
+    is 12 bytes in the document and 14 in the envelope), it still fits, whole."""
+    emoji = "\U0001f600"
+    result = RunResult(
+        status_code=599,
+        headers={f"x-{i:0254d}": emoji * RESULT_HEADER_CHARS for i in range(RESULT_HEADERS)},
+        body=b"\x01" * RESULT_BODY_BYTES,  # JSON's longest escape
+        body_truncated=True,
+        value=json.dumps(emoji * (RESULT_VALUE_BYTES // 4 - 1), ensure_ascii=False),
+        note=emoji * RESULT_NOTE_CHARS,
+    )
+    job = create(definition())
+    base = make_outcome(run_once(job), OutcomeStatus.failed).model_copy(
+        update={"result": result, "error": ErrorInfo(type="t" * 256, message=emoji * 4096)}
+    )
+    passed = result_payload(base)
+    assert "result_truncated" not in json.loads(passed)
+    assert payload_json_bytes(passed) > 6 * len(emoji * 16 * RESULT_HEADER_CHARS)  # escaped
+    assert payload_refusal(passed) is None
+
+
+def test_a_binary_answer_is_passed_as_base64_and_a_text_one_as_text() -> None:
+    """An HTTP answer whose body is not UTF-8 (b"\\xff\\xfe") raised UnicodeDecodeError in
+    `result_payload`, so any `pass_result` chain after a binary answer broke."""
+    job = create(definition())
+    base = make_outcome(run_once(job), OutcomeStatus.succeeded)
+    binary = base.model_copy(update={"result": RunResult(status_code=200, body=b"\xff\xfe\x00")})
+    passed = json.loads(result_payload(binary))["result"]
+    assert passed == {"status_code": 200, "body": "//4A", "body_encoding": "base64"}
+    text = base.model_copy(update={"result": RunResult(status_code=200, body="héllo".encode())})
+    assert json.loads(result_payload(text))["result"]["body"] == "héllo"

@@ -134,3 +134,22 @@ def test_cancelling_a_retry_forgets_its_override() -> None:
     cancelled = commands.apply_command(failed.state, cancel, ctx(T0 + 20))
     assert cancelled.state is not None
     assert cancelled.state.payloads == ()
+
+
+def test_a_dead_letter_replayed_to_a_job_now_on_a_json_target_is_refused_if_it_cannot_fit() -> None:
+    """Issue 43, item 7: a letter replays with the job's target as it is now; when that is a
+    `"format": "json"` Kafka topic whose envelope cannot hold the letter's payload, the replay
+    is refused with the reason (it would only fail again); a payload that fits replays."""
+    json_job = create(definition(target={"kind": "kafka", "topic": "out", "format": "json"}))
+    for payload, refused in ((b"\x01" * 512 * 1024, True), (b"\x01" * 1024, False)):
+        letter = executions(triggered(payload))[0]
+        replay = ReplayDeadLetter(
+            **cmd_fields("r1"), execution_id=letter.execution_id, letter=letter
+        )
+        if refused:
+            with pytest.raises(Refused, match="JSON string") as why:
+                commands.apply_command(json_job, replay, ctx(T0 + 3_000))
+            assert why.value.code == "payload_too_large"
+        else:
+            replayed = commands.apply_command(json_job, replay, ctx(T0 + 3_000))
+            assert [r.payload for r in executions(replayed)] == [payload]

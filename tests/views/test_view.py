@@ -14,6 +14,7 @@ from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
     HistoryRecord,
+    KafkaTarget,
     ScheduleDefinition,
 )
 from kadence.partitioning import partition_for
@@ -411,3 +412,15 @@ def test_history_past_retention_is_rolled_up_per_job_per_day(tmp_path: Path) -> 
     clock.set(datetime_to_ms(T0 + timedelta(days=41)))
     Materializer(keep, store, clock).sweep()
     assert q.rollups("acme", "tick") == []
+
+
+def test_a_job_stored_before_the_envelope_check_still_shows_its_next_runs() -> None:
+    """Issue 43, item 7: a definition the scheduler accepted before payloads were checked
+    against a JSON target's envelope is still a job the view can describe (validating it
+    again would answer every read of it with an error)."""
+    old = definition().model_copy(
+        update={"target": KafkaTarget(topic="out", format="json"), "payload": b"\x01" * 524_288}
+    )
+    shown = apply.definition_doc(old)
+    assert apply.shown_definition(shown).payload == old.payload
+    assert next_runs(shown, datetime_to_ms(T0), 1) == ["2026-12-01T09:01:00Z"]

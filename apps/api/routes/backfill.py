@@ -10,22 +10,21 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import Field
 
 from apps.api.auth import Operator, Principal, Reader, tenant_of
 from apps.api.deps import Services, Svc, check_id
-from apps.api.routes.commands import RequestIn, send
+from apps.api.routes.commands import send
 from apps.api.schemas import BackfillProgress, BackfillShown
+from kadence.api_requests import BackfillIn, RequestIn, window_problems
 from kadence.clock import datetime_to_ms, ms_to_datetime
-from kadence.models import Backfill, ScheduleDefinition
+from kadence.models import Backfill
 from kadence.timeengine.compile import compile_schedule
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.backfill import DispatchFacts, plan
-from streams.views.apply import definition_of
+from streams.views.apply import shown_definition
 
 router = APIRouter(tags=["commands"])
 PLAN_WAIT_S = 15.0
@@ -35,14 +34,6 @@ PLAN_SCAN = 200_000
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 LISTED = 1_000
 """Already dispatched occurrences listed one by one at most (all are counted)."""
-
-
-class BackfillIn(RequestIn):
-    start: datetime
-    end: datetime
-    dry_run: bool = True
-    force: bool = False
-    max_occurrences: int = Field(default=1_000, ge=1, le=100_000)
 
 
 @router.post(
@@ -55,12 +46,9 @@ def backfill(svc: Svc, who: Operator, job_id: str, body: BackfillIn) -> Any:
     occurrences per minute. Follow it with GET .../backfill/{request_id}."""
     tenant = tenant_of(who)
     check_id(job_id)
-    if body.start.tzinfo is None or body.end.tzinfo is None:
-        raise HTTPException(
-            422, [{"loc": ["body", "start"], "msg": "start and end need a UTC offset"}]
-        )
-    if body.end <= body.start:
-        raise HTTPException(422, [{"loc": ["body", "end"], "msg": "end must be after start"}])
+    problems = window_problems(body.start, body.end)
+    if problems:
+        raise HTTPException(422, problems)
     job = svc.job(tenant, job_id)
     planned = _plan(svc, who, job_id, job, body)
     if body.dry_run:
@@ -144,7 +132,7 @@ def _plan(svc: Services, who: Principal, job_id: str, job: Any, body: BackfillIn
     )
     doc = _await_facts(svc, tenant, job_id, rid)
     facts = DispatchFacts.from_details(doc["details"])
-    d = ScheduleDefinition.model_validate(definition_of(job["definition"]))
+    d = shown_definition(job["definition"])
     start_ms, end_ms = datetime_to_ms(body.start), datetime_to_ms(body.end)
     p = plan(
         compile_schedule(d.schedule, d.key),

@@ -8,33 +8,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from apps.api.auth import Operator, Principal, tenant_of
 from apps.api.deps import Services, Svc, check_id, invalid
 from apps.api.schemas import Accepted, Triggered
-from kadence.models import CancelRun, Command, PauseJob, ResumeJob, TriggerNow
+from kadence.api_requests import RequestIn, TriggerIn
+from kadence.envelope import payload_refusal
+from kadence.models import CancelRun, Command, DeliveryFormat, PauseJob, ResumeJob, TriggerNow
 from kadence.timeengine.identity import manual_execution_id
 
 router = APIRouter(tags=["commands"])
-
-
-class RequestIn(BaseModel):
-    request_id: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
-    """Idempotency: the same request id changes nothing the second time (default: new)."""
-    reason: str = Field(
-        default="",
-        max_length=512,
-        description="a note kept in the job's history: why it was paused, resumed or cancelled",
-    )
-
-
-class TriggerIn(RequestIn):
-    payload: str | dict[str, Any] | list[Any] | None = Field(
-        default=None,
-        description="replaces the payload for this run: a string, or a JSON object or array "
-        "(sent as its compact JSON), as a definition's payload",
-    )
 
 
 def send(
@@ -62,8 +46,19 @@ def send(
         )
     except ValidationError as exc:
         raise invalid(exc) from exc
+    if isinstance(cmd, TriggerNow) and cmd.payload is not None:
+        fits_target(job["definition"].get("target") or {}, cmd.payload)
     written = svc.write(lambda: svc.client.send(cmd, ck))
     return {"request_id": cmd.request_id, "accepted": True, "offset": written.offset}
+
+
+def fits_target(target: dict[str, Any], payload: bytes) -> None:
+    """422 when the job's target is a JSON-format Kafka topic whose envelope cannot hold
+    `payload` (the scheduler would refuse the trigger: kadence/envelope.py)."""
+    if target.get("kind") == "kafka" and target.get("format") == DeliveryFormat.json.value:
+        reason = payload_refusal(payload)
+        if reason is not None:
+            raise HTTPException(422, [{"loc": ["body", "payload"], "msg": reason}])
 
 
 def request_id(body: RequestIn | None) -> str:
@@ -100,7 +95,8 @@ def resume(svc: Svc, who: Operator, job_id: str, body: RequestIn | None = None) 
 )
 def trigger(svc: Svc, who: Operator, job_id: str, body: TriggerIn | None = None) -> Any:
     """Run once now. Idempotent by request_id: the run's execution id derives from it.
-    429 past the tenant's triggers per minute."""
+    429 past the tenant's triggers per minute; 422 when a JSON-format Kafka target's envelope
+    cannot hold the payload."""
     svc.quotas.triggers.take(tenant_of(who))
     body = body or TriggerIn()
     body.request_id = request_id(body)  # fixed here: the execution id derives from it

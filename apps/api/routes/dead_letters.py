@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from apps.api.auth import Operator, Reader, tenant_of
 from apps.api.deps import Services, Svc, invalid
 from apps.api.replays import letter_request_id
-from apps.api.routes.commands import RequestIn, send
+from apps.api.routes.commands import send
 from apps.api.schemas import Accepted, DeadLetterShown
+from kadence.api_requests import RequestIn
 from kadence.models import ExecutionRequested, ReplayDeadLetter
 
 router = APIRouter(tags=["dead letters"])
