@@ -4,7 +4,8 @@
 
     python -m bench.sustained --target handler|http   (in-process no-op handler; loopback HTTP)
 
-    python -m bench.sustained --rates 2000 --seconds 180 --volume   (records, bytes per execution)
+    python -m bench.sustained --rates 2000 --seconds 180 --no-volume   (without counting the
+    records and bytes written per execution by topic, which every run does by default)
 
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
@@ -14,7 +15,8 @@ executions per second whether or not the workers keep up (open loop: the schedul
 wait for the previous run). Per rate: start lateness p50/p99/max over the whole window and p99
 per third, the completed rate, and lag growth (p99 in the last third minus p99 in the third
 after a 20 s warm-up). The knee is the highest rate whose p99 after the warm-up is under 1 s
-with no lag growth (under 0.5 s) and nothing lost.
+with no lag growth (under 0.5 s) and nothing lost. Each rate ends with one line (bench/headline.py):
+on time or not, the CPU per execution by process and the records per execution by topic.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from apps.processes import ChildProcess
 from bench import topic_volume
 from bench.cpu import cpu_per_execution_us
 from bench.execution import HANDLERS, succeeded
+from bench.headline import headline
 from bench.http_sink import summary_of
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles
@@ -269,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument(
         "--volume",
-        action="store_true",
-        help="also count the records and bytes written per execution, by topic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count the records and bytes written per execution, by topic (default: on)",
     )
     parser.add_argument(
         "--profile",
@@ -306,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                 profile=args.profile,
             )
             row["wall_s"] = round(time.monotonic() - started, 1)
+            row["headline"] = headline(row)
             print(json.dumps(row, indent=2))
+            print(row["headline"])
             rows.append(row)
     finally:
         if sink is not None:
@@ -329,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "" if args.target == "kafka" else f"-{args.target}"
     (args.results / f"sustained{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
     at = result["knee_per_s"]
+    for row in rows:
+        print(row["headline"])
     print(f"knee ({args.target} target): {at}/s (p99 under {ON_TIME_S} s, no lag growth)")
     if result["received_after_due_s"] is not None:
         received = result["received_after_due_s"]

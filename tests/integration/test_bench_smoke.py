@@ -76,6 +76,11 @@ def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target:
     assert row["early"] == 0  # no run started before its due time
     assert row["on_time"] and result["knee_per_s"] == 20
     assert row["cpu_us_per_execution"]["total"] > 0  # every process's CPU, the broker's too
+    # every run counts what it wrote per execution by topic, and says it in one line
+    assert row["written_per_execution"]["outcomes"]["records"] >= 1.0
+    assert row["headline"].startswith("20/s on time: ")
+    assert " | CPU µs/exec: scheduler " in row["headline"]
+    assert " | records/exec: " in row["headline"]
     if target == "kafka":  # read back by a read_committed consumer: when, and exactly once
         assert row["visible_lateness_s"]["p99"] < 1.0
         assert row["duplicated_records"] == 0
