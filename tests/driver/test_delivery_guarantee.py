@@ -35,6 +35,16 @@ def execution() -> ExecutionRequested:
     )
 
 
+def offline_kafka(settings: KadenceSettings) -> tuple[KafkaTopicCaller, Producer]:
+    """The real Kafka target for the in-memory cluster: it never connects (its transactional
+    path writes through the worker's session), and the claimed path's own producer records
+    what it sent."""
+    kafka = KafkaTopicCaller("127.0.0.1:9", settings.namespace, 1, Codec())
+    producer = Producer()
+    kafka.producer = producer  # type: ignore[assignment]
+    return kafka, producer
+
+
 @pytest.mark.parametrize(
     ("exactly_once", "said"), [(True, "exactly-once"), (False, "at-least-once")]
 )
@@ -45,9 +55,7 @@ def test_the_record_says_whether_it_went_out_exactly_once(
         namespace="drv", partitions=1, worker_kafka_exactly_once=exactly_once
     )
     topics = driver.provision(settings)
-    kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, Codec())  # never connects
-    producer = Producer()  # the claimed path's own producer
-    kafka.producer = producer  # type: ignore[assignment]
+    kafka, producer = offline_kafka(settings)
     ex = execution()
     topic = driver.create_topic(kafka.topic_for(ex))
     kafka._known.add(topic)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka_topic import KafkaTopicCaller
 from kadence.codec import Codec
 from kadence.envelope import TOO_LARGE
 from kadence.errors import RecordTooLargeError
@@ -25,8 +24,8 @@ from kadence.sizing import RECORD_LIMIT
 from kadence.targets import Stop
 from kadence.topics import OUTCOMES
 from testkit.driver import Driver
-from tests.connectors.test_kafka_topic_forward import Producer, target
-from tests.driver.test_delivery_guarantee import execution
+from tests.connectors.test_kafka_topic_forward import target
+from tests.driver.test_delivery_guarantee import execution, offline_kafka
 
 CONTROL = b"\x01" * MAX_PAYLOAD_BYTES
 JSON = KafkaTarget(topic="orders", format=DeliveryFormat.json)
@@ -65,9 +64,7 @@ def test_the_worker_reports_it_failed_for_good_and_delivers_the_next_run(
         namespace="drv", partitions=1, worker_kafka_exactly_once=exactly_once
     )
     topics = driver.provision(settings)
-    kafka = KafkaTopicCaller("127.0.0.1:9", "drv", 1, Codec())  # never connects
-    producer = Producer()  # the claimed path's own producer
-    kafka.producer = producer  # type: ignore[assignment]
+    kafka, producer = offline_kafka(settings)
     bad = hostile()
     good = execution().model_copy(
         update={"execution_id": "acme/j1@2026-12-01T08:01:00.000Z", "target": JSON}
