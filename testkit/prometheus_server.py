@@ -83,12 +83,23 @@ class PrometheusServer:
             config["rule_files"] = [str(self.rule_file.resolve())]
         path = self.data_dir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config))
-        self.port = free_ports(1)  # Prometheus cannot bind port 0 and say which it got
-        log = (self.data_dir / "prometheus.log").open("ab")
+        for _ in range(5):  # Prometheus cannot bind port 0 and say which it got: a port picked
+            # free may be taken before it binds it (by a child of another test); then again
+            self.port = free_ports(1)
+            if self._launch(binary, path):
+                break
+        else:
+            raise RuntimeError(f"prometheus found no free port: {self.output()[-2000:]}")
+        return self
+
+    def _launch(self, binary: str, config: Path) -> bool:
+        """Start on `self.port` and wait until ready; False if the port was taken meanwhile.
+        The log holds this attempt's output only."""
+        log = (self.data_dir / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
             [
                 binary,
-                f"--config.file={path}",
+                f"--config.file={config}",
                 f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--storage.tsdb.retention.time=1h",
@@ -98,12 +109,15 @@ class PrometheusServer:
         )
         log.close()
         deadline = time.monotonic() + 60
-        while not self._ready():
+        while self.proc.poll() is not None or not self._ready():
+            if self.proc.poll() is not None and "address already in use" in self.output():
+                self.stop()
+                return False
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"prometheus did not start: {self.output()[-2000:]}")
             time.sleep(0.2)
-        return self
+        return True
 
     def _ready(self) -> bool:
         try:
