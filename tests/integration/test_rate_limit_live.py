@@ -22,11 +22,12 @@ from testkit.target_server import TargetServer
 RUNS = 2_000
 LIMIT = RateLimit(per_second=200, burst=10)
 JITTER = 0.05
-"""Of the limit, what one second at the receiver may hold beyond the limit and the burst: a
-request started on time may reach the receiver's handler a few milliseconds late, across a
-second's edge. (Before a rate-limited destination stopped being warmed, the warmer opened a
-connection per run due in the burst's second and the receiver stalled under them: 284 in one
-second while the worker started 199.)"""
+"""Of the limit, what one second of starts or at the receiver may hold beyond the limit and the
+burst: a start is stamped a turn after the limiter's decision, and a request started on time may
+reach the receiver's handler a few milliseconds late, across a second's edge. (Before a
+rate-limited destination stopped being warmed, the warmer opened a connection per run due in
+the burst's second and the receiver stalled under them: 284 in one second while the worker
+started 199.)"""
 
 
 @pytest.fixture
@@ -82,8 +83,11 @@ def test_a_burst_against_a_limited_destination_arrives_at_the_limit_and_others_o
     figures = (
         f"per second at the receiver {sorted(counts.items())}, started {sorted(started.items())}"
     )
-    assert max(started.values()) <= LIMIT.per_second + LIMIT.burst, figures
     ceiling = LIMIT.per_second + LIMIT.burst + JITTER * LIMIT.per_second
+    # a run's start is stamped as it is handed to its target (streams/worker/loop.py), a turn
+    # after the limiter let it go at the turn's time: a second of stamps may hold a few more
+    # than a second of the limiter's decisions (212 seen once in CI), as a second at the receiver
+    assert max(started.values()) <= ceiling, figures
     assert max(counts.values()) <= ceiling, figures
     spread = max(h.at for h in hits) - min(h.at for h in hits)
     assert spread >= (RUNS - LIMIT.burst) / LIMIT.per_second * 0.95  # held back, not failed
