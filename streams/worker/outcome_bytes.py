@@ -3,13 +3,13 @@
 A Kafka-topic run delivered in the worker's transaction (streams/worker/delivering.py) ends
 with an ExecutionOutcome whose fields are all known when it is read but its start (its end is
 the same instant). Building a model per run and encoding it generically cost more than the
-bytes: here the outcome's Avro schema is cut around `started_at` and `finished_at` and each
-side compiled once (kadence/avro_fast.py, the codec's own compiler), so a record is its head
-(the run's ids, the worker, `succeeded`, its due times), the two instants as longs, and a tail
-the same for every run (no result, `throttled_ms` 0). The headers
-are the ones `headers_for` gives the model, built directly. The bytes are the codec's
-(tests/worker/test_outcome_bytes.py compares them with `Codec.encode` of the model); anything
-the compiled pieces do not take (a value out of range) goes the generic way.
+bytes: here the outcome's Avro schema is cut, once per worker, into runs of fields taken from the
+execution (each run compiled by kadence/avro_fast.py, the codec's own compiler, to a writer
+that reads the execution itself), runs of fields the same for every delivered outcome of the
+worker (their bytes) and the two instants (written as longs), so a record is those pieces
+joined. The headers are the ones `headers_for` gives the model, built directly. The bytes are
+the codec's (tests/worker/test_outcome_bytes.py compares them with `Codec.encode` of the
+model); anything the compiled pieces do not take (a value out of range) goes the generic way.
 """
 
 from __future__ import annotations
@@ -40,60 +40,67 @@ from streams.worker.records import delivered_outcome
 
 Record = tuple[str, int, bytes, bytes, Headers]
 """(topic, partition, key, value, headers): the session's `produce` arguments."""
+Piece = bytes | avro_fast.Writer | None
+"""Bytes every delivered outcome has there, the writer of fields taken from the execution, or
+None: an instant (the run's start)."""
+FROM_EXECUTION = frozenset(
+    {"execution_id", "tenant", "job_id", "attempt", "delivery", "nominal_at", "due_at"}
+)
+"""The outcome's fields `delivered_outcome` copies from the execution."""
+INSTANTS = ("started_at", "finished_at")
+"""The fields the run's start fills (a delivered run ends as it starts)."""
+PARTITIONS_CACHED = 100_000
+"""Routing keys whose outcomes partition is remembered (a job fires again and again)."""
 
 
-class _Head:
-    """The attributes the compiled head writer reads, for a delivered run."""
+class _Worker:
+    """The other fields of every delivered outcome of one worker: `succeeded`, not retryable,
+    no error, no result, `throttled_ms` 0 (as `delivered_outcome` writes them)."""
 
-    __slots__ = (
-        "attempt", "delivery", "due_at", "error", "execution_id", "job_id", "nominal_at",
-        "retryable", "status", "tenant", "worker_id",
-    )  # fmt: skip
-
-    def __init__(self, ex: ExecutionRequested, worker_id: str) -> None:
-        self.execution_id, self.tenant, self.job_id = ex.execution_id, ex.tenant, ex.job_id
-        self.attempt, self.delivery = ex.attempt, ex.delivery
-        self.nominal_at, self.due_at = ex.nominal_at, ex.due_at
-        self.worker_id = worker_id
-        self.status, self.retryable, self.error = OutcomeStatus.succeeded, False, None
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id, self.status = worker_id, OutcomeStatus.succeeded
+        self.retryable, self.error, self.result, self.throttled_ms = False, None, None, 0
 
 
-class _Tail:
-    """What follows the two instants: no result; `throttled_ms` 0, as `delivered_outcome`
-    writes it."""
-
-    __slots__ = ("result", "throttled_ms")
-
-    def __init__(self) -> None:
-        self.result, self.throttled_ms = None, 0
-
-
-def pieces(schema: dict[str, Any], header: bytes) -> tuple[avro_fast.Writer, bytes] | None:
-    """The writer of the fields before `started_at` (after `header`) and the bytes of the
-    fields after `finished_at`; None (the generic path) unless the two instants follow each
-    other as longs, or a piece does not compile."""
-    fields = schema["fields"]
-    names = [f["name"] for f in fields]
-    if "started_at" not in names:
-        return None
-    at = names.index("started_at")
-    kinds = [f["type"] for f in fields[at : at + 2]]
+def pieces(schema: dict[str, Any], header: bytes, worker_id: str) -> list[Piece] | None:
+    """The outcome record as `header` and its fields in runs: of fields from the execution (a
+    writer compiled by the codec's own compiler), of the worker's constant fields (their
+    bytes), and the two instants (None each, written as the long they are). None (the generic
+    path) unless every field is one of those, the instants are timestamp-millis longs, and each
+    run compiles."""
+    constants = _Worker(worker_id)
     instant = {"type": "long", "logicalType": "timestamp-millis"}
-    if names[at + 1 : at + 2] != ["finished_at"] or kinds != [instant, instant]:
+    runs: list[tuple[str, list[dict[str, Any]]]] = []
+    for field in schema["fields"]:
+        name = field["name"]
+        if name in INSTANTS:
+            if field["type"] != instant:
+                return None
+            runs.append(("instant", [field]))
+            continue
+        if name in FROM_EXECUTION:
+            kind = "execution"
+        elif hasattr(constants, name):
+            kind = "worker"
+        else:
+            return None
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(field)
+        else:
+            runs.append((kind, [field]))
+    if sum(kind == "instant" for kind, _ in runs) != len(INSTANTS):
         return None
+    out: list[Piece] = [header]
     try:
-        head = avro_fast.compile_writer({**schema, "fields": fields[:at]}, header)
-        tail = avro_fast.compile_writer({**schema, "fields": fields[at + 2 :]}, b"")(_Tail())
+        for kind, run in runs:
+            if kind == "instant":
+                out.append(None)
+                continue
+            write = avro_fast.compile_writer({**schema, "fields": run}, b"")
+            out.append(write if kind == "execution" else write(constants))
     except avro_fast.UnsupportedSchemaError:
         return None
-    return head, tail
-
-
-def _none(_head: _Head) -> bytes:
-    raise avro_fast.UnsupportedSchemaError("no template: the generic path")
-
-
-_NONE = (_none, b"")
+    return out
 
 
 class DeliveredOutcomes:
@@ -103,7 +110,8 @@ class DeliveredOutcomes:
         self.codec, self.worker_id = codec, worker_id
         self.topic, self.partitions = Topics(settings).outcomes, settings.partitions
         parsed, fp = codec.schemas.current[ExecutionOutcome.avro_fullname()]
-        self._pieces = pieces(parsed, MAGIC + fp)
+        self._pieces = pieces(parsed, MAGIC + fp, worker_id)
+        self._partitions: dict[str, int] = {}
         self._type_schema = [
             (TYPE, ExecutionOutcome.avro_name.encode()),
             (SCHEMA, fp.hex().encode()),
@@ -112,16 +120,33 @@ class DeliveredOutcomes:
     def record(self, run: ActiveRun) -> Record:
         """The `succeeded` outcome of delivered `run`, started (and ended) at `started_ms`."""
         ex = run.execution
-        partition = partition_for(ex.routing_key, self.partitions)
+        key = ex.key.encode()
         try:
-            head, tail = self._pieces or _NONE
-            at = avro_fast.write_long(run.started_ms)
-            value = b"".join((head(_Head(ex, self.worker_id)), at, at, tail))
+            value = self._value(ex, run.started_ms)
         except Exception:  # the generic path encodes it or says what does not fit
             outcome = delivered_outcome(run, self.worker_id)
             value, headers = self.codec.encode(outcome), self.headers(outcome)
-            return self.topic, partition, ex.key.encode(), value, headers
-        return self.topic, partition, ex.key.encode(), value, self._headers(ex)
+            return self.topic, self._partition(ex), key, value, headers
+        return self.topic, self._partition(ex), key, value, self._headers(ex)
+
+    def _value(self, ex: ExecutionRequested, at_ms: int) -> bytes:
+        if self._pieces is None:
+            raise avro_fast.UnsupportedSchemaError("no template: the generic path")
+        at = avro_fast.write_long(at_ms)
+        return b"".join(
+            at if p is None else p if type(p) is bytes else p(ex)  # type: ignore[operator]
+            for p in self._pieces
+        )
+
+    def _partition(self, ex: ExecutionRequested) -> int:
+        """The outcome's partition: its job's (`partition_for` its routing key), remembered."""
+        route = ex.routing_key
+        partition = self._partitions.get(route)
+        if partition is None:
+            if len(self._partitions) >= PARTITIONS_CACHED:
+                self._partitions.clear()
+            partition = self._partitions[route] = partition_for(route, self.partitions)
+        return partition
 
     def _headers(self, ex: ExecutionRequested) -> Headers:
         """`headers_for` the outcome: its type and schema, then the execution's ids."""
