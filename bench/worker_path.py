@@ -1,18 +1,24 @@
 """The worker's CPU per execution on the in-memory driver (no broker): Kafka-topic runs.
 
     python -m bench.worker_path [--executions 20000] [--tenants 10] [--rounds 3]
-                                [--payload 64] [--ahead] [--profile] [--top 25]
+                                [--payload 64] [--seconds 0] [--per-turn 0]
+                                [--profile] [--top 25]
 
 Loads `--executions` ExecutionRequested records (Kafka-topic target, exactly once, Avro, a
 `--payload`-byte payload, `--tenants` tenants, two executions partitions) into the executions
 topic beforehand, then turns one worker until every outcome is committed: each run's tenant
 record, its `succeeded` outcome and the consumer offsets in the worker's transactions, as in
 production (testkit/driver: the worker is the real loop on memkafka). Due now by default;
-`--ahead`: due one second later, read and prepared before the clock moves to the due instant
-(B2's shape: the scheduler dispatches ahead). Prints the process CPU time spent inside
-`Worker.turn` per execution, per round and the median (loading the records and counting the
-outcomes are outside it). The in-memory cluster's own work (memkafka's produce, read, commit)
-is inside it: compare two commits with the same command, not with a broker's figure.
+`--seconds S`: due over the next S seconds, interleaved in offset order (execution i in second
+1 + i % S), all read and prepared before the clock moves, then one second at a time: B2's shape,
+where frequent jobs dispatch their look-ahead together and the held offsets are scattered.
+`--per-turn K`: the executions are written K before each turn (outside the time measured)
+instead of all beforehand, so that turns are as small as a worker's at a steady rate (3 000/s
+at a turn every 5-10 ms is 15-30 a turn) and what a turn costs whatever it carries shows.
+Prints the process CPU time spent inside `Worker.turn` per execution, per round and the median
+(loading the records and counting the outcomes are outside it). The in-memory cluster's own
+work (memkafka's produce, read, commit) is inside it: compare two commits with the same
+command, not with a broker's figure.
 `--profile`: the last round under cProfile, its top functions by cumulative time.
 
 Side by side with another commit: run it from a second worktree of that commit, alternating.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import itertools
 import pstats
 import statistics
 import time
@@ -32,12 +39,14 @@ from typing import Any
 from connectors.kafka_topic import KafkaTopicCaller
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
+from kadence.headers import headers_for
 from kadence.models import ExecutionRequested, KafkaTarget
 from kadence.settings import KadenceSettings
 from testkit.driver import START_MS, Driver
 
 MAX_EXECUTIONS = 1_000_000
 MAX_PAYLOAD = 100_000
+MAX_SECONDS = 600
 
 
 class _NoClient:
@@ -66,62 +75,91 @@ def execution(i: int, tenants: int, due_ms: int, payload: bytes) -> ExecutionReq
     )
 
 
-def one_round(args: argparse.Namespace, profile: cProfile.Profile | None) -> float:
-    """CPU seconds inside `Worker.turn` until every outcome is committed."""
-    driver = Driver()
-    settings = KadenceSettings(
-        namespace="bench", partitions=2, execution_partitions=2, worker_tenant_max_share=1.0
-    )
-    topics = driver.provision(settings)
-    kafka = KafkaTopicCaller("127.0.0.1:9", settings.namespace, 1, Codec())
-    kafka.producer = kafka.admin = _NoClient()  # type: ignore[assignment]
-    due_ms = START_MS + (1_000 if args.ahead else 0)
-    payload = b"x" * args.payload
-    for t in range(args.tenants):
-        ex = execution(t, args.tenants, due_ms, payload)
-        kafka._known.add(driver.create_topic(kafka.topic_for(ex)))
-    for i in range(args.executions):
-        ex = execution(i, args.tenants, due_ms, payload)
-        driver.send(topics.executions, ex, key=ex.routing_key, partition=i % 2)
-    worker = driver.worker(settings, {"kafka": kafka})
-    n: int = args.executions
-    outcomes = [driver.cluster.log(topics.outcomes, p) for p in range(settings.partitions)]
+class _Round:
+    """One worker on a fresh driver, its executions written and its turns timed."""
 
-    def done() -> bool:
-        written = sum(
-            1 for log in outcomes for e in log.entries if not (e.pending or e.control or e.aborted)
+    def __init__(self, args: argparse.Namespace, profile: cProfile.Profile | None) -> None:
+        self.args, self.profile, self.n, self.cpu = args, profile, int(args.executions), 0.0
+        self.driver = driver = Driver()
+        settings = KadenceSettings(
+            namespace="bench", partitions=2, execution_partitions=2, worker_tenant_max_share=1.0
         )
-        return written >= n
+        self.topics = topics = driver.provision(settings)
+        self.kafka = kafka = KafkaTopicCaller("127.0.0.1:9", settings.namespace, 1, Codec())
+        kafka.producer = kafka.admin = _NoClient()  # type: ignore[assignment]
+        payload = b"x" * args.payload
+        for t in range(args.tenants):
+            ex = execution(t, args.tenants, START_MS, payload)
+            kafka._known.add(driver.create_topic(kafka.topic_for(ex)))
+        fp = driver.codec.schema_fingerprint(ExecutionRequested)
+        records = []
+        for i in range(self.n):
+            due_ms = START_MS + (1_000 * (1 + i % args.seconds) if args.seconds else 0)
+            ex = execution(i, args.tenants, due_ms, payload)
+            headers = headers_for(ex, fp)
+            records.append((driver.codec.encode(ex), ex.routing_key.encode(), headers, i % 2))
+        self.unread = iter(records)
+        if not args.per_turn:
+            self.load(self.n)
+        self.worker = driver.worker(settings, {"kafka": kafka})
+        self.outcomes = [driver.cluster.log(topics.outcomes, p) for p in range(settings.partitions)]
 
-    cpu = 0.0
+    def load(self, k: int) -> int:
+        """Write the next `k` executions (committed at once); how many there were."""
+        loaded = 0
+        for value, key, headers, partition in itertools.islice(self.unread, k):
+            self.driver.produce(
+                self.topics.executions, value, key=key, partition=partition, headers=headers
+            )
+            loaded += 1
+        return loaded
 
-    def turn() -> None:
-        nonlocal cpu
+    def done(self, due: int) -> bool:
+        written = sum(
+            1
+            for log in self.outcomes
+            for e in log.entries
+            if not (e.pending or e.control or e.aborted)
+        )
+        return written >= due
+
+    def turn(self) -> int:
+        """One turn (`--per-turn` executions written before it); how many were written."""
+        loaded = self.load(self.args.per_turn) if self.args.per_turn else 0
         start = time.process_time()
-        if profile is not None:
-            profile.enable()
-        worker.turn(poll_s=0)
-        if profile is not None:
-            profile.disable()
-        cpu += time.process_time() - start
+        if self.profile is not None:
+            self.profile.enable()
+        self.worker.turn(poll_s=0)
+        if self.profile is not None:
+            self.profile.disable()
+        self.cpu += time.process_time() - start
+        return loaded
 
-    if args.ahead:
-        for _ in range(args.executions // 250 + 20):  # read and prepared, nothing due yet
-            turn()
-        driver.advance(1_000)
-    for _ in range(args.executions // 10 + 1_000):
-        turn()
-        if done():
-            break
-    else:
-        raise AssertionError("the worker did not write every outcome")
-    written = sum(len(driver.messages(kafka.topic_for(execution(t, args.tenants, 0, b""))))
-                  for t in range(args.tenants))  # fmt: skip
-    assert written == args.executions, f"{written} tenant records for {args.executions}"
-    kafka._closed.set()
-    kafka._background.shutdown(wait=False)
-    driver.close()
-    return cpu
+    def run(self) -> float:
+        """CPU seconds inside `Worker.turn` until every outcome is committed."""
+        n, seconds = self.n, self.args.seconds
+        if seconds:
+            while self.turn():  # read and prepared, nothing due yet
+                pass
+            for _ in range(n // 250 + 20):
+                self.turn()
+        for second in range(1, max(1, seconds) + 1):
+            self.driver.advance(1_000 if seconds else 0)
+            due = n if not seconds else sum(1 for i in range(n) if i % seconds < second)
+            for _ in range(n // max(1, self.args.per_turn) + n // 10 + 1_000):
+                self.turn()
+                if self.done(due):
+                    break
+            else:
+                raise AssertionError("the worker did not write every outcome")
+        tenants = range(self.args.tenants)
+        topics = {self.kafka.topic_for(execution(t, len(tenants), 0, b"")) for t in tenants}
+        written = sum(len(self.driver.messages(topic)) for topic in topics)
+        assert written == n, f"{written} tenant records for {n}"
+        self.kafka._closed.set()
+        self.kafka._background.shutdown(wait=False)
+        self.driver.close()
+        return self.cpu
 
 
 def main() -> None:
@@ -130,7 +168,8 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=10)
     parser.add_argument("--payload", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--ahead", action="store_true")
+    parser.add_argument("--seconds", type=int, default=0)
+    parser.add_argument("--per-turn", type=int, default=0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
@@ -140,12 +179,16 @@ def main() -> None:
         parser.error(f"--payload: 0 to {MAX_PAYLOAD} bytes")
     if not 1 <= args.tenants <= args.executions:
         parser.error("--tenants: 1 to --executions")
+    if not 0 <= args.per_turn <= args.executions:
+        parser.error("--per-turn: 0 to --executions")
+    if not 0 <= args.seconds <= MAX_SECONDS:
+        parser.error(f"--seconds: 0 to {MAX_SECONDS}")
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
     per_exec = []
     for r in range(args.rounds):
         profile = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
-        cpu = one_round(args, profile)
+        cpu = _Round(args, profile).run()
         per_exec.append(cpu / args.executions * 1e6)
         print(f"round {r + 1}: {per_exec[-1]:.1f} us CPU per execution" + (
             " (under cProfile)" if profile is not None else ""))  # fmt: skip
@@ -157,7 +200,8 @@ def main() -> None:
     print(
         f"worker CPU per execution: median {statistics.median(plain):.1f} us "
         f"({args.executions} executions, {args.tenants} tenants, {args.payload}-byte payload"
-        f"{', read ahead' if args.ahead else ''})"
+        f"{f', due over {args.seconds} s, read ahead' if args.seconds else ''}"
+        f"{f', {args.per_turn} written a turn' if args.per_turn else ''})"
     )
 
 
