@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import itertools
 import logging
 import zlib
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ BITMAP_MAX_OFFSETS = 1 << 17
 """Offsets one `k2` bitmap covers at most: 16 KiB before deflating, built and deflated in a
 fraction of a millisecond at each commit. A wider window fits only when its runs are few, and
 then `k1` names them (30 s of look-ahead at 4 300 executions a second on one partition)."""
+_VERSIONS = itertools.count(1)
+"""Versions of held runs, unique across them (0: none held)."""
+_POWERS_36 = [36**k for k in range(1, 14)]
 
 
 @dataclass
@@ -41,8 +45,11 @@ class HeldRuns:
 
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
+    version: int = field(default_factory=lambda: next(_VERSIONS), compare=False, repr=False)
+    """Changes with every add and remove: a commit point is computed again only then."""
 
     def add(self, offset: int) -> None:
+        self.version = next(_VERSIONS)
         if self.ends and offset == self.ends[-1]:  # the usual case: read in offset order
             self.ends[-1] += 1
             return
@@ -63,6 +70,7 @@ class HeldRuns:
             self.ends.insert(i, offset + 1)
 
     def remove(self, offset: int) -> None:
+        self.version = next(_VERSIONS)
         i = bisect.bisect_right(self.starts, offset) - 1
         if i < 0 or offset >= self.ends[i]:
             return  # not held
@@ -92,7 +100,7 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     """The metadata for held offsets given as sorted (start, length) runs: `k1` when it fits,
     else the `k2` bitmap when that does, else none."""
     base = runs[0][0]
-    if len(runs) * 4 <= METADATA_LIMIT:  # every run takes at least "a+b,"
+    if len(runs) * 4 <= METADATA_LIMIT and _k1_fits(runs, upto):  # a run takes "a+b," at least
         body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
         text = f"{FORMAT}:{base36(upto - base)}:{body}"
         if len(text) <= METADATA_LIMIT:
@@ -102,6 +110,19 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
         return text
     log.info("held executions in %d runs: too many to name in the commit", len(runs))
     return ""
+
+
+def _k1_fits(runs: list[tuple[int, int]], upto: int) -> bool:
+    """Whether `k1` naming `runs` stays within METADATA_LIMIT, counted without writing it (when
+    it does not, it would be written and thrown away at every commit: held executions scattered
+    in hundreds of runs, at every turn of a busy worker)."""
+    base, above = runs[0][0], bisect.bisect_right  # base 36 digits: 1 + powers of 36 <= n
+    size = len(FORMAT) + 1 + 1 + above(_POWERS_36, upto - base) + 1  # "k1:<upto>:"
+    for start, length in runs:  # "<start>+<length>," each
+        size += 1 + above(_POWERS_36, start - base) + 1 + 1 + above(_POWERS_36, length) + 1
+        if size > METADATA_LIMIT + 1:  # (the last run has no comma)
+            return False
+    return True
 
 
 def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
@@ -135,6 +156,35 @@ def _decode_bitmap(committed: int, upto: str, body: str) -> tuple[int, frozenset
         if byte >> bit & 1
     }
     return committed + window, frozenset(o for o in held if o < committed + window)
+
+
+class CommitPoints:
+    """Each partition's commit point, computed again only when its held runs, the ones owed
+    to its tenants, its read position or its replay changed since the last: a turn that moved
+    nothing on a partition does not walk its held runs again."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[tuple[int, int, int], object, tuple[int, str]]] = {}
+
+    def of(
+        self,
+        partition: int,
+        held: HeldRuns | None,
+        owed: HeldRuns | None,
+        nxt: int,
+        replay: tuple[int, frozenset[int]] | None,
+    ) -> tuple[int, str]:
+        """`commit_point` of `held` and `owed` (never passed either) merged."""
+        key = (held.version if held else 0, owed.version if owed else 0, nxt)
+        last = self._last.get(partition)
+        if last is not None and last[0] == key and last[1] is replay:
+            return last[2]
+        runs = held.runs() if held is not None else []
+        if owed is not None and owed.starts:
+            runs = merge_runs(runs, owed.runs())
+        point = commit_point(runs, nxt, replay)
+        self._last[partition] = (key, replay, point)
+        return point
 
 
 def commit_point(
