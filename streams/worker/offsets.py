@@ -34,7 +34,21 @@ fraction of a millisecond at each commit. A wider window fits only when its runs
 then `k1` names them (30 s of look-ahead at 4 300 executions a second on one partition)."""
 _VERSIONS = itertools.count(1)
 """Versions of held runs, unique across them (0: none held)."""
-_POWERS_36 = [36**k for k in range(1, 14)]
+_SMALL_36 = [base36(n) for n in range(36 * 36)]
+"""Base 36 of the offsets and lengths most runs have, written once."""
+
+
+def _k1_max_runs() -> int:
+    """Runs `k1` can name at most: run i starts i offsets after the first at least (sorted),
+    so it takes `<digits of i>+<a digit>,` at least."""
+    size, k = len(FORMAT) + 3, 0  # "k1:<a digit>:"
+    while size + len(base36(k)) + 3 <= METADATA_LIMIT + 1:
+        size += len(base36(k)) + 3
+        k += 1
+    return k
+
+
+_K1_MAX_RUNS = _k1_max_runs()
 
 
 @dataclass
@@ -99,12 +113,9 @@ def encode_metadata(held: list[int], upto: int) -> str:
 def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     """The metadata for held offsets given as sorted (start, length) runs: `k1` when it fits,
     else the `k2` bitmap when that does, else none."""
-    base = runs[0][0]
-    if len(runs) * 4 <= METADATA_LIMIT and _k1_fits(runs, upto):  # a run takes "a+b," at least
-        body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
-        text = f"{FORMAT}:{base36(upto - base)}:{body}"
-        if len(text) <= METADATA_LIMIT:
-            return text
+    text = _k1(runs, upto)
+    if text is not None:
+        return text
     text = encode_bitmap(runs, upto)
     if len(text) <= METADATA_LIMIT:
         return text
@@ -112,17 +123,25 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     return ""
 
 
-def _k1_fits(runs: list[tuple[int, int]], upto: int) -> bool:
-    """Whether `k1` naming `runs` stays within METADATA_LIMIT, counted without writing it (when
-    it does not, it would be written and thrown away at every commit: held executions scattered
-    in hundreds of runs, at every turn of a busy worker)."""
-    base, above = runs[0][0], bisect.bisect_right  # base 36 digits: 1 + powers of 36 <= n
-    size = len(FORMAT) + 1 + 1 + above(_POWERS_36, upto - base) + 1  # "k1:<upto>:"
-    for start, length in runs:  # "<start>+<length>," each
-        size += 1 + above(_POWERS_36, start - base) + 1 + 1 + above(_POWERS_36, length) + 1
-        if size > METADATA_LIMIT + 1:  # (the last run has no comma)
-            return False
-    return True
+def _k1(runs: list[tuple[int, int]], upto: int) -> str | None:
+    """`k1` naming `runs`, or None as soon as it is known not to fit METADATA_LIMIT (held
+    executions scattered in hundreds of runs: at every commit of a busy worker)."""
+    if len(runs) > _K1_MAX_RUNS:
+        return None
+    base = runs[0][0]
+    head = f"{FORMAT}:{_b36(upto - base)}:"
+    parts, size = [], len(head) - 1
+    for start, length in runs:
+        part = f"{_b36(start - base)}+{_b36(length)}"
+        size += len(part) + 1  # and a comma (but the last)
+        if size > METADATA_LIMIT:
+            return None
+        parts.append(part)
+    return head + ",".join(parts)
+
+
+def _b36(n: int) -> str:
+    return _SMALL_36[n] if n < len(_SMALL_36) else base36(n)
 
 
 def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
@@ -132,10 +151,10 @@ def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
     window = upto - base
     if window > BITMAP_MAX_OFFSETS:
         return ""
-    marks = bytearray(b"0") * window  # one character per offset, then read as a number
+    bits = 0  # bit i: offset base + i held
     for start, length in runs:
-        marks[start - base : start - base + length] = b"1" * length
-    raw = int(marks[::-1], 2).to_bytes((window + 7) // 8, "little")
+        bits |= ((1 << length) - 1) << (start - base)
+    raw = bits.to_bytes((window + 7) // 8, "little")
     packed = base64.urlsafe_b64encode(zlib.compress(raw, 6)).decode().rstrip("=")
     return f"{BITMAP_FORMAT}:{base36(window)}:{packed}"
 

@@ -4,6 +4,9 @@ offsets and metadata as computing them afresh, every time."""
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,11 +14,13 @@ from hypothesis import strategies as st
 from kadence.base36 import base36
 from streams.worker import offsets
 from streams.worker.offsets import (
+    BITMAP_FORMAT,
     FORMAT,
     METADATA_LIMIT,
     CommitPoints,
     HeldRuns,
     commit_point,
+    encode_bitmap,
     encode_runs,
     merge_runs,
 )
@@ -45,7 +50,6 @@ def test_k1_is_chosen_exactly_when_it_fits(
     upto = at + tail
     text = encode_runs(runs, upto)
     full = k1(runs, upto)
-    assert offsets._k1_fits(runs, upto) == (len(full) <= METADATA_LIMIT)
     if len(full) <= METADATA_LIMIT:
         assert text == full
     else:
@@ -122,6 +126,27 @@ def test_k1_at_the_limit_and_one_past_it() -> None:
         for upto in (36**d for d in range(3, 10)):  # 4 to 10 digits, past every run
             full = k1(runs, upto)
             lengths.add(len(full))
-            assert offsets._k1_fits(runs, upto) == (len(full) <= METADATA_LIMIT)
             assert (encode_runs(runs, upto) == full) == (len(full) <= METADATA_LIMIT)
     assert {METADATA_LIMIT - 1, METADATA_LIMIT, METADATA_LIMIT + 1} <= lengths
+
+
+def bitmap_as_specified(runs: list[tuple[int, int]], upto: int) -> str:
+    """`k2` as the format says: one character per offset from the first held, read as a number
+    whose bit i is offset first + i, little-endian bytes, deflated, URL-safe base64."""
+    base, window = runs[0][0], upto - runs[0][0]
+    marks = ["1" if any(s <= base + i < s + n for s, n in runs) else "0" for i in range(window)]
+    raw = int("".join(reversed(marks)), 2).to_bytes((window + 7) // 8, "little")
+    packed = base64.urlsafe_b64encode(zlib.compress(raw, 6)).decode().rstrip("=")
+    return f"{BITMAP_FORMAT}:{base36(window)}:{packed}"
+
+
+@given(
+    gaps=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=60),
+    tail=st.integers(0, 100),
+)
+def test_the_bitmap_is_the_one_specified(gaps: list[tuple[int, int]], tail: int) -> None:
+    runs, at = [], 1_000
+    for gap, length in gaps:
+        runs.append((at, length))
+        at += length + gap
+    assert encode_bitmap(runs, at + tail) == bitmap_as_specified(runs, at + tail)
