@@ -21,6 +21,7 @@ passed by the commit, named in its metadata) and read again later; streams/worke
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,13 @@ from streams.worker.waiting import Waiting
 
 __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always imported it
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _limited(target: type) -> bool:
+    """Whether targets of this type may have a rate limit (`destination_of`; asking a model
+    without the field for it costs more than the rest of taking the execution in)."""
+    return "rate_limit" in getattr(target, "model_fields", {"rate_limit": None})
 
 
 @dataclass
@@ -106,7 +114,7 @@ class Inbox(Waiting):
         """Hold `ex` (`record`: its bytes as read; `leaseless`: never claimed ahead); None if
         it is let go instead (`refuses`)."""
         due = datetime_to_ms(ex.due_at)
-        lane = destination_of(ex, partition, self.shards)
+        lane = destination_of(ex, partition, self.shards) if _limited(type(ex.target)) else None
         item = Item(partition, offset, ex, due, record=record, leaseless=leaseless, lane=lane)
         self.read(partition, offset)
         if self.full() or self.refuses(item):
