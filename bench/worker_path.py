@@ -2,7 +2,7 @@
 
     python -m bench.worker_path [--executions 20000] [--tenants 10] [--rounds 3]
                                 [--payload 64] [--seconds 0] [--per-turn 0]
-                                [--profile] [--top 25]
+                                [--profile] [--top 25] [--outcome-record]
 
 Loads `--executions` ExecutionRequested records (Kafka-topic target, exactly once, Avro, a
 `--payload`-byte payload, `--tenants` tenants, two executions partitions) into the executions
@@ -20,6 +20,9 @@ Prints the process CPU time spent inside `Worker.turn` per execution, per round 
 work (memkafka's produce, read, commit) is inside it: compare two commits with the same
 command, not with a broker's figure.
 `--profile`: the last round under cProfile, its top functions by cumulative time.
+`--outcome-record`: only a delivered run's outcome record, written the generic way (model,
+encode, headers, partition) and from the template (streams/worker/outcome_bytes.py),
+alternating, `--rounds` times: CPU per record.
 
 Side by side with another commit: run it from a second worktree of that commit, alternating.
 """
@@ -40,8 +43,14 @@ from connectors.kafka_topic import KafkaTopicCaller
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.headers import headers_for
-from kadence.models import ExecutionRequested, KafkaTarget
+from kadence.models import ExecutionOutcome, ExecutionRequested, KafkaTarget
+from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from streams.worker.active import ActiveRun
+from streams.worker.delivering import NO_STOP
+from streams.worker.inbox import Item
+from streams.worker.outcome_bytes import DeliveredOutcomes
+from streams.worker.records import delivered_outcome
 from testkit.driver import START_MS, Driver
 
 MAX_EXECUTIONS = 1_000_000
@@ -162,6 +171,33 @@ class _Round:
         return self.cpu
 
 
+def outcome_record_us(executions: int, rounds: int) -> None:
+    """The delivered outcome's record (partition, key, value, headers), the generic path (the
+    model, `Codec.encode`, `headers_for`, `partition_for`) and the template, alternating: CPU
+    per record."""
+    codec, settings, wid = Codec(), KadenceSettings(namespace="bench", partitions=2), "w-1"
+    runs = []
+    for i in range(executions):
+        ex = execution(i, 10, START_MS, b"x" * 64)
+        item = Item(i % 2, i, ex, START_MS)
+        runs.append(ActiveRun(item, NO_STOP, START_MS + 7, START_MS, START_MS))
+    fp = codec.schema_fingerprint(ExecutionOutcome)
+
+    def generic(run: ActiveRun) -> object:
+        ex, outcome = run.execution, delivered_outcome(run, wid)
+        key, headers = ex.key.encode(), headers_for(outcome, fp)
+        return partition_for(ex.routing_key, 2), key, codec.encode(outcome), headers
+
+    for _ in range(rounds):
+        template = DeliveredOutcomes(codec, wid, settings).record  # (partitions not yet known)
+        for name, write in (("generic", generic), ("template", template)):
+            start = time.process_time()
+            for run in runs:
+                write(run)
+            took = (time.process_time() - start) / executions * 1e6
+            print(f"outcome record, {name}: {took:.2f} us CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--executions", type=int, default=20_000)
@@ -172,6 +208,7 @@ def main() -> None:
     parser.add_argument("--per-turn", type=int, default=0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--outcome-record", action="store_true")
     args = parser.parse_args()
     if not 1 <= args.executions <= MAX_EXECUTIONS:
         parser.error(f"--executions: 1 to {MAX_EXECUTIONS}")
@@ -185,6 +222,9 @@ def main() -> None:
         parser.error(f"--seconds: 0 to {MAX_SECONDS}")
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    if args.outcome_record:
+        outcome_record_us(args.executions, args.rounds)
+        return
     per_exec = []
     for r in range(args.rounds):
         profile = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
