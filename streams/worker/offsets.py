@@ -141,7 +141,7 @@ def _k1(runs: list[tuple[int, int]], upto: int) -> str | None:
 
 
 def _b36(n: int) -> str:
-    return _SMALL_36[n] if n < len(_SMALL_36) else base36(n)
+    return _SMALL_36[n] if 0 <= n < len(_SMALL_36) else base36(n)  # (base36 refuses n < 0)
 
 
 def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:

@@ -150,3 +150,10 @@ def test_the_bitmap_is_the_one_specified(gaps: list[tuple[int, int]], tail: int)
         runs.append((at, length))
         at += length + gap
     assert encode_bitmap(runs, at + tail) == bitmap_as_specified(runs, at + tail)
+
+
+def test_runs_out_of_order_are_refused_as_before() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        encode_runs([(10, 1), (5, 1)], 20)
+    with pytest.raises(ValueError, match="non-negative"):
+        encode_runs([(10, 1)], 5)
