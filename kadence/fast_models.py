@@ -98,11 +98,15 @@ def _member(enum: type[StrEnum], value: str) -> Any:
 def _target(datum: dict[str, Any]) -> Any:
     """The validated target for this datum, from the cache when seen before (models are frozen;
     the cache is cleared when full)."""
-    key = tuple(
-        (k, tuple(v.items()) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v)
-        for k, v in datum.items()
-    )
-    target = _TARGET_CACHE.get(key)
+    key: tuple[Any, ...] = tuple(datum.items())
+    try:
+        target = _TARGET_CACHE.get(key)
+    except TypeError:  # a map or an array in it (never a tuple: no other key looks like this)
+        key = tuple(
+            (k, tuple(v.items()) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v)
+            for k, v in datum.items()
+        )
+        target = _TARGET_CACHE.get(key)
     if target is None:
         try:
             target = _TARGETS.validate_python(datum)

@@ -48,6 +48,7 @@ from streams.worker.event_age import too_old
 from streams.worker.holding import claim
 from streams.worker.inbox import Inbox, Item
 from streams.worker.metrics import WorkerMetrics
+from streams.worker.outcome_bytes import DeliveredOutcomes
 from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,10 @@ class Deliveries:
         clock: Clock,
         metrics: WorkerMetrics,
         summary: RunSummary,
+        outcomes: DeliveredOutcomes,
     ) -> None:
         self.inbox = inbox
+        self.outcomes = outcomes
         self.clock = clock
         self.metrics = metrics
         self.summary = summary
@@ -219,8 +222,9 @@ class Deliveries:
         return bool(unsafe)
 
     def produce(self, d: Delivered, send: Callable[..., None]) -> None:
-        """Queue `d`'s record in the open transaction, stamping its hand-off; a record refused
-        at once is reported failed in the same transaction instead."""
+        """Queue `d`'s record and its `succeeded` outcome in the open transaction, stamping its
+        hand-off; a record refused at once is reported failed in the same transaction instead
+        (by the caller: `d.refused`)."""
         d.run.started_ms = self.clock.now_ms()
         record = d.delivery
         if record is None:
@@ -241,6 +245,8 @@ class Deliveries:
                 raise
             d.delivery = None
             d.refused = _refusal(record.topic, error)
+            return
+        send(*self.outcomes.record(d.run))
 
     def committed(self, done: list[Delivered]) -> None:
         """The transaction of `done` committed: their records are visible now."""

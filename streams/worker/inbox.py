@@ -21,6 +21,7 @@ passed by the commit, named in its metadata) and read again later; streams/worke
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from kadence.models import ExecutionRequested, ExecutionRevoked
 from kadence.throttle import destination_of
 from streams.worker.fairness import Budget, Fairness, never
 from streams.worker.item import Item
-from streams.worker.offsets import HeldRuns, commit_point, decode_metadata, merge_runs
+from streams.worker.offsets import CommitPoints, HeldRuns, decode_metadata
 from streams.worker.owed import Owed
 from streams.worker.waiting import Waiting
 
@@ -38,11 +39,19 @@ __all__ = ["Fairness", "Inbox", "Item"]  # Fairness: as loop.py has always impor
 log = logging.getLogger(__name__)
 
 
+@functools.cache
+def _limited(target: type) -> bool:
+    """Whether targets of this type may have a rate limit (`destination_of`; asking a model
+    without the field for it costs more than the rest of taking the execution in)."""
+    return "rate_limit" in getattr(target, "model_fields", {"rate_limit": None})
+
+
 @dataclass
 class Inbox(Waiting):
     _open: dict[int, dict[int, Item]] = field(default_factory=dict)
     """partition -> offset -> held item."""
     _held: dict[int, HeldRuns] = field(default_factory=dict)
+    _points: CommitPoints = field(default_factory=CommitPoints)
     """partition -> the offsets of `_open`, as runs."""
     _next: dict[int, int] = field(default_factory=dict)
     """partition -> the offset after the last record read."""
@@ -105,7 +114,7 @@ class Inbox(Waiting):
         """Hold `ex` (`record`: its bytes as read; `leaseless`: never claimed ahead); None if
         it is let go instead (`refuses`)."""
         due = datetime_to_ms(ex.due_at)
-        lane = destination_of(ex, partition, self.shards)
+        lane = destination_of(ex, partition, self.shards) if _limited(type(ex.target)) else None
         item = Item(partition, offset, ex, due, record=record, leaseless=leaseless, lane=lane)
         self.read(partition, offset)
         if self.full() or self.refuses(item):
@@ -361,14 +370,13 @@ class Inbox(Waiting):
     def offsets(self) -> dict[int, tuple[int, str]]:
         """Per partition read: the offset to commit (the first one still held) and the
         metadata naming the held ones after it."""
-        out = {}
-        for p, nxt in self._next.items():
-            runs = self._held.get(p, HeldRuns()).runs()
-            owed = self.owed.runs.get(p)
-            if owed is not None and owed.starts:  # never passed either
-                runs = merge_runs(runs, owed.runs())
-            out[p] = commit_point(runs, nxt, self._replay.get(p))
-        return out
+        held, owed, replay, point = (
+            self._held.get,
+            self.owed.runs.get,
+            self._replay.get,
+            self._points.of,
+        )
+        return {p: point(p, held(p), owed(p), nxt, replay(p)) for p, nxt in self._next.items()}
 
     def forget(self, partitions: set[int]) -> None:
         """Partitions revoked: their held executions are the next owner's to read again (ones

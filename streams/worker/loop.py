@@ -62,7 +62,8 @@ from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.records import delivered_outcome, outcome_of, rejected
+from streams.worker.outcome_bytes import DeliveredOutcomes
+from streams.worker.records import outcome_of, rejected
 from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class Worker:
             clock=clock,
             metrics=self.metrics,
             summary=self.summary,
+            outcomes=DeliveredOutcomes(self.codec, self.worker_id, settings),
         )
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
@@ -357,12 +359,11 @@ class Worker:
     # -- records -----------------------------------------------------------------------------
 
     def _deliver(self, txn: TxnWork) -> None:
-        """Each delivery's record and its outcome, in the open transaction (delivering.py)."""
+        """Each delivery's record and its outcome, in the open transaction (delivering.py;
+        a refused one's outcome here)."""
         for d in txn.deliveries:
             self.deliveries.produce(d, self.session.produce)
-            if d.refused is None:
-                self._send(d.run, delivered_outcome(d.run, self.worker_id))
-            else:
+            if d.refused is not None:
                 self._outcome(d.run, d.refused, d.run.started_ms)
 
     def _outcome(self, run: ActiveRun, result: Result, now: int) -> None:

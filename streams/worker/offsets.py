@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import itertools
 import logging
 import zlib
 from dataclasses import dataclass, field
@@ -31,6 +32,23 @@ BITMAP_MAX_OFFSETS = 1 << 17
 """Offsets one `k2` bitmap covers at most: 16 KiB before deflating, built and deflated in a
 fraction of a millisecond at each commit. A wider window fits only when its runs are few, and
 then `k1` names them (30 s of look-ahead at 4 300 executions a second on one partition)."""
+_VERSIONS = itertools.count(1)
+"""Versions of held runs, unique across them (0: none held)."""
+_SMALL_36 = [base36(n) for n in range(36 * 36)]
+"""Base 36 of the offsets and lengths most runs have, written once."""
+
+
+def _k1_max_runs() -> int:
+    """Runs `k1` can name at most: run i starts i offsets after the first at least (sorted),
+    so it takes `<digits of i>+<a digit>,` at least."""
+    size, k = len(FORMAT) + 3, 0  # "k1:<a digit>:"
+    while size + len(base36(k)) + 3 <= METADATA_LIMIT + 1:
+        size += len(base36(k)) + 3
+        k += 1
+    return k
+
+
+_K1_MAX_RUNS = _k1_max_runs()
 
 
 @dataclass
@@ -41,8 +59,11 @@ class HeldRuns:
 
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
+    version: int = field(default_factory=lambda: next(_VERSIONS), compare=False, repr=False)
+    """Changes with every add and remove: a commit point is computed again only then."""
 
     def add(self, offset: int) -> None:
+        self.version = next(_VERSIONS)
         if self.ends and offset == self.ends[-1]:  # the usual case: read in offset order
             self.ends[-1] += 1
             return
@@ -63,6 +84,7 @@ class HeldRuns:
             self.ends.insert(i, offset + 1)
 
     def remove(self, offset: int) -> None:
+        self.version = next(_VERSIONS)
         i = bisect.bisect_right(self.starts, offset) - 1
         if i < 0 or offset >= self.ends[i]:
             return  # not held
@@ -91,17 +113,35 @@ def encode_metadata(held: list[int], upto: int) -> str:
 def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     """The metadata for held offsets given as sorted (start, length) runs: `k1` when it fits,
     else the `k2` bitmap when that does, else none."""
-    base = runs[0][0]
-    if len(runs) * 4 <= METADATA_LIMIT:  # every run takes at least "a+b,"
-        body = ",".join(f"{base36(start - base)}+{base36(length)}" for start, length in runs)
-        text = f"{FORMAT}:{base36(upto - base)}:{body}"
-        if len(text) <= METADATA_LIMIT:
-            return text
+    text = _k1(runs, upto)
+    if text is not None:
+        return text
     text = encode_bitmap(runs, upto)
     if len(text) <= METADATA_LIMIT:
         return text
     log.info("held executions in %d runs: too many to name in the commit", len(runs))
     return ""
+
+
+def _k1(runs: list[tuple[int, int]], upto: int) -> str | None:
+    """`k1` naming `runs`, or None as soon as it is known not to fit METADATA_LIMIT (held
+    executions scattered in hundreds of runs: at every commit of a busy worker)."""
+    if len(runs) > _K1_MAX_RUNS:
+        return None
+    base = runs[0][0]
+    head = f"{FORMAT}:{_b36(upto - base)}:"
+    parts, size = [], len(head) - 1
+    for start, length in runs:
+        part = f"{_b36(start - base)}+{_b36(length)}"
+        size += len(part) + 1  # and a comma (but the last)
+        if size > METADATA_LIMIT:
+            return None
+        parts.append(part)
+    return head + ",".join(parts)
+
+
+def _b36(n: int) -> str:
+    return _SMALL_36[n] if 0 <= n < len(_SMALL_36) else base36(n)  # (base36 refuses n < 0)
 
 
 def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
@@ -111,10 +151,10 @@ def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
     window = upto - base
     if window > BITMAP_MAX_OFFSETS:
         return ""
-    marks = bytearray(b"0") * window  # one character per offset, then read as a number
+    bits = 0  # bit i: offset base + i held
     for start, length in runs:
-        marks[start - base : start - base + length] = b"1" * length
-    raw = int(marks[::-1], 2).to_bytes((window + 7) // 8, "little")
+        bits |= ((1 << length) - 1) << (start - base)
+    raw = bits.to_bytes((window + 7) // 8, "little")
     packed = base64.urlsafe_b64encode(zlib.compress(raw, 6)).decode().rstrip("=")
     return f"{BITMAP_FORMAT}:{base36(window)}:{packed}"
 
@@ -135,6 +175,35 @@ def _decode_bitmap(committed: int, upto: str, body: str) -> tuple[int, frozenset
         if byte >> bit & 1
     }
     return committed + window, frozenset(o for o in held if o < committed + window)
+
+
+class CommitPoints:
+    """Each partition's commit point, computed again only when its held runs, the ones owed
+    to its tenants, its read position or its replay changed since the last: a turn that moved
+    nothing on a partition does not walk its held runs again."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[tuple[int, int, int], object, tuple[int, str]]] = {}
+
+    def of(
+        self,
+        partition: int,
+        held: HeldRuns | None,
+        owed: HeldRuns | None,
+        nxt: int,
+        replay: tuple[int, frozenset[int]] | None,
+    ) -> tuple[int, str]:
+        """`commit_point` of `held` and `owed` (never passed either) merged."""
+        key = (held.version if held else 0, owed.version if owed else 0, nxt)
+        last = self._last.get(partition)
+        if last is not None and last[0] == key and last[1] is replay:
+            return last[2]
+        runs = held.runs() if held is not None else []
+        if owed is not None and owed.starts:
+            runs = merge_runs(runs, owed.runs())
+        point = commit_point(runs, nxt, replay)
+        self._last[partition] = (key, replay, point)
+        return point
 
 
 def commit_point(

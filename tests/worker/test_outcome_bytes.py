@@ -1,0 +1,104 @@
+"""A delivered run's outcome written from its template (streams/worker/outcome_bytes.py) is the
+record the generic path writes: the same topic, partition, key, bytes and headers, for any
+execution the models accept."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kadence import avro_fast
+from kadence.clock import datetime_to_ms
+from kadence.codec import Codec
+from kadence.errors import EncodeError
+from kadence.headers import headers_for
+from kadence.models import ExecutionOutcome, ExecutionRequested
+from kadence.partitioning import partition_for
+from kadence.settings import KadenceSettings
+from kadence.targets import Stop
+from kadence.topics import Topics
+from streams.worker import outcome_bytes
+from streams.worker.active import ActiveRun
+from streams.worker.inbox import Item
+from streams.worker.outcome_bytes import DeliveredOutcomes, Record, pieces
+from streams.worker.records import delivered_outcome
+from tests.test_codec_fast import executions, instants, workers
+
+CODEC = Codec()
+SETTINGS = KadenceSettings(namespace="tpl", partitions=7)
+
+
+def delivered(ex: ExecutionRequested, started: datetime, throttled_ms: int = 0) -> ActiveRun:
+    item = Item(0, 0, ex, datetime_to_ms(ex.due_at), throttled_ms=throttled_ms)
+    at = datetime_to_ms(started)
+    return ActiveRun(item, Stop(), started_ms=at, lease_expires_ms=at, next_renew_ms=at)
+
+
+def generic(run: ActiveRun, worker_id: str) -> Record:
+    """What the worker wrote before the template: the model, encoded and headed generically."""
+    ex = run.execution
+    outcome = delivered_outcome(run, worker_id)
+    return (
+        Topics(SETTINGS).outcomes,
+        partition_for(ex.routing_key, SETTINGS.partitions),
+        ex.key.encode(),
+        CODEC.encode(outcome),
+        headers_for(outcome, CODEC.schema_fingerprint(ExecutionOutcome)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(ex=executions, worker_id=workers, started=instants, throttled_ms=st.integers(0, 10**6))
+def test_the_template_writes_what_the_generic_path_writes(
+    ex: ExecutionRequested, worker_id: str, started: datetime, throttled_ms: int
+) -> None:
+    run = delivered(ex, started, throttled_ms)
+    written = DeliveredOutcomes(CODEC, worker_id, SETTINGS).record(run)
+    assert written == generic(run, worker_id)
+    assert CODEC.decode(written[3]) == delivered_outcome(run, worker_id)
+
+
+@given(ex=executions, started=instants)
+def test_what_the_pieces_do_not_take_goes_the_generic_way(
+    ex: ExecutionRequested, started: datetime
+) -> None:
+    """An attempt beyond an Avro long (a model built without validation) cannot be written by
+    the compiled head: the generic path answers, as it did for the model."""
+    wide = ex.model_copy(update={"attempt": 1 << 64})
+    run = delivered(wide, started)
+    outcomes = DeliveredOutcomes(CODEC, "w", SETTINGS)
+    with pytest.raises(OverflowError):
+        avro_fast.write_long(wide.attempt)
+    with pytest.raises(EncodeError):
+        generic(run, "w")
+    with pytest.raises(EncodeError):
+        outcomes.record(run)
+
+
+@pytest.mark.parametrize("change", ["drop finished_at", "an instant as a long", "a new field"])
+def test_a_schema_not_cut_so_has_no_template(change: str) -> None:
+    parsed, _ = CODEC.schemas.current[ExecutionOutcome.avro_fullname()]
+    fields = list(parsed["fields"])
+    at = [f["name"] for f in fields].index("started_at")
+    if change == "drop finished_at":
+        del fields[at + 1]
+    elif change == "an instant as a long":
+        fields[at] = {**fields[at], "type": "long"}
+    else:
+        fields.append({"name": "queue", "type": "string", "default": ""})
+    assert pieces({**parsed, "fields": fields}, b"", "w") is None
+    assert pieces(parsed, b"", "w") is not None
+
+
+@given(ex=executions, started=instants)
+def test_without_a_template_the_generic_path_writes_it(
+    ex: ExecutionRequested, started: datetime
+) -> None:
+    run = delivered(ex, started)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(outcome_bytes, "pieces", lambda *_: None)
+        outcomes = DeliveredOutcomes(CODEC, "w", SETTINGS)
+    assert outcomes.record(run) == generic(run, "w")
