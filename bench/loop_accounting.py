@@ -5,11 +5,12 @@ driver (no broker).
 
 B2's shape: `--jobs` per-second cron jobs (overlap allowed, dispatched ahead as by default) on
 the real scheduler, reaper and a worker (testkit/driver; the in-process handler target), the
-clock moved a second at a time and every loop turned until it settles. Each round runs it twice,
-alternating which goes first: with the accounting, and with `WorkCpu`'s methods replaced by ones
-that do nothing (the loops still call them). Prints the loop thread's CPU per execution after
-the look-ahead filled (the first 35 s of due time not counted; the in-memory cluster's work is
-in it, as in bench.worker_path), each round's ratio, and how often the accounting read the
+clock moved a second at a time and every loop turned until it settles. After the look-ahead
+filled (the first 35 s of due time), the seconds alternate: with the accounting, and with
+`WorkCpu`'s methods replaced by ones that do nothing (the loops still call them); each round is
+one run, the next starts with the other. Prints the loop thread's CPU per execution each way
+(the in-memory cluster's work is in it, as in bench.worker_path), each round's ratio, and how
+often the accounting read the
 thread's clock and was called per execution; with what a call costs with a clock read and
 without (timed alone, best of five), that bounds the accounting's cost per execution.
 """
@@ -54,8 +55,10 @@ def definitions(jobs: int, seconds: int) -> Iterator[ScheduleDefinition]:
         )
 
 
-def one_run(jobs: int, seconds: int) -> tuple[float, int]:
-    """The loop thread's CPU seconds over the counted seconds, and the executions due in them."""
+def one_run(jobs: int, seconds: int, first_on: bool = True) -> dict[bool, float]:
+    """The loop thread's CPU seconds over the counted seconds with the accounting (True) and
+    without (False), each half of them (one of two from `first_on`)."""
+    spent = {True: 0.0, False: 0.0}
     with tempfile.TemporaryDirectory() as tmp:
         driver = Driver()
         settings = KadenceSettings(namespace="acct", partitions=2, execution_partitions=2)
@@ -67,14 +70,16 @@ def one_run(jobs: int, seconds: int) -> tuple[float, int]:
             stack.settle()
             stack.put(*definitions(jobs, seconds))
             stack.settle(passes=5_000, wait_s=600)
-            spent = 0
             for second in range(seconds):
-                started = _thread_ns()
-                driver.advance(1_000)
-                stack.settle(passes=5_000, wait_s=600)
+                on = second < WARM_UP_S or (second % 2 == 0) == first_on
+                with nullcontext() if on else accounting_off():
+                    started = _thread_ns()
+                    driver.advance(1_000)
+                    stack.settle(passes=5_000, wait_s=600)
+                    took = _thread_ns() - started
                 if second >= WARM_UP_S:
-                    spent += _thread_ns() - started
-            return spent / 1e9, jobs * max(0, seconds - WARM_UP_S)
+                    spent[on] += took / 1e9
+            return spent
         finally:
             stack.close()
             driver.close()
@@ -140,27 +145,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.jobs <= MAX_JOBS:
         parser.error(f"--jobs must be 1 to {MAX_JOBS}")
-    if not WARM_UP_S < args.seconds <= MAX_SECONDS:
-        parser.error(f"--seconds must be {WARM_UP_S + 1} to {MAX_SECONDS}")
+    if not WARM_UP_S + 2 <= args.seconds <= MAX_SECONDS:
+        parser.error(f"--seconds must be {WARM_UP_S + 2} to {MAX_SECONDS}")
     if args.rounds < 1:
         parser.error("--rounds must be 1 or more")
     on_us: list[float] = []
     off_us: list[float] = []
+    counted_s = args.seconds - WARM_UP_S
     for r in range(args.rounds):
-        for on in (r % 2 == 0, r % 2 != 0):
-            with nullcontext() if on else accounting_off():
-                cpu_s, executions = one_run(args.jobs, args.seconds)
-            us = cpu_s * 1e6 / executions
-            (on_us if on else off_us).append(us)
-            print(
-                f"round {r + 1}, accounting {'on' if on else 'off'}: {us:.1f} µs/exec", flush=True
-            )
-        print(f"round {r + 1}: on/off {on_us[-1] / off_us[-1]:.4f}", flush=True)
+        first_on = r % 2 == 0
+        spent = one_run(args.jobs, args.seconds, first_on)
+        n_on = sum((sec % 2 == 0) == first_on for sec in range(WARM_UP_S, args.seconds))
+        for on, n in ((True, n_on), (False, counted_s - n_on)):  # the seconds run each way
+            (on_us if on else off_us).append(spent[on] * 1e6 / (args.jobs * max(1, n)))
+        print(
+            f"round {r + 1}: with {on_us[-1]:.1f} µs/exec, without {off_us[-1]:.1f}: "
+            f"{on_us[-1] / off_us[-1]:.4f}",
+            flush=True,
+        )
     ratios = [a / b for a, b in zip(on_us, off_us, strict=True)]
     print(
         f"{args.jobs} per-second jobs, {args.seconds} s, {args.rounds} rounds: loop CPU per "
         f"execution with the accounting {statistics.median(on_us):.1f} µs, without "
-        f"{statistics.median(off_us):.1f} µs; on/off per round "
+        f"{statistics.median(off_us):.1f} µs; with/without per round "
         + ", ".join(f"{x:.4f}" for x in ratios)
         + f" (median {statistics.median(ratios):.4f})"
     )
