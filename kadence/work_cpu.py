@@ -6,8 +6,8 @@ and charges what the thread used since the previous switch to the kind it leaves
 nanosecond of the loop thread is charged to one kind. A switch to the kind already under way
 costs no clock read: a loop may say it per record. The clock is `time.thread_time_ns`, a
 system call, which is why it is read per kind and not per record: on a 2-vCPU AMD EPYC VM a
-switch costs 0.76 µs of CPU with the read and 0.04 µs without, and B2's shape on the driver
-made 0.21 reads and 2.3 calls per execution (`python -m bench.loop_accounting`).
+switch costs 0.73-0.76 µs of CPU with the read and 0.04 µs without, and B2's shape on the
+driver made 0.19-0.21 reads and 2.1-2.3 calls per execution (`python -m bench.loop_accounting`).
 
 Only the loop's thread is counted: librdkafka's threads (fetching, compressing, sending), the
 metrics server and a worker's invocation pool are in the process's CPU, not here. A kind's
