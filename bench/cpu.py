@@ -1,10 +1,14 @@
 """CPU seconds of benchmark processes, from /proc (Linux): the stack's children and the local
-broker's JVM, and what that comes to per execution."""
+broker's JVM, and what that comes to per execution; and each Kadence process's loop CPU by kind
+of work, from its metrics (`kadence_work_cpu_seconds_total{work}`, kadence/work_cpu.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import urllib.request
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from apps.processes import ChildProcess
@@ -42,6 +46,56 @@ def cpu_per_execution_us(
     if executions <= 0:
         return {name: None for name in before}
     return {name: round((after[name] - before[name]) * 1e6 / executions) for name in before}
+
+
+WORK_SAMPLE = re.compile(r'^kadence_work_cpu_seconds_total\{work="([^"]*)"\} (\S+)$', re.M)
+OTHER_THREADS = "other threads"
+"""A process's CPU outside its loop thread (librdkafka's threads, a worker's invocation pool):
+its CPU from /proc less what its loop charged to the kinds of work."""
+
+
+def work_seconds(port: int, timeout_s: float = 5.0) -> dict[str, float]:
+    """The loop CPU seconds a process has charged so far, by kind of work, read from its
+    metrics on 127.0.0.1:`port`; {} when they cannot be read."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {work: float(value) for work, value in WORK_SAMPLE.findall(text)}
+
+
+def summed(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Several processes' seconds by kind of work, added kind by kind."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for work, seconds in part.items():
+            total[work] = total.get(work, 0.0) + seconds
+    return total
+
+
+def work_per_execution_us(
+    before: Mapping[str, Mapping[str, float]],
+    after: Mapping[str, Mapping[str, float]],
+    executions: int,
+    cpu_us: Mapping[str, float | None],
+) -> dict[str, dict[str, float]]:
+    """Each process's loop CPU per execution by kind of work, in microseconds, most first, then
+    `other threads` (its CPU per execution in `cpu_us` less the kinds' sum) when it has one."""
+    out: dict[str, dict[str, float]] = {}
+    if executions <= 0:
+        return out
+    for name, end in after.items():
+        start = before.get(name, {})
+        kinds = {w: (s - start.get(w, 0.0)) * 1e6 / executions for w, s in end.items()}
+        ordered: dict[str, float] = {
+            w: round(us) for w, us in sorted(kinds.items(), key=lambda wu: -wu[1])
+        }
+        whole = cpu_us.get(name)
+        if whole is not None and kinds:
+            ordered[OTHER_THREADS] = round(whole - sum(kinds.values()))
+        out[name] = ordered
+    return out
 
 
 def tree_cpu_seconds(pid: int) -> float:

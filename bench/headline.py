@@ -1,15 +1,18 @@
 """One line per B2 rate that says what matters (issue 44, item 6): on time or not, and what an
-execution cost — CPU by process and records written by topic — so a regression shows in the
-figure itself, not in a JSON read afterwards.
+execution cost — CPU by process, then by kind of work in each process, and records written by
+topic — so a regression shows in the figure itself, not in a JSON read afterwards.
 
     3000/s on time: visible p99 0.82 s, 3 028/s done | CPU µs/exec: scheduler 212, workers 140,
-    broker 87, reaper 5 = 444 | records/exec: executions 1.0, outcomes 1.0,
-    scheduler-changelog 1.22, ... = 4.3 (1 881 B)
+    broker 87, reaper 5 = 444 | CPU µs/exec by work: scheduler outcomes 61, fire 49, ...,
+    other threads 30; workers deliver 36, read 29, ... | records/exec: executions 1.0,
+    outcomes 1.0, scheduler-changelog 1.22, ... = 4.3 (1 881 B)
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from bench.cpu import OTHER_THREADS
 
 PROCESS_ORDER = ("scheduler", "workers", "broker", "reaper")
 
@@ -26,6 +29,23 @@ def cpu_part(cpu: dict[str, Any]) -> str:
     named += sorted(p for p in cpu if p not in PROCESS_ORDER and p != "total")
     parts = ", ".join(f"{p} {_n(cpu[p])}" for p in named)
     return f"{parts} = {_n(cpu['total'])}" if "total" in cpu else parts
+
+
+def work_part(by_work: dict[str, dict[str, Any]]) -> str:
+    """`scheduler outcomes 61, fire 49, ...; workers read 29, ...`: the processes by their usual
+    order, each one's kinds of work most first (as measured), `other threads` last; kinds under
+    half a microsecond are left out (the row has them)."""
+    named = [p for p in PROCESS_ORDER if p in by_work]
+    named += sorted(p for p in by_work if p not in PROCESS_ORDER)
+    parts = []
+    for process in named:
+        kinds = by_work[process]
+        shown = [k for k in kinds if k != OTHER_THREADS and abs(kinds[k]) >= 0.5]
+        shown.sort(key=lambda k: -kinds[k])
+        shown += [OTHER_THREADS] if OTHER_THREADS in kinds else []
+        if shown:
+            parts.append(f"{process} " + ", ".join(f"{k} {_n(kinds[k])}" for k in shown))
+    return "; ".join(parts)
 
 
 def records_part(written: dict[str, Any]) -> str:
@@ -53,6 +73,8 @@ def headline(row: dict[str, Any]) -> str:
         line += f", {_n(row['lost'])} LOST"
     if "cpu_us_per_execution" in row:
         line += f" | CPU µs/exec: {cpu_part(row['cpu_us_per_execution'])}"
+    if row.get("cpu_us_per_execution_by_work"):
+        line += f" | CPU µs/exec by work: {work_part(row['cpu_us_per_execution_by_work'])}"
     if "written_per_execution" in row:
         line += f" | records/exec: {records_part(row['written_per_execution'])}"
     return line

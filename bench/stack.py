@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
-from bench.cpu import broker_pids, cpu_seconds, pid_cpu_seconds
+from bench.cpu import broker_pids, cpu_seconds, pid_cpu_seconds, summed, work_seconds
 from kadence.settings import KadenceSettings
 
 
@@ -20,19 +20,26 @@ class Stack:
         schedulers: int = 1,
         *,
         worker_metrics: bool = False,
+        metrics: bool = False,
     ) -> None:
+        """`worker_metrics`: the workers serve their metrics; `metrics`: every process does
+        (each on a port it announces), so `work_s` can read them."""
+
         def child(module: str, name: str, **kw: Any) -> ChildProcess:
             mine = settings.model_copy(update={"instance_id": name, "state_dir": root / name})
             return ChildProcess(module, mine, log=root / f"{name}.log", **kw)
 
-        metrics = {"metrics_port": -1} if worker_metrics else {}  # a port each, announced
+        served = {"metrics_port": -1}  # a port each, announced
+        every = served if metrics else {}
         names = [f"s{i}" if i else "s" for i in range(schedulers)]
-        self.schedulers = [child("apps.scheduler", name) for name in names]
-        self.reaper = child("apps.reaper", "r")
+        self.schedulers = [child("apps.scheduler", name, **every) for name in names]
+        self.reaper = child("apps.reaper", "r", **every)
+        workers_too = served if metrics or worker_metrics else {}
         self.workers = [
-            child("apps.worker", f"w{i}", session_timeout_ms=6000, **metrics)
+            child("apps.worker", f"w{i}", session_timeout_ms=6000, **workers_too)
             for i in range(workers)
         ]
+        self._ports: dict[int, int] = {}
 
     def start(self) -> Stack:
         for proc in (*self.schedulers, self.reaper, *self.workers):
@@ -61,3 +68,25 @@ class Stack:
             "workers": workers,
             "broker": sum(pid_cpu_seconds(pid) for pid in broker_pids()),
         }
+
+    def work_s(self) -> dict[str, dict[str, float]]:
+        """The loop CPU seconds each process has charged so far by kind of work, from its
+        metrics (the stack must serve them: `metrics`): the schedulers summed, the reaper, the
+        workers summed; a group with a process that did not answer is left out."""
+        procs = {"scheduler": self.schedulers, "reaper": [self.reaper], "workers": self.workers}
+        out: dict[str, dict[str, float]] = {}
+        for name, group in procs.items():
+            parts = [self._work_seconds(p) for p in group]
+            if all(parts):
+                out[name] = summed(parts)
+        return out
+
+    def _work_seconds(self, proc: ChildProcess) -> dict[str, float]:
+        """`proc`'s loop CPU by kind of work (its metrics port read from its log once)."""
+        key = id(proc)
+        if key not in self._ports:
+            try:
+                self._ports[key] = proc.listening("metrics", timeout=30)
+            except (TimeoutError, RuntimeError):  # no metrics, or it exited
+                return {}
+        return work_seconds(self._ports[key])

@@ -16,7 +16,10 @@ wait for the previous run). Per rate: start lateness p50/p99/max over the whole 
 per third, the completed rate, and lag growth (p99 in the last third minus p99 in the third
 after a 20 s warm-up). The knee is the highest rate whose p99 after the warm-up is under 1 s
 with no lag growth (under 0.5 s) and nothing lost. Each rate ends with one line (bench/headline.py):
-on time or not, the CPU per execution by process and the records per execution by topic.
+on time or not, the CPU per execution by process, the same by kind of work in each process
+(`cpu_us_per_execution_by_work`: what each loop charged to `kadence_work_cpu_seconds_total{work}`
+between the same two instants, kadence/work_cpu.py, then the process's other threads) and the
+records per execution by topic.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 
 from apps.processes import ChildProcess
 from bench import topic_volume
-from bench.cpu import cpu_per_execution_us
+from bench.cpu import cpu_per_execution_us, work_per_execution_us
 from bench.execution import HANDLERS, succeeded
 from bench.headline import headline
 from bench.http_sink import summary_of
@@ -80,7 +83,7 @@ def one_rate(
     settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
     provision(settings)
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
-    stack = Stack(settings, root, workers=workers, schedulers=schedulers).start()
+    stack = Stack(settings, root, workers=workers, schedulers=schedulers, metrics=True).start()
     try:
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
         end = start + timedelta(seconds=seconds - 1)
@@ -152,6 +155,7 @@ def one_rate(
         "duplicated_outcomes": len(got) - len(first),
         **visible,
         "cpu_us_per_execution": cpu.per_execution_us(),
+        "cpu_us_per_execution_by_work": cpu.by_work_us(),
         **({"py_spy": cpu.profiled} if cpu.profiled else {}),
         **({} if written is None else {"written_per_execution": per_execution(written, expect)}),
         "on_time": on_time,
@@ -220,13 +224,15 @@ def knee(rows: list[dict[str, Any]]) -> int | None:
 
 class SteadyCpu:
     """Each process's CPU (the broker's too) between two instants: the end of the warm-up and
-    the end of the load; per execution, that is divided by the executions due in between."""
+    the end of the load; per execution, that is divided by the executions due in between. The
+    loops' CPU by kind of work too, read from their metrics at the same instants."""
 
     def __init__(
         self, stack: Stack, from_s: float, to_s: float, *, rate: int, profile: Path | None = None
     ) -> None:
         self.stack, self.from_s, self.to_s, self.rate = stack, from_s, to_s, rate
         self.samples: list[dict[str, float]] = []
+        self.work_samples: list[dict[str, dict[str, float]]] = []
         self.sampler = None if profile is None else Sampler(profile, stack.pids())
         """py-spy over the same window (`--profile`): where each process's Python time goes."""
         self.profiled: dict[str, Any] = {}
@@ -240,6 +246,7 @@ class SteadyCpu:
         for at in (self.from_s, self.to_s):
             time.sleep(max(0.0, at - time.time()))
             self.samples.append(self.stack.cpu_s())
+            self.work_samples.append(self.stack.work_s())
             if self.sampler is not None and len(self.samples) == 1:
                 self.sampler.start()
         if self.sampler is not None:
@@ -249,10 +256,20 @@ class SteadyCpu:
         self._thread.join(35 if self.sampler is not None else 1)
         if len(self.samples) < 2:
             return {}
-        executions = round(self.rate * (self.to_s - self.from_s))
-        out = cpu_per_execution_us(self.samples[0], self.samples[1], executions)
+        out = cpu_per_execution_us(self.samples[0], self.samples[1], self._executions())
         total = sum(v for v in out.values() if v is not None)
         return {**out, "total": total}
+
+    def by_work_us(self) -> dict[str, dict[str, float]]:
+        """{process: {kind of work: µs per execution, ..., "other threads": µs}}."""
+        if len(self.work_samples) < 2:
+            return {}
+        whole = self.per_execution_us()
+        before, after = self.work_samples
+        return work_per_execution_us(before, after, self._executions(), whole)
+
+    def _executions(self) -> int:
+        return round(self.rate * (self.to_s - self.from_s))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,18 @@
 """bench.sustained's line per rate (bench/headline.py, issue 44 item 6): on time or not, CPU per
-execution by process, records per execution by topic. No broker: rows as a run writes them."""
+execution by process and by kind of work, records per execution by topic. No broker: rows as a
+run writes them, and the per-execution figures by work as bench/cpu.py makes them from two
+scrapes of the processes' `kadence_work_cpu_seconds_total`."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bench.headline import cpu_part, headline, records_part
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from bench.cpu import work_per_execution_us, work_seconds
+from bench.headline import cpu_part, headline, records_part, work_part
 
 
 def row(**kw: Any) -> dict[str, Any]:
@@ -63,3 +70,77 @@ def test_processes_keep_their_order_and_others_follow() -> None:
         "scheduler 2, broker 1, ingress 3 = 6"
     )
     assert records_part({"b": {"records": 1.0, "bytes": 9}}) == "b 1"
+
+
+BY_WORK: dict[str, dict[str, Any]] = {  # as bench/cpu.py writes it (µs per execution)
+    "workers": {"deliver": 36, "read": 29, "commit": 0, "other threads": 40},
+    "scheduler": {"outcomes": 61, "fire": 49, "other threads": 24},
+}
+
+
+def test_the_cpu_by_work_follows_the_processes_each_kind_most_first_other_threads_last() -> None:
+    line = headline(row(cpu_us_per_execution_by_work=BY_WORK))
+    assert (
+        " | CPU µs/exec: scheduler 212, workers 140, broker 87, reaper 5 = 444"
+        " | CPU µs/exec by work: scheduler outcomes 61, fire 49, other threads 24;"
+        " workers deliver 36, read 29, other threads 40 | records/exec: "
+    ) in line
+    assert "commit" not in line  # under half a microsecond: in the row, not the line
+    assert "by work" not in headline(row(cpu_us_per_execution_by_work={}))  # not measured
+
+
+def test_a_process_the_order_does_not_name_follows_and_one_without_kinds_is_left_out() -> None:
+    by_work: dict[str, dict[str, Any]] = {
+        "ingress": {"poll": 2},
+        "reaper": {},
+        "scheduler": {"fire": 1.4, "poll": 3},
+    }
+    assert work_part(by_work) == "scheduler poll 3, fire 1; ingress poll 2"
+
+
+def test_the_kinds_per_execution_are_what_each_loop_charged_between_the_two_scrapes() -> None:
+    before = {"scheduler": {"outcomes": 1.0, "fire": 2.0}, "workers": {"read": 0.5}}
+    after = {
+        "scheduler": {"outcomes": 1.61, "fire": 2.49, "commit": 0.1},  # a kind new since
+        "workers": {"read": 0.79},
+    }
+    cpu_us = {"scheduler": 212, "workers": None, "broker": 87}
+    got = work_per_execution_us(before, after, 10_000, cpu_us)
+    assert got == {
+        "scheduler": {"outcomes": 61, "fire": 49, "commit": 10, "other threads": 92},
+        "workers": {"read": 29},  # its CPU unknown: no other threads
+    }
+    assert list(got["scheduler"]) == ["outcomes", "fire", "commit", "other threads"]
+    assert work_per_execution_us(before, after, 0, cpu_us) == {}
+
+
+def exposition() -> bytes:
+    """A process's metrics as prometheus_client serves them: the loop's kinds among others."""
+    registry = CollectorRegistry()
+    work = Counter("kadence_work_cpu_seconds", "loop CPU", ["work"], registry=registry)
+    work.labels("commit").inc(1.5)
+    work.labels("scheduler-control").inc(0.25)
+    Counter("kadence_worker_lease_renewals", "renewals", registry=registry).inc(3)
+    return generate_latest(registry)
+
+
+class Metrics(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(exposition())
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_a_process_kinds_are_read_from_its_metrics_and_none_when_it_does_not_answer() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert work_seconds(port) == {"commit": 1.5, "scheduler-control": 0.25}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert work_seconds(port, timeout_s=1) == {}  # nobody listens there now

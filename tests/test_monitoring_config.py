@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from kadence.metrics import LagTracker
 from kadence.settings import KadenceSettings
+from kadence.work_cpu import WorkCpu
 from streams.ingress.metrics import IngressMetrics
 from streams.reaper.metrics import ReaperMetrics
 from streams.reaper.pool_watch import PoolMetrics
@@ -39,13 +40,18 @@ COLLECTED = {  # gauges yielded by collectors at scrape time (they need a live p
     "kadence_view_caught_up",
     "kadence_view_store_keys",
     "kadence_view_store_bytes",
+    "kadence_work_cpu_seconds",  # a counter: served with _total
 }
 
 
 def collected() -> set[str]:
     """What the scrape-time collectors yield, from the collectors themselves."""
     runner = SimpleNamespace(
-        lag=LagTracker("g"), restoring={}, standbys=None, stats=SimpleNamespace(restores=[])
+        lag=LagTracker("g"),
+        work=WorkCpu(),
+        restoring={},
+        standbys=None,
+        stats=SimpleNamespace(restores=[]),
     )
     db = SimpleNamespace(property_int_value=lambda _name: 1)
     view = SimpleNamespace(
@@ -71,7 +77,7 @@ def pool_registry() -> CollectorRegistry:
 
 
 def exported() -> set[str]:
-    names = set(COLLECTED) | {"kadence_view_records_total"}  # a counter: served with _total
+    names = set(COLLECTED) | {"kadence_view_records_total", "kadence_work_cpu_seconds_total"}
     for registry in (
         SchedulerMetrics().registry,
         WorkerMetrics().registry,

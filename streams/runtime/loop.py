@@ -34,8 +34,10 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kadence.clock import Clock
 from kadence.metrics import LagTracker
+from kadence.work_cpu import WorkCpu
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
+from streams.kafkaio.reading import usable
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
@@ -63,6 +65,7 @@ class Runner:
         self.tasks: dict[int, Task] = {}
         self.stats = RunnerStats()
         self.lag = LagTracker(cfg.app)
+        self.work = WorkCpu(cfg.input_topics)  # poll, <topic>, maintain, fire, commit, standby
         self.restoring: dict[int, tuple[int, int]] = {}
         """Partitions being restored now: (changelog records replayed, to replay)."""
         self._changelog_offsets: dict[int, int] = {}
@@ -163,6 +166,7 @@ class Runner:
         """One turn: read a batch, process it, run due maintenance and timers, all in the open
         transaction (opened by the first unit of work), and commit it when it is due."""
         self._in_turn = True
+        self.work.switch("poll")  # rebalances and restores (in consume's callbacks) included
         msgs = self.consumer.consume(
             num_messages=self.cfg.max_records_per_turn, timeout=self._poll_timeout_s()
         )
@@ -172,6 +176,7 @@ class Runner:
         if whole and self.session.open and self._commit_due(now):
             self._commit()
         if self.standbys is not None:  # streams/runtime/standby.py
+            self.work.switch("standby")
             if self._standbys_due:
                 self.standbys.follow(self.standbys.every - set(self.tasks))
                 self._standbys_due = False
@@ -182,11 +187,12 @@ class Runner:
     def _process(self, msgs: Sequence[MessageLike], now: int) -> bool:
         """Each input record as a unit; False when the transaction was aborted meanwhile."""
         for msg in msgs:
-            if not self._usable(msg):
+            if not usable(msg):
                 continue
             task = self.tasks.get(msg.partition() or 0)
             if task is None:
                 continue
+            self.work.topic(msg.topic() or "")
             self._begin(now)
             record = record_of(msg, now)
             if not task.attempt(
@@ -204,6 +210,7 @@ class Runner:
     def _maintenance(self, now: int) -> bool:
         for task in self.tasks.values():
             if task.maintenance_pending:
+                self.work.switch("maintain")
                 self._begin(now)
                 task.maintenance_pending = self._maintain(task, now)
                 if not self._settle():
@@ -214,6 +221,7 @@ class Runner:
         """Due timers as units, `max_fires_per_turn` in all, a different partition first each
         turn; False when the transaction was aborted meanwhile."""
         budget = self.cfg.max_fires_per_turn
+        self.work.switch("fire")  # loading the timer window (and decoding ahead) included
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0
         for task in tasks[start:] + tasks[:start]:
@@ -255,15 +263,6 @@ class Runner:
             or self._units >= cfg.commit_max_records
             or any(task.urgent for task in self.tasks.values())
         )
-
-    @staticmethod
-    def _usable(msg: MessageLike) -> bool:
-        err = msg.error()
-        if err is None:
-            return True
-        if err.code() != KafkaError._PARTITION_EOF:
-            log.warning("consumer error: %s", err)
-        return False
 
     def _maintain(self, task: Task, now_ms: int) -> bool:
         """One maintenance step as a unit; True while more steps remain. A step that raises is
@@ -322,24 +321,25 @@ class Runner:
 
     def _commit(self) -> bool:
         """Commit the open transaction; False when it was aborted instead."""
-        for task in self.tasks.values():
-            task.changelog_records()
-        if self._broken is not None:
-            self._abandon(self._broken)
-            return False
-        consumed, self._consumed = self._consumed, {}
-        offsets = consumed or dict(list(self._committed.items())[:1])
-        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        outcome = self.session.commit(tps, self.consumer.consumer_group_metadata())
-        if outcome is not Outcome.committed:
-            self.stats.aborts += 1
-            self._reset_tasks()
-            self._rewind()
-            return False
-        self._committed.update(consumed)
-        for p, task in self.tasks.items():
-            task.committed(self._changelog_offsets.get(p))
-        return True
+        with self.work.during("commit"):  # the changelog, the transaction, the store
+            for task in self.tasks.values():
+                task.changelog_records()
+            if self._broken is not None:
+                self._abandon(self._broken)
+                return False
+            consumed, self._consumed = self._consumed, {}
+            offsets = consumed or dict(list(self._committed.items())[:1])
+            tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+            outcome = self.session.commit(tps, self.consumer.consumer_group_metadata())
+            if outcome is not Outcome.committed:
+                self.stats.aborts += 1
+                self._reset_tasks()
+                self._rewind()
+                return False
+            self._committed.update(consumed)
+            for p, task in self.tasks.items():
+                task.committed(self._changelog_offsets.get(p))
+            return True
 
     def _abandon(self, exc: KafkaException) -> None:
         """A record could not be produced: abort (or replace the producer), read inputs again."""

@@ -1,11 +1,11 @@
-"""Metrics every processor runtime process shares: consumer lag of its group, restore progress
-and standby copies, read at scrape time."""
+"""Metrics every processor runtime process shares: consumer lag of its group, restore progress,
+standby copies and the loop's CPU by kind of work (kadence/work_cpu.py), read at scrape time."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from streams.runtime.loop import Runner
@@ -15,8 +15,9 @@ class RuntimeCollector(Collector):
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield from self.runner.lag.collect()
+        yield from self.runner.work.collect()
         restoring = dict(self.runner.restoring)  # a copy: the loop thread changes it
         yield GaugeMetricFamily(
             "kadence_restore_partitions",

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from kadence.clock import Clock
 from kadence.codec import Codec
@@ -50,7 +50,7 @@ from kadence.targets import Prepares, Result, Target
 from kadence.topics import EXECUTIONS, Topics, workers_group
 from streams.kafkaio.clients import Clients, KafkaClients
 from streams.kafkaio.ports import ConsumerLike, MessageLike
-from streams.kafkaio.reading import ready
+from streams.kafkaio.reading import ready, usable
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.worker.active import ActiveRun, TxnWork
@@ -155,6 +155,7 @@ class Worker:
         )
 
     def turn(self, poll_s: float = 0.05) -> None:
+        self.metrics.work.switch("read")  # the loop's CPU by kind of work (kadence/work_cpu.py)
         next_due = self.inbox.next_due_ms()
         soon = next_due is not None and next_due - self.clock.now_ms() < poll_s * 1000
         wait = min(poll_s, 0.005) if self.runs or soon else poll_s  # work at hand: spin faster
@@ -166,6 +167,7 @@ class Worker:
             msgs = ready(self.consumer, 500, wait)  # not held back until 500 have come
         for msg in msgs:
             self._read(msg)
+        self.metrics.work.switch("claim")  # and the lease records, the ended runs' outcomes
         self.backlog.settle(self.lag, self.clock.now_ms())  # the bound: streams/worker/backlog.py
         now = self.clock.now_ms()
         self.police(now)
@@ -214,10 +216,7 @@ class Worker:
         )
 
     def _read(self, msg: MessageLike) -> None:
-        err = msg.error()
-        if err is not None:
-            if err.code() != KafkaError._PARTITION_EOF:
-                log.warning("consumer error: %s", err)
+        if not usable(msg):
             return
         partition, offset = msg.partition() or 0, msg.offset() or 0
         if not self.inbox.wanted(partition, offset):
@@ -289,12 +288,14 @@ class Worker:
                 self._emit(self.topics.leases, partition, key, record)
             for run, result in txn.finished:
                 self._outcome(run, result, now)
+            self.metrics.work.switch("deliver")  # the tenants' records and their outcomes
             self._deliver(txn)
             for reject in self._rejects:
                 self.session.produce(*reject)
         except KafkaException as exc:
             outcome = self.session.abandon(exc, police)
         else:
+            self.metrics.work.switch("commit")  # and starting the runs it claimed
             moved = {p: v for p, v in offsets.items() if self._last_offsets.get(p) != v}
             send = moved or dict(list(offsets.items())[:1])  # one at least: the fencing check
             tps = [

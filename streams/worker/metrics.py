@@ -9,6 +9,7 @@ import math
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kadence.metrics import LATENESS_BUCKETS, TenantLabels
+from kadence.work_cpu import WorkCpu
 
 
 class WorkerMetrics:
@@ -91,6 +92,13 @@ class WorkerMetrics:
             registry=self.registry,
         )
         self._due_labels: set[str] = set()
+        self.work = WorkCpu()
+        """The loop thread's CPU by kind of work (streams/worker/loop.py): `read` (consuming and
+        decoding executions), `claim` (what may start, claims, leases policed and renewed, the
+        lease snapshot's records and the outcomes of runs that ended), `deliver` (the tenants'
+        records of runs delivered in the transaction, and their outcomes), `commit` (the
+        transaction's commit, and starting the runs it claimed)."""
+        self.registry.register(self.work)
 
     def backlog_is(self, due: dict[str, int], lag: int) -> None:
         """Set both backlog gauges: `due` per tenant (each label's sum), `lag` records."""

@@ -80,6 +80,12 @@ def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target:
     assert row["written_per_execution"]["outcomes"]["records"] >= 1.0
     assert row["headline"].startswith("20/s on time: ")
     assert " | CPU µs/exec: scheduler " in row["headline"]
+    # and by kind of work, from each loop's kadence_work_cpu_seconds_total over the same window
+    by_work = row["cpu_us_per_execution_by_work"]
+    assert {"poll", "outcomes", "fire", "commit", "other threads"} <= by_work["scheduler"].keys()
+    assert {"read", "claim", "deliver", "commit", "other threads"} <= by_work["workers"].keys()
+    assert by_work["scheduler"]["outcomes"] > 0 and by_work["workers"]["read"] > 0
+    assert " | CPU µs/exec by work: scheduler " in row["headline"]
     assert " | records/exec: " in row["headline"]
     if target == "kafka":  # read back by a read_committed consumer: when, and exactly once
         assert row["visible_lateness_s"]["p99"] < 1.0

@@ -4,10 +4,14 @@ passed)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
 
 from streams.kafkaio import reading
 
@@ -64,3 +68,25 @@ def test_nothing_comes_within_the_timeout() -> None:
     assert 0.04 < time.monotonic() - start < 1.0
     assert ready(c, 500, 0) == []
     assert c.calls[-1] == (500, 0)  # a zero timeout never waits for a first record
+
+
+class Message:
+    """A consumed message that carries `err` (None: a record)."""
+
+    def __init__(self, err: KafkaError | None) -> None:
+        self.err = err
+
+    def error(self) -> KafkaError | None:
+        return self.err
+
+
+def test_a_record_is_usable_the_end_of_a_partition_silently_not_another_error_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="streams.kafkaio.reading"):
+        assert reading.usable(Message(None))  # type: ignore[arg-type]
+        assert not reading.usable(Message(KafkaError(KafkaError._PARTITION_EOF)))  # type: ignore[arg-type]
+        assert caplog.records == []
+        assert not reading.usable(Message(KafkaError(KafkaError._TRANSPORT)))  # type: ignore[arg-type]
+    [line] = caplog.records
+    assert line.getMessage().startswith("consumer error: ")
