@@ -39,12 +39,12 @@ from streams.scheduler import chaining, commands, definitions, firing, groups, o
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
+from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, JobStore
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moving
 from streams.scheduler.output import Output
-from streams.scheduler.state import JobState, fit_state
+from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
-from streams.scheduler.stored import definition_key, definition_to_write, stored_state
 from streams.scheduler.tenant_keeping import TenantKeeping
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
@@ -57,13 +57,6 @@ TZDB_MARKER = b"~tzdb"
 MAINTAIN_STEP = 2_000
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
-AWAITING_CACHE_LIMIT = 20_000
-"""Jobs kept decoded while they await an outcome, per process at most: the outcome then finds
-them decoded (about 100 µs less each), but a burst whose outcomes are slow to come (workers
-down) must not hold every job's state in memory (B1 at 100 000 with no workers: 781 MiB RSS).
-Each partition's task has a cache of its own, so a partition keeps them only while its cache
-holds fewer than its share, this over the job partitions (1 666 of 12 by default): the whole
-of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
 class SchedulerProcessor(Moving, TenantKeeping):
@@ -85,6 +78,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
                 cfg.job_partitions,
             )
         )
+        self.store = JobStore(codec, self.tenants, cfg.job_partitions, AWAITING_CACHE_LIMIT)
         self.output = Output(cfg, codec)
 
     # -- inputs ------------------------------------------------------------------------------
@@ -128,10 +122,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         so it stops firing (and failing) until its definition is written again or a command
         (pause and resume) touches it. A history record holds the error; a metric counts it."""
         log.error("firing %r failed; quarantined", key, exc_info=exc)
-        raw = ctx.get(key)
-        if raw is not None:
-            ctx.put(key, raw, None)
-        ctx.cache.pop(key, None)
+        self.store.quarantine(ctx, key)
         self.metrics.failures.labels("quarantined").inc()
         reason = (
             f"{type(exc).__name__}: {exc}; the job no longer fires: write its definition again, "
@@ -270,12 +261,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""
-        if key.startswith(GROUP_PREFIX) or key in ctx.cache:
-            return
-        state = self._load(ctx, key)
-        if state is not None:
-            state.compiled(self.codec)
-            ctx.cache[key] = state
+        if not key.startswith(GROUP_PREFIX):
+            self.store.prefetch(ctx, key)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -315,14 +302,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         )
 
     def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
-        cached = ctx.cache.get(key)
-        if cached is not None:
-            assert isinstance(cached, JobState)
-            self.tenants.loaded(key, cached)
-            return cached
-        state = stored_state(ctx.get, key)
-        self.tenants.loaded(key, state)
-        return state
+        return self.store.load(ctx, key)
 
     def _write(
         self,
@@ -337,27 +317,10 @@ class SchedulerProcessor(Moving, TenantKeeping):
         """Write what a step decided: the job's state (and its group's index, waking the job
         whose turn it is when the group became free), its records, the dead-letter count, and
         the tenant's breaker (the job's, or `tenant`'s)."""
-        state = effects.state
+        state = self.store.write(ctx, key, effects.state, effects.scheduled, now_ms)
+        effects.state = state
         job_tenant = tenant
-        self.tenants.written(ctx, key, effects.scheduled, state, now_ms)
-        if state is None:
-            ctx.put(key, None, None)
-            ctx.put(definition_key(key), None, None)
-            ctx.cache.pop(key, None)
-        else:
-            state, data = fit_state(state, ctx.record_limit - len(key) - 8)
-            effects.state = state
-            wake = state.wake_ms
-            if (definition := definition_to_write(state)) is not None:
-                ctx.put(definition_key(key), definition, None)
-            ctx.put(key, data, wake)
-            fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
-            share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)
-            awaits = bool(state.running) and len(ctx.cache) < share
-            if fires_soon or awaits:
-                ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
-            else:
-                ctx.cache.pop(key, None)
+        if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
                 self._in_group(ctx, d, state, effects, now_ms=now_ms, wake=wake_group)
