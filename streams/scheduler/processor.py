@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError
@@ -35,13 +36,13 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import chaining, commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler import chaining, commands, definitions, firing, orphans, outcomes
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
-from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
+from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
 from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, JobStore
 from streams.scheduler.metrics import SchedulerMetrics
-from streams.scheduler.moving import Moving
+from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
 from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
@@ -59,7 +60,7 @@ MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
 
 
-class SchedulerProcessor(Moving, TenantKeeping):
+class SchedulerProcessor(TenantKeeping):
     def __init__(
         self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
     ) -> None:
@@ -79,6 +80,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
             )
         )
         self.store = JobStore(codec, self.tenants, cfg.job_partitions, AWAITING_CACHE_LIMIT)
+        self.groups = Groups(codec, self.store)
+        self.moves = Moves(codec, cfg.topics, cfg.job_partitions)
         self.output = Output(cfg, codec)
 
     # -- inputs ------------------------------------------------------------------------------
@@ -86,8 +89,9 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         self.tenants.begin()
         if record.key is None:
-            why = "records on Kadence input topics need a key"
-            return self._reject(ctx, record, "missing_key", why, now_ms)
+            reason = "records on Kadence input topics need a key"
+            self._reject(ctx, record, "missing_key", reason, now_ms)
+            return
         topics = self.cfg.topics
         try:
             if record.topic == topics.schedules:
@@ -132,18 +136,18 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def _definition(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if record.value is None:
             if state is not None:
                 facts = self._facts(ctx, state, now_ms)
                 effects = definitions.apply_delete(state, facts)
-                self._leave_group(ctx, record.key, state, now_ms, deleted=True)
+                self.groups.leave(ctx, record.key, state, now_ms, deleted=True)
                 self._write(ctx, record.key, effects, now_ms=now_ms)
             return
         definition = SCHEDULES.decode(self.codec, record.value)
         assert isinstance(definition, ScheduleDefinition)
-        if state is None and definition.concurrency_key and ctx.get(GONE_PREFIX + record.key):
-            ctx.put(GONE_PREFIX + record.key, None, None)  # its old runs no longer tell on it
+        if state is None and definition.concurrency_key:
+            self.groups.back(ctx, record.key)
         facts = self._facts(ctx, state, now_ms)
         compiled = definitions.admit(
             state,
@@ -157,10 +161,10 @@ class SchedulerProcessor(Moving, TenantKeeping):
         ts = record.timestamp_ms
         effects = definitions.apply_definition(state, definition, raw, ts, facts, compiled=compiled)
         if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
-            self._leave_group(ctx, record.key, state, now_ms, deleted=False)
+            self.groups.leave(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
         if state is None and definition.version > 1:  # an update new here: the job may have moved
-            self._arrived(ctx, record.key, definition, record.partition, now_ms)
+            self.moves.arrived(ctx, record.key, definition, record.partition, now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         """A user's command. What only Kadence may say (docs/security.md, "Control records")
@@ -172,7 +176,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
         )
         self._keyed(command.key, record)
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
@@ -188,9 +192,15 @@ class SchedulerProcessor(Moving, TenantKeeping):
         if isinstance(control, TenantCircuit):
             self._heard(ctx, control)
             return
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if isinstance(control, JobMoved):
-            self._moved(ctx, record.key, control, state, now_ms)
+            if state is not None and self.moves.heard(ctx, record.key, control, state, now_ms):
+                facts = self._facts(ctx, state, now_ms)
+                effects = definitions.apply_moved_away(
+                    state, facts, control.version, control.partition
+                )
+                self.groups.leave(ctx, record.key, state, now_ms, deleted=True)
+                self._write(ctx, record.key, effects, now_ms=now_ms)
         elif isinstance(control, ReplayDeadLetter) and state is None and control.letter:
             self._forward(ctx, orphans.replay_once(ctx, record.key, control, now_ms))
         elif state is None:
@@ -208,10 +218,12 @@ class SchedulerProcessor(Moving, TenantKeeping):
         assert record.key is not None
         outcome = OUTCOMES.decode(self.codec, record.value)
         assert isinstance(outcome, ExecutionOutcome)
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
             orphans.ended(ctx, outcome.execution_id)
-            self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
+            free = self.groups.gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
+            if free is not None:
+                self._wake(ctx, free, now_ms)
             self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
             counted = after_outcome(
                 self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
@@ -227,10 +239,11 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         self.tenants.begin()
-        state = self._load(ctx, key)
+        state = self.store.load(ctx, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
-        self._write(ctx, key, firing.on_due(state, self._facts(ctx, state, now_ms)), now_ms=now_ms)
+        effects = firing.on_due(state, self._facts(ctx, state, now_ms))
+        self._write(ctx, key, effects, now_ms=now_ms)
 
     def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         """After assignment: if the tz database changed, recompute every job (in steps)."""
@@ -254,7 +267,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         return False
 
     def _maintain_one(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
-        state = self._load(ctx, key)
+        state = self.store.load(ctx, key)
         if state is not None and state.tzdb != self.cfg.tzdb:
             effects = definitions.apply_tzdb(state, self._facts(ctx, state, now_ms))
             self._write(ctx, key, effects, now_ms=now_ms)
@@ -278,9 +291,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
         if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
-                until = groups.busy_until(self._group(ctx, d), d.key, now_ms)
+                until, turn = self.groups.standing(ctx, d, now_ms)
                 busy = until > now_ms
-                turn = groups.turn(self._waiting(ctx, d.routing_key), d.key)
             breaker = self._breaker(ctx, tenant or d.tenant)
             second, used = self._paced.get(d.tenant, (0, 0))
             budget -= used if second == now_ms // 1000 else 0
@@ -301,9 +313,6 @@ class SchedulerProcessor(Moving, TenantKeeping):
             state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,
         )
 
-    def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
-        return self.store.load(ctx, key)
-
     def _write(
         self,
         ctx: ProcessorContext,
@@ -322,8 +331,12 @@ class SchedulerProcessor(Moving, TenantKeeping):
         job_tenant = tenant
         if state is not None:
             d = state.definition(self.codec)
-            if d.concurrency_key:
-                self._in_group(ctx, d, state, effects, now_ms=now_ms, wake=wake_group)
+            if (
+                d.concurrency_key
+                and self.groups.kept(ctx, d, state, effects, now_ms)
+                and wake_group
+            ):
+                self._wake(ctx, d.routing_key, now_ms)
             job_tenant = tenant or d.tenant
             if effects.backfill_used:
                 self._pace(d.tenant, effects.backfill_used, now_ms)
@@ -335,6 +348,14 @@ class SchedulerProcessor(Moving, TenantKeeping):
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
         if effects.breaker is not None and job_tenant is not None:
             self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
+
+    def _wake(self, ctx: ProcessorContext, routing_key: str, now_ms: int) -> None:
+        """The group has no run left: the jobs in its waiting line start what waits for it
+        (`Groups.line`), in the transaction of the step that freed it."""
+        for key, state in self.groups.line(ctx, routing_key, now_ms):
+            facts = replace(self._facts(ctx, state, now_ms), group_turn=True)
+            effects = firing.on_group_free(state, facts)
+            self._write(ctx, key, effects, now_ms=now_ms, wake_group=False)
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
