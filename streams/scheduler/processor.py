@@ -4,12 +4,18 @@ Inputs (co-partitioned, keyed by job): definitions, commands, Kadence's own cont
 outcomes. Timers: each job's wake time in the partition's due index. Outputs: executions
 (tenant-keyed), history, dead letters, and `rejected` for anything unusable — bad bytes never
 stop the processor. The decisions live in the domain modules beside this one (definitions,
-firing, commands, outcomes, breaker, groups); this module only moves bytes and keeps the
-partition's state under these keys: a job's key (`tenant/job`, its run state) and
-`~def/<job key>` (its definition, stored.py), `~group/<routing key>` and `~waiting/<routing
-key>` (a concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job
-deleted while its runs were in progress), `~replaying/<execution id>` (orphans.py),
-`~inflight/<tenant>` (tenant_limits.py), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`."""
+firing, commands, outcomes, breaker, groups); this module decodes, routes each input to them
+and writes what they decided through the collaborators that keep the partition's state:
+- `JobStore` (job_store.py): a job's run state under its key (`tenant/job`) and its
+  definition under `~def/<job key>` (stored.py), kept decoded while it fires soon;
+- `Groups` (group_keeping.py): `~group/<routing key>` and `~waiting/<routing key>` (a
+  concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted
+  while its runs were in progress);
+- `Breakers` and `BackfillPace` (tenant_keeping.py): `~breaker/<tenant>`, and the backfill pace
+  in memory; `TenantRuns` (tenant_limits.py): `~inflight/<tenant>`;
+- `Moves` (moving.py): what a partition tells the others when a job moves to it;
+- orphans.py: `~replaying/<execution id>`.
+Its own keys: `~dead-depth`, `~tzdb`."""
 
 from __future__ import annotations
 
@@ -46,7 +52,7 @@ from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
 from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
-from streams.scheduler.tenant_keeping import TenantKeeping
+from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
 __all__ = ["SchedulerConfig", "SchedulerProcessor"]  # the config lives in config.py
@@ -60,16 +66,15 @@ MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
 
 
-class SchedulerProcessor(TenantKeeping):
+class SchedulerProcessor:
+    """One per scheduler process, over every partition it owns (each a `ProcessorContext`)."""
+
     def __init__(
         self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
     ) -> None:
         self.cfg = cfg
-        self.job_partitions = cfg.job_partitions
-        self.topics = cfg.topics
         self.codec = codec
         self.metrics = metrics or SchedulerMetrics()
-        self._paced = {}
         self.tenants = TenantRuns(
             TenantUse(
                 cfg.tenant_fires_per_s,
@@ -82,6 +87,8 @@ class SchedulerProcessor(TenantKeeping):
         self.store = JobStore(codec, self.tenants, cfg.job_partitions, AWAITING_CACHE_LIMIT)
         self.groups = Groups(codec, self.store)
         self.moves = Moves(codec, cfg.topics, cfg.job_partitions)
+        self.breakers = Breakers(codec, cfg.topics, cfg.job_partitions, self.metrics)
+        self.pace = BackfillPace(cfg.backfill_per_tenant_per_s)
         self.output = Output(cfg, codec)
 
     # -- inputs ------------------------------------------------------------------------------
@@ -190,7 +197,7 @@ class SchedulerProcessor(TenantKeeping):
         assert isinstance(control, JobMoved | TenantCircuit | ReplayDeadLetter | TriggerNow)
         self._keyed(control.key, record)
         if isinstance(control, TenantCircuit):
-            self._heard(ctx, control)
+            self.breakers.heard(ctx, control)
             return
         state = self.store.load(ctx, record.key)
         if isinstance(control, JobMoved):
@@ -225,11 +232,10 @@ class SchedulerProcessor(TenantKeeping):
             if free is not None:
                 self._wake(ctx, free, now_ms)
             self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
-            counted = after_outcome(
-                self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
-            )
+            breaker = self.breakers.get(ctx, outcome.tenant)
+            counted = after_outcome(breaker, outcome, now_ms, self.cfg.breaker)
             if counted is not None:
-                self._put_breaker(ctx, outcome.tenant, *counted)
+                self.breakers.put(ctx, outcome.tenant, *counted)
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
@@ -287,15 +293,14 @@ class SchedulerProcessor(TenantKeeping):
         busy, until, turn = False, 0, True
         breaker = Breaker()
         load = TenantLoad()
-        budget = self.cfg.backfill_per_tenant_per_s
+        budget = self.pace.per_s
         if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
                 until, turn = self.groups.standing(ctx, d, now_ms)
                 busy = until > now_ms
-            breaker = self._breaker(ctx, tenant or d.tenant)
-            second, used = self._paced.get(d.tenant, (0, 0))
-            budget -= used if second == now_ms // 1000 else 0
+            breaker = self.breakers.get(ctx, tenant or d.tenant)
+            budget = self.pace.budget(d.tenant, now_ms)
             load = self.tenants.load(ctx, d.tenant, now_ms)
         return Facts(
             now_ms,
@@ -331,15 +336,13 @@ class SchedulerProcessor(TenantKeeping):
         job_tenant = tenant
         if state is not None:
             d = state.definition(self.codec)
-            if (
-                d.concurrency_key
-                and self.groups.kept(ctx, d, state, effects, now_ms)
-                and wake_group
-            ):
-                self._wake(ctx, d.routing_key, now_ms)
+            if d.concurrency_key:
+                free = self.groups.kept(ctx, d, state, effects, now_ms)
+                if free and wake_group:
+                    self._wake(ctx, d.routing_key, now_ms)
             job_tenant = tenant or d.tenant
             if effects.backfill_used:
-                self._pace(d.tenant, effects.backfill_used, now_ms)
+                self.pace.used(d.tenant, effects.backfill_used, now_ms)
         self._forward(ctx, effects.out)
         if effects.urgent:
             ctx.commit_soon()
@@ -347,7 +350,7 @@ class SchedulerProcessor(TenantKeeping):
             depth = outcomes.dead_letter_depth(self.dead_letter_depth(ctx), effects)
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
         if effects.breaker is not None and job_tenant is not None:
-            self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
+            self.breakers.put(ctx, job_tenant, effects.breaker, effects.breaker_change)
 
     def _wake(self, ctx: ProcessorContext, routing_key: str, now_ms: int) -> None:
         """The group has no run left: the jobs in its waiting line start what waits for it

@@ -1,6 +1,7 @@
 """What the processor holds beside the jobs, each on its own: a concurrency group's index and
-waiting line (Groups), what a partition says and hears when a job moves (Moves). Through
-the processor: test_groups.py, test_moving.py."""
+waiting line (Groups), what a partition says and hears when a job moves (Moves), and a
+tenant's backfill pace (BackfillPace). Through the processor: test_groups.py, test_moving.py,
+test_backfill.py; the breakers: test_breaker.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX, WAITING_P
 from streams.scheduler.job_store import JobStore
 from streams.scheduler.moving import Moves
 from streams.scheduler.step import Effects
+from streams.scheduler.tenant_keeping import BackfillPace
 from streams.scheduler.tenant_limits import TenantRuns, TenantUse
 from tests.scheduler.test_domain import MIN, T0, create, definition
 
@@ -150,3 +152,14 @@ def test_an_answer_is_answered_only_by_a_newer_copy() -> None:
     assert out == []  # the other copy keeps it too only until it hears it lost: no answer
     assert not moves.heard(t, b"acme/job", moved(1, 1, keeps=True), v2, T0)
     assert [(p, m.version) for p, m in told(out)] == [(1, 2)]
+
+
+def test_a_tenant_s_backfill_budget_is_what_is_left_of_the_current_second() -> None:
+    pace = BackfillPace(per_s=10)
+    assert pace.budget("acme", T0) == 10
+    pace.used("acme", 4, T0)
+    pace.used("acme", 3, T0 + 999)
+    assert (pace.budget("acme", T0 + 500), pace.budget("other", T0)) == (3, 10)
+    assert pace.budget("acme", T0 + 1_000) == 10  # a new second
+    pace.used("acme", 2, T0 + 1_000)
+    assert pace.budget("acme", T0 + 1_999) == 8
