@@ -23,8 +23,8 @@ down) must not hold every job's state in memory (B1 at 100 000 with no workers: 
 Each partition's task has a cache of its own, so a partition keeps them only while its cache
 holds fewer than its share, this over the job partitions (1 666 of 12 by default): the whole
 of it per partition never bound B1 (8 300 jobs a partition)."""
-FRAMING_BYTES = 8
-"""What a stored record takes besides its key and value (the changelog's framing)."""
+WAKE_BYTES = 8
+"""The wake time the store packs before each value (streams/runtime/store.py, `pack`)."""
 
 
 class JobStore:
@@ -68,7 +68,7 @@ class JobStore:
             ctx.put(definition_key(key), None, None)
             ctx.cache.pop(key, None)
             return None
-        state, data = fit_state(state, ctx.record_limit - len(key) - FRAMING_BYTES)
+        state, data = fit_state(state, ctx.record_limit - len(key) - WAKE_BYTES)
         wake = state.wake_ms
         if (definition := definition_to_write(state)) is not None:
             ctx.put(definition_key(key), definition, None)

@@ -46,7 +46,7 @@ from streams.scheduler import chaining, commands, definitions, firing, orphans, 
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
-from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, JobStore
+from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, WAKE_BYTES, JobStore
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
@@ -165,8 +165,9 @@ class SchedulerProcessor:
             cfg=self.cfg,
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
-        ts = record.timestamp_ms
-        effects = definitions.apply_definition(state, definition, raw, ts, facts, compiled=compiled)
+        effects = definitions.apply_definition(
+            state, definition, raw, record.timestamp_ms, facts, compiled=compiled
+        )
         if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
             self.groups.leave(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
@@ -315,7 +316,7 @@ class SchedulerProcessor:
             ahead_ms=self.cfg.dispatch_ahead_ms,
             backfill_budget=budget,
             tenant=load,
-            state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,
+            state_limit=ctx.record_limit - MAX_KEY_BYTES - WAKE_BYTES,
         )
 
     def _write(
