@@ -54,9 +54,9 @@ class Breakers:
             )
             value = self.codec.encode(told)
             headers = headers_for(told, self.codec.schema_fingerprint(TenantCircuit))
-            control, key = self.topics.scheduler_control, tenant.encode()
+            control = self.topics.scheduler_control
             for partition in range(self.job_partitions):  # its own copy tells the tenant
-                ctx.forward(control, partition, key, value, headers)
+                ctx.forward(control, partition, tenant.encode(), value, headers)
 
     def heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
         """Another partition opened or closed the tenant's circuit: this copy follows unless it

@@ -1,7 +1,7 @@
 """What the processor holds beside the jobs, each on its own: a concurrency group's index and
 waiting line (Groups), what a partition says and hears when a job moves (Moves), and a
-tenant's backfill pace (BackfillPace). Through the processor: test_groups.py, test_moving.py,
-test_backfill.py; the breakers: test_breaker.py."""
+tenant's breakers and backfill pace (Breakers, BackfillPace). Through the processor:
+test_groups.py, test_moving.py, test_breaker.py, test_backfill.py."""
 
 from __future__ import annotations
 
@@ -10,17 +10,19 @@ from typing import Any
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
-from kadence.models import JobMoved
+from kadence.models import JobMoved, TenantCircuit
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.store import MemoryStore
 from streams.runtime.task import Task
 from streams.scheduler import groups
+from streams.scheduler.breaker import Breaker
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX, WAITING_PREFIX, Groups
 from streams.scheduler.job_store import JobStore
+from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moves
 from streams.scheduler.step import Effects
-from streams.scheduler.tenant_keeping import BackfillPace
+from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantRuns, TenantUse
 from tests.scheduler.test_domain import MIN, T0, create, definition
 
@@ -163,3 +165,37 @@ def test_a_tenant_s_backfill_budget_is_what_is_left_of_the_current_second() -> N
     assert pace.budget("acme", T0 + 1_000) == 10  # a new second
     pace.used("acme", 2, T0 + 1_000)
     assert pace.budget("acme", T0 + 1_999) == 8
+
+
+def test_a_breaker_that_opened_is_kept_decoded_and_told_to_every_partition_itself_included() -> (
+    None
+):
+    t, out = task(1)
+    breakers = Breakers(CODEC, TOPICS, 3, SchedulerMetrics())
+    assert breakers.get(t, "acme") == Breaker()  # none stored yet: a closed one
+    opened = Breaker(window_start_ms=T0, attempts=6, failures=3, open_until_ms=T0 + 10_000)
+    breakers.put(t, "acme", opened, "opened")
+    assert breakers.get(t, "acme") is opened
+    assert Breaker.load(t.get(b"~breaker/acme")) == opened
+    told = [(partition, CODEC.decode(value)) for _t, partition, _k, value, _h in out]
+    assert [partition for partition, _ in told] == [0, 1, 2]
+    for _, circuit in told:
+        assert isinstance(circuit, TenantCircuit)
+        assert (circuit.partition, circuit.open_until) == (1, ms_to_datetime(T0 + 10_000))
+    out.clear()
+    breakers.put(t, "acme", opened, None)  # counted, not changed: nothing to tell
+    assert out == []
+
+
+def test_a_circuit_heard_from_another_partition_is_followed_and_its_own_word_ignored() -> None:
+    t, _ = task(1)
+    breakers = Breakers(CODEC, TOPICS, 3, SchedulerMetrics())
+    at = ms_to_datetime(T0)
+    until = ms_to_datetime(T0 + 10_000)
+    own = TenantCircuit(tenant="acme", partition=1, at=at, open_until=until, reason="r")
+    breakers.heard(t, own)
+    assert t.get(b"~breaker/acme") is None
+    other = own.model_copy(update={"partition": 0})
+    breakers.heard(t, other)
+    assert breakers.get(t, "acme").open_until_ms == T0 + 10_000
+    assert Breaker.load(t.get(b"~breaker/acme")).open_until_ms == T0 + 10_000
