@@ -7,22 +7,21 @@ may write); the highest version keeps the job, every other copy is removed
 from __future__ import annotations
 
 from kadence.clock import ms_to_datetime
+from kadence.codec import Codec
 from kadence.headers import headers_for
 from kadence.models import JobMoved, ScheduleDefinition
 from kadence.topics import Topics
 from streams.runtime.context import ProcessorContext
-from streams.scheduler import definitions
-from streams.scheduler.group_keeping import GroupKeeping
 from streams.scheduler.state import JobState
 
 
-class Moving(GroupKeeping):
-    """Mixed into the scheduler processor (which provides `_facts`, `_write`, `_load`)."""
+class Moves:
+    def __init__(self, codec: Codec, topics: Topics, job_partitions: int) -> None:
+        self.codec = codec
+        self.topics = topics
+        self.job_partitions = job_partitions
 
-    job_partitions: int
-    topics: Topics
-
-    def _arrived(
+    def arrived(
         self,
         ctx: ProcessorContext,
         key: bytes,
@@ -44,27 +43,20 @@ class Moving(GroupKeeping):
             if other != partition:
                 self._tell(ctx, other, key, moved)
 
-    def _moved(
-        self,
-        ctx: ProcessorContext,
-        key: bytes,
-        moved: JobMoved,
-        state: JobState | None,
-        now_ms: int,
-    ) -> None:
+    def heard(
+        self, ctx: ProcessorContext, key: bytes, moved: JobMoved, state: JobState, now_ms: int
+    ) -> bool:
         """Another partition has the job (`JobMoved`): the highest version keeps it, on a tie
-        the lower partition. A copy that loses here is removed; one that wins stays and answers
-        (`keeps`), so the other goes. An answer is answered only by a newer copy, so the talk
-        ends: each answer names a higher version than the one it answers, or ends in a removal."""
-        if state is None or moved.partition == ctx.partition:
-            return
+        the lower partition. True when the copy here loses: the caller removes it. One that
+        wins stays and answers (`keeps`), so the other goes. An answer is answered only by a
+        newer copy, so the talk ends: each answer names a higher version than the one it
+        answers, or ends in a removal."""
+        if moved.partition == ctx.partition:
+            return False
         mine = state.definition(self.codec).version
         if mine < moved.version or (mine == moved.version and ctx.partition > moved.partition):
-            facts = self._facts(ctx, state, now_ms)
-            effects = definitions.apply_moved_away(state, facts, moved.version, moved.partition)
-            self._leave_group(ctx, key, state, now_ms, deleted=True)
-            self._write(ctx, key, effects, now_ms=now_ms)
-        elif not moved.keeps or mine > moved.version:
+            return True
+        if not moved.keeps or mine > moved.version:
             answer = moved.model_copy(
                 update={
                     "version": mine,
@@ -75,6 +67,7 @@ class Moving(GroupKeeping):
                 }
             )
             self._tell(ctx, moved.partition, key, answer)
+        return False
 
     def _tell(self, ctx: ProcessorContext, partition: int, key: bytes, moved: JobMoved) -> None:
         """A `JobMoved` to the scheduler of `partition` (on the scheduler-control topic)."""

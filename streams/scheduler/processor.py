@@ -4,17 +4,24 @@ Inputs (co-partitioned, keyed by job): definitions, commands, Kadence's own cont
 outcomes. Timers: each job's wake time in the partition's due index. Outputs: executions
 (tenant-keyed), history, dead letters, and `rejected` for anything unusable — bad bytes never
 stop the processor. The decisions live in the domain modules beside this one (definitions,
-firing, commands, outcomes, breaker, groups); this module only moves bytes and keeps the
-partition's state under these keys: a job's key (`tenant/job`, its run state) and
-`~def/<job key>` (its definition, stored.py), `~group/<routing key>` and `~waiting/<routing
-key>` (a concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job
-deleted while its runs were in progress), `~replaying/<execution id>` (orphans.py),
-`~inflight/<tenant>` (tenant_limits.py), `~breaker/<tenant>`, `~dead-depth`, `~tzdb`."""
+firing, commands, outcomes, breaker, groups); this module decodes, routes each input to them
+and writes what they decided through the collaborators that keep the partition's state:
+- `JobStore` (job_store.py): a job's run state under its key (`tenant/job`) and its
+  definition under `~def/<job key>` (stored.py), kept decoded while it fires soon;
+- `Groups` (group_keeping.py): `~group/<routing key>` and `~waiting/<routing key>` (a
+  concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted
+  while its runs were in progress);
+- `Breakers` and `BackfillPace` (tenant_keeping.py): `~breaker/<tenant>`, and the backfill pace
+  in memory; `TenantRuns` (tenant_limits.py): `~inflight/<tenant>`;
+- `Moves` (moving.py): what a partition tells the others when a job moves to it;
+- orphans.py: `~replaying/<execution id>`.
+Its own keys: `~dead-depth`, `~tzdb`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError
@@ -35,17 +42,17 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import chaining, commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler import chaining, commands, definitions, firing, orphans, outcomes
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
-from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
+from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
+from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, WAKE_BYTES, JobStore
 from streams.scheduler.metrics import SchedulerMetrics
-from streams.scheduler.moving import Moving
+from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
-from streams.scheduler.state import JobState, fit_state
+from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
-from streams.scheduler.stored import definition_key, definition_to_write, stored_state
-from streams.scheduler.tenant_keeping import TenantKeeping
+from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
 __all__ = ["SchedulerConfig", "SchedulerProcessor"]  # the config lives in config.py
@@ -57,25 +64,17 @@ TZDB_MARKER = b"~tzdb"
 MAINTAIN_STEP = 2_000
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
-AWAITING_CACHE_LIMIT = 20_000
-"""Jobs kept decoded while they await an outcome, per process at most: the outcome then finds
-them decoded (about 100 µs less each), but a burst whose outcomes are slow to come (workers
-down) must not hold every job's state in memory (B1 at 100 000 with no workers: 781 MiB RSS).
-Each partition's task has a cache of its own, so a partition keeps them only while its cache
-holds fewer than its share, this over the job partitions (1 666 of 12 by default): the whole
-of it per partition never bound B1 (8 300 jobs a partition)."""
 
 
-class SchedulerProcessor(Moving, TenantKeeping):
+class SchedulerProcessor:
+    """One per scheduler process, over every partition it owns (each a `ProcessorContext`)."""
+
     def __init__(
         self, cfg: SchedulerConfig, codec: Codec, metrics: SchedulerMetrics | None = None
     ) -> None:
         self.cfg = cfg
-        self.job_partitions = cfg.job_partitions
-        self.topics = cfg.topics
         self.codec = codec
         self.metrics = metrics or SchedulerMetrics()
-        self._paced = {}
         self.tenants = TenantRuns(
             TenantUse(
                 cfg.tenant_fires_per_s,
@@ -85,6 +84,11 @@ class SchedulerProcessor(Moving, TenantKeeping):
                 cfg.job_partitions,
             )
         )
+        self.store = JobStore(codec, self.tenants, cfg.job_partitions, AWAITING_CACHE_LIMIT)
+        self.groups = Groups(codec, self.store)
+        self.moves = Moves(codec, cfg.topics, cfg.job_partitions)
+        self.breakers = Breakers(codec, cfg.topics, cfg.job_partitions, self.metrics)
+        self.pace = BackfillPace(cfg.backfill_per_tenant_per_s)
         self.output = Output(cfg, codec)
 
     # -- inputs ------------------------------------------------------------------------------
@@ -92,8 +96,9 @@ class SchedulerProcessor(Moving, TenantKeeping):
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         self.tenants.begin()
         if record.key is None:
-            why = "records on Kadence input topics need a key"
-            return self._reject(ctx, record, "missing_key", why, now_ms)
+            reason = "records on Kadence input topics need a key"
+            self._reject(ctx, record, "missing_key", reason, now_ms)
+            return
         topics = self.cfg.topics
         try:
             if record.topic == topics.schedules:
@@ -128,10 +133,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         so it stops firing (and failing) until its definition is written again or a command
         (pause and resume) touches it. A history record holds the error; a metric counts it."""
         log.error("firing %r failed; quarantined", key, exc_info=exc)
-        raw = ctx.get(key)
-        if raw is not None:
-            ctx.put(key, raw, None)
-        ctx.cache.pop(key, None)
+        self.store.quarantine(ctx, key)
         self.metrics.failures.labels("quarantined").inc()
         reason = (
             f"{type(exc).__name__}: {exc}; the job no longer fires: write its definition again, "
@@ -141,18 +143,18 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def _definition(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if record.value is None:
             if state is not None:
                 facts = self._facts(ctx, state, now_ms)
                 effects = definitions.apply_delete(state, facts)
-                self._leave_group(ctx, record.key, state, now_ms, deleted=True)
+                self.groups.leave(ctx, record.key, state, now_ms, deleted=True)
                 self._write(ctx, record.key, effects, now_ms=now_ms)
             return
         definition = SCHEDULES.decode(self.codec, record.value)
         assert isinstance(definition, ScheduleDefinition)
-        if state is None and definition.concurrency_key and ctx.get(GONE_PREFIX + record.key):
-            ctx.put(GONE_PREFIX + record.key, None, None)  # its old runs no longer tell on it
+        if state is None and definition.concurrency_key:
+            self.groups.back(ctx, record.key)
         facts = self._facts(ctx, state, now_ms)
         compiled = definitions.admit(
             state,
@@ -163,13 +165,14 @@ class SchedulerProcessor(Moving, TenantKeeping):
             cfg=self.cfg,
         )
         raw = record.value if record.value.startswith(MAGIC) else self.codec.encode(definition)
-        ts = record.timestamp_ms
-        effects = definitions.apply_definition(state, definition, raw, ts, facts, compiled=compiled)
+        effects = definitions.apply_definition(
+            state, definition, raw, record.timestamp_ms, facts, compiled=compiled
+        )
         if state is not None and state.definition(self.codec).routing_key != definition.routing_key:
-            self._leave_group(ctx, record.key, state, now_ms, deleted=False)
+            self.groups.leave(ctx, record.key, state, now_ms, deleted=False)
         self._write(ctx, record.key, effects, now_ms=now_ms)
         if state is None and definition.version > 1:  # an update new here: the job may have moved
-            self._arrived(ctx, record.key, definition, record.partition, now_ms)
+            self.moves.arrived(ctx, record.key, definition, record.partition, now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         """A user's command. What only Kadence may say (docs/security.md, "Control records")
@@ -181,7 +184,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
         )
         self._keyed(command.key, record)
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if state is None:
             raise Refused("unknown_job", f"no job {command.key} on this partition")
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
@@ -195,11 +198,17 @@ class SchedulerProcessor(Moving, TenantKeeping):
         assert isinstance(control, JobMoved | TenantCircuit | ReplayDeadLetter | TriggerNow)
         self._keyed(control.key, record)
         if isinstance(control, TenantCircuit):
-            self._heard(ctx, control)
+            self.breakers.heard(ctx, control)
             return
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if isinstance(control, JobMoved):
-            self._moved(ctx, record.key, control, state, now_ms)
+            if state is not None and self.moves.heard(ctx, record.key, control, state, now_ms):
+                facts = self._facts(ctx, state, now_ms)
+                effects = definitions.apply_moved_away(
+                    state, facts, control.version, control.partition
+                )
+                self.groups.leave(ctx, record.key, state, now_ms, deleted=True)
+                self._write(ctx, record.key, effects, now_ms=now_ms)
         elif isinstance(control, ReplayDeadLetter) and state is None and control.letter:
             self._forward(ctx, orphans.replay_once(ctx, record.key, control, now_ms))
         elif state is None:
@@ -217,16 +226,17 @@ class SchedulerProcessor(Moving, TenantKeeping):
         assert record.key is not None
         outcome = OUTCOMES.decode(self.codec, record.value)
         assert isinstance(outcome, ExecutionOutcome)
-        state = self._load(ctx, record.key)
+        state = self.store.load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
             orphans.ended(ctx, outcome.execution_id)
-            self._gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
+            free = self.groups.gone_run_ended(ctx, record.key, outcome.execution_id, now_ms)
+            if free is not None:
+                self._wake(ctx, free, now_ms)
             self._forward(ctx, [outcomes.orphaned(outcome, now_ms)])
-            counted = after_outcome(
-                self._breaker(ctx, outcome.tenant), outcome, now_ms, self.cfg.breaker
-            )
+            breaker = self.breakers.get(ctx, outcome.tenant)
+            counted = after_outcome(breaker, outcome, now_ms, self.cfg.breaker)
             if counted is not None:
-                self._put_breaker(ctx, outcome.tenant, *counted)
+                self.breakers.put(ctx, outcome.tenant, *counted)
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
@@ -236,10 +246,11 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         self.tenants.begin()
-        state = self._load(ctx, key)
+        state = self.store.load(ctx, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
-        self._write(ctx, key, firing.on_due(state, self._facts(ctx, state, now_ms)), now_ms=now_ms)
+        effects = firing.on_due(state, self._facts(ctx, state, now_ms))
+        self._write(ctx, key, effects, now_ms=now_ms)
 
     def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         """After assignment: if the tz database changed, recompute every job (in steps)."""
@@ -263,19 +274,15 @@ class SchedulerProcessor(Moving, TenantKeeping):
         return False
 
     def _maintain_one(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
-        state = self._load(ctx, key)
+        state = self.store.load(ctx, key)
         if state is not None and state.tzdb != self.cfg.tzdb:
             effects = definitions.apply_tzdb(state, self._facts(ctx, state, now_ms))
             self._write(ctx, key, effects, now_ms=now_ms)
 
     def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""
-        if key.startswith(GROUP_PREFIX) or key in ctx.cache:
-            return
-        state = self._load(ctx, key)
-        if state is not None:
-            state.compiled(self.codec)
-            ctx.cache[key] = state
+        if not key.startswith(GROUP_PREFIX):
+            self.store.prefetch(ctx, key)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -287,16 +294,14 @@ class SchedulerProcessor(Moving, TenantKeeping):
         busy, until, turn = False, 0, True
         breaker = Breaker()
         load = TenantLoad()
-        budget = self.cfg.backfill_per_tenant_per_s
+        budget = self.pace.per_s
         if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
-                until = groups.busy_until(self._group(ctx, d), d.key, now_ms)
+                until, turn = self.groups.standing(ctx, d, now_ms)
                 busy = until > now_ms
-                turn = groups.turn(self._waiting(ctx, d.routing_key), d.key)
-            breaker = self._breaker(ctx, tenant or d.tenant)
-            second, used = self._paced.get(d.tenant, (0, 0))
-            budget -= used if second == now_ms // 1000 else 0
+            breaker = self.breakers.get(ctx, tenant or d.tenant)
+            budget = self.pace.budget(d.tenant, now_ms)
             load = self.tenants.load(ctx, d.tenant, now_ms)
         return Facts(
             now_ms,
@@ -311,18 +316,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
             ahead_ms=self.cfg.dispatch_ahead_ms,
             backfill_budget=budget,
             tenant=load,
-            state_limit=ctx.record_limit - MAX_KEY_BYTES - 8,
+            state_limit=ctx.record_limit - MAX_KEY_BYTES - WAKE_BYTES,
         )
-
-    def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
-        cached = ctx.cache.get(key)
-        if cached is not None:
-            assert isinstance(cached, JobState)
-            self.tenants.loaded(key, cached)
-            return cached
-        state = stored_state(ctx.get, key)
-        self.tenants.loaded(key, state)
-        return state
 
     def _write(
         self,
@@ -337,33 +332,18 @@ class SchedulerProcessor(Moving, TenantKeeping):
         """Write what a step decided: the job's state (and its group's index, waking the job
         whose turn it is when the group became free), its records, the dead-letter count, and
         the tenant's breaker (the job's, or `tenant`'s)."""
-        state = effects.state
+        state = self.store.write(ctx, key, effects.state, effects.scheduled, now_ms)
+        effects.state = state
         job_tenant = tenant
-        self.tenants.written(ctx, key, effects.scheduled, state, now_ms)
-        if state is None:
-            ctx.put(key, None, None)
-            ctx.put(definition_key(key), None, None)
-            ctx.cache.pop(key, None)
-        else:
-            state, data = fit_state(state, ctx.record_limit - len(key) - 8)
-            effects.state = state
-            wake = state.wake_ms
-            if (definition := definition_to_write(state)) is not None:
-                ctx.put(definition_key(key), definition, None)
-            ctx.put(key, data, wake)
-            fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
-            share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)
-            awaits = bool(state.running) and len(ctx.cache) < share
-            if fires_soon or awaits:
-                ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
-            else:
-                ctx.cache.pop(key, None)
+        if state is not None:
             d = state.definition(self.codec)
             if d.concurrency_key:
-                self._in_group(ctx, d, state, effects, now_ms=now_ms, wake=wake_group)
+                free = self.groups.kept(ctx, d, state, effects, now_ms)
+                if free and wake_group:
+                    self._wake(ctx, d.routing_key, now_ms)
             job_tenant = tenant or d.tenant
             if effects.backfill_used:
-                self._pace(d.tenant, effects.backfill_used, now_ms)
+                self.pace.used(d.tenant, effects.backfill_used, now_ms)
         self._forward(ctx, effects.out)
         if effects.urgent:
             ctx.commit_soon()
@@ -371,7 +351,15 @@ class SchedulerProcessor(Moving, TenantKeeping):
             depth = outcomes.dead_letter_depth(self.dead_letter_depth(ctx), effects)
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
         if effects.breaker is not None and job_tenant is not None:
-            self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
+            self.breakers.put(ctx, job_tenant, effects.breaker, effects.breaker_change)
+
+    def _wake(self, ctx: ProcessorContext, routing_key: str, now_ms: int) -> None:
+        """The group has no run left: the jobs in its waiting line start what waits for it
+        (`Groups.line`), in the transaction of the step that freed it."""
+        for key, state in self.groups.line(ctx, routing_key, now_ms):
+            facts = replace(self._facts(ctx, state, now_ms), group_turn=True)
+            effects = firing.on_group_free(state, facts)
+            self._write(ctx, key, effects, now_ms=now_ms, wake_group=False)
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)

@@ -19,20 +19,18 @@ log = logging.getLogger("streams.scheduler.processor")
 BREAKER_PREFIX = b"~breaker/"
 
 
-class TenantKeeping:
-    """Mixed into the scheduler processor."""
+class Breakers:
+    """Each tenant's retry circuit breaker on this partition."""
 
-    _paced: dict[str, tuple[int, int]]
-    """tenant -> (second, backfill runs started in it): the backfill pace. Kept in memory:
-    after a restart a tenant may get one extra second's worth, never more."""
-    codec: Codec
-    topics: Topics
-    job_partitions: int
-    metrics: SchedulerMetrics
-
-    def _put_breaker(
-        self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None
+    def __init__(
+        self, codec: Codec, topics: Topics, job_partitions: int, metrics: SchedulerMetrics
     ) -> None:
+        self.codec = codec
+        self.topics = topics
+        self.job_partitions = job_partitions
+        self.metrics = metrics
+
+    def put(self, ctx: ProcessorContext, tenant: str, breaker: Breaker, change: str | None) -> None:
         """Store the tenant's breaker; when this partition opened or closed the circuit, tell
         every other partition, and itself: the ingress tells the tenant from that copy
         (streams/ingress/events.py)."""
@@ -56,16 +54,16 @@ class TenantKeeping:
             )
             value = self.codec.encode(told)
             headers = headers_for(told, self.codec.schema_fingerprint(TenantCircuit))
-            control, key = self.topics.scheduler_control, tenant.encode()
+            control = self.topics.scheduler_control
             for partition in range(self.job_partitions):  # its own copy tells the tenant
-                ctx.forward(control, partition, key, value, headers)
+                ctx.forward(control, partition, tenant.encode(), value, headers)
 
-    def _heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
+    def heard(self, ctx: ProcessorContext, told: TenantCircuit) -> None:
         """Another partition opened or closed the tenant's circuit: this copy follows unless it
         changed later itself (it does not tell the others again)."""
         if told.partition == ctx.partition:
             return
-        breaker = self._breaker(ctx, told.tenant)
+        breaker = self.get(ctx, told.tenant)
         changed = Breaker.load(breaker.dump())
         until = None if told.open_until is None else int(told.open_until.timestamp() * 1000)
         did = changed.heard(until, int(told.at.timestamp() * 1000))
@@ -77,14 +75,7 @@ class TenantKeeping:
             ctx.put(key, changed.dump(), None)
             ctx.cache[key] = changed
 
-    def _pace(self, tenant: str, used: int, now_ms: int) -> None:
-        second, before = self._paced.get(tenant, (0, 0))
-        now_s = now_ms // 1000
-        self._paced[tenant] = (now_s, used + (before if second == now_s else 0))
-        if len(self._paced) > 10_000:  # tenants seen long ago have nothing left to pace
-            self._paced = {t: v for t, v in self._paced.items() if v[0] == now_s}
-
-    def _breaker(self, ctx: ProcessorContext, tenant: str) -> Breaker:
+    def get(self, ctx: ProcessorContext, tenant: str) -> Breaker:
         """The tenant's breaker, decoded once and cached (the domain never changes it in
         place: it returns a changed copy in `Effects.breaker`)."""
         key = BREAKER_PREFIX + tenant.encode()
@@ -94,3 +85,27 @@ class TenantKeeping:
         breaker = Breaker.load(ctx.get(key))
         ctx.cache[key] = breaker
         return breaker
+
+
+class BackfillPace:
+    """Backfill runs each tenant's jobs started in the current second, over every partition
+    of the process: a tenant starts `per_s` a second at most. Kept in memory: after a restart
+    a tenant may get one extra second's worth, never more."""
+
+    def __init__(self, per_s: int) -> None:
+        self.per_s = per_s
+        self._paced: dict[str, tuple[int, int]] = {}
+        """tenant -> (second, backfill runs started in it)."""
+
+    def budget(self, tenant: str, now_ms: int) -> int:
+        """Backfill runs the tenant may still start in this second."""
+        second, used = self._paced.get(tenant, (0, 0))
+        return self.per_s - (used if second == now_ms // 1000 else 0)
+
+    def used(self, tenant: str, used: int, now_ms: int) -> None:
+        """The tenant's jobs started `used` backfill runs now."""
+        second, before = self._paced.get(tenant, (0, 0))
+        now_s = now_ms // 1000
+        self._paced[tenant] = (now_s, used + (before if second == now_s else 0))
+        if len(self._paced) > 10_000:  # tenants seen long ago have nothing left to pace
+            self._paced = {t: v for t, v in self._paced.items() if v[0] == now_s}
