@@ -35,7 +35,16 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import chaining, commands, definitions, firing, groups, orphans, outcomes
+from streams.scheduler import (
+    chaining,
+    commands,
+    definitions,
+    firing,
+    groups,
+    orphans,
+    outcomes,
+    write_behind,
+)
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GONE_PREFIX, GROUP_PREFIX
@@ -128,6 +137,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
         so it stops firing (and failing) until its definition is written again or a command
         (pause and resume) touches it. A history record holds the error; a metric counts it."""
         log.error("firing %r failed; quarantined", key, exc_info=exc)
+        self.flush(ctx, key, now_ms)  # what waited to be written is kept
         raw = ctx.get(key)
         if raw is not None:
             ctx.put(key, raw, None)
@@ -230,7 +240,10 @@ class SchedulerProcessor(Moving, TenantKeeping):
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
-        self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
+        if self.cfg.write_behind and write_behind.quiet(self, state, effects):
+            write_behind.defer(self, ctx, record, effects, tenant=outcome.tenant, now_ms=now_ms)
+        else:
+            self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -316,6 +329,8 @@ class SchedulerProcessor(Moving, TenantKeeping):
 
     def _load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
         cached = ctx.cache.get(key)
+        if cached is None:
+            cached = ctx.deferred_state(key)  # newer than the store's (write_behind.py)
         if cached is not None:
             assert isinstance(cached, JobState)
             self.tenants.loaded(key, cached)
@@ -345,19 +360,7 @@ class SchedulerProcessor(Moving, TenantKeeping):
             ctx.put(definition_key(key), None, None)
             ctx.cache.pop(key, None)
         else:
-            state, data = fit_state(state, ctx.record_limit - len(key) - 8)
-            effects.state = state
-            wake = state.wake_ms
-            if (definition := definition_to_write(state)) is not None:
-                ctx.put(definition_key(key), definition, None)
-            ctx.put(key, data, wake)
-            fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
-            share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)
-            awaits = bool(state.running) and len(ctx.cache) < share
-            if fires_soon or awaits:
-                ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
-            else:
-                ctx.cache.pop(key, None)
+            effects.state = state = self._store(ctx, key, state)
             d = state.definition(self.codec)
             if d.concurrency_key:
                 self._in_group(ctx, d, state, effects, now_ms=now_ms, wake=wake_group)
@@ -372,6 +375,33 @@ class SchedulerProcessor(Moving, TenantKeeping):
             ctx.put(DEAD_DEPTH, str(depth).encode(), None)
         if effects.breaker is not None and job_tenant is not None:
             self._put_breaker(ctx, job_tenant, effects.breaker, effects.breaker_change)
+
+    def _store(self, ctx: ProcessorContext, key: bytes, state: JobState) -> JobState:
+        """Write the job's state (its definition too when the store lacks it), as it fits."""
+        state, data = fit_state(state, ctx.record_limit - len(key) - 8)
+        wake = state.wake_ms
+        if (definition := definition_to_write(state)) is not None:
+            ctx.put(definition_key(key), definition, None)
+        ctx.put(key, data, wake)
+        fires_soon = wake is not None and wake <= ctx.timers_loaded_until_ms
+        share = max(1, AWAITING_CACHE_LIMIT // self.cfg.job_partitions)
+        awaits = bool(state.running) and len(ctx.cache) < share
+        if fires_soon or awaits:
+            ctx.cache[key] = state  # fires soon or awaits an outcome: keep it decoded
+        else:
+            ctx.cache.pop(key, None)
+        return state
+
+    def replay(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """An outcome read again after a restore or an abort (write_behind.py)."""
+        if record.topic == self.cfg.topics.outcomes and record.key is not None:
+            write_behind.replay(self, ctx, record, now_ms)
+
+    def flush(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        """Write a job whose state waited `write_behind_ms` (write_behind.py)."""
+        state = ctx.deferred_state(key)
+        if isinstance(state, JobState):
+            self._store(ctx, key, state)
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
