@@ -55,10 +55,9 @@ class Replays:
         until = self.until.get(where)
         if until is None:
             return False
-        if record.offset < until:
-            return True
-        del self.until[where]  # caught up
-        return False
+        if record.offset >= until - 1:
+            del self.until[where]  # caught up (with this record, or before it)
+        return record.offset < until
 
     def forget(self, topic: str, partition: int) -> None:
         self.until.pop((topic, partition), None)
@@ -87,13 +86,15 @@ class Replays:
         if not self.topics:
             return
         cutoff = now_ms - self.write_behind_ms
-        for task in tasks.values():
+        replaying = {p for _, p in self.until}
+        for p, task in tasks.items():
             for key in task.deferred.older_than(cutoff):
                 task.attempt(
                     partial(self.processor.flush, task, key, now_ms),
                     partial(_flush_failed, task, key),
                 )
-            task.store_replay_points()
+            if p not in replaying:  # the stored point stays until the replay has caught up
+                task.store_replay_points()
 
 
 def _replay_failed(record: InputRecord, exc: Exception) -> None:

@@ -289,3 +289,22 @@ def test_any_order_of_outcomes_crashes_and_aborts_ends_in_the_same_state(
         assert [e.execution_id for e in deferring.stack.executions()] == [
             e.execution_id for e in writing.stack.executions()
         ]
+
+
+def test_what_was_left_unwritten_is_replayed_after_write_behind_is_turned_off(
+    tmp_path: Path,
+) -> None:
+    """`write_behind_ms=0` on a restart still replays what the last run left in memory."""
+    run = Run(tmp_path, 20_000)
+    try:
+        run.stack.put(*[per_second(j, 2, 60, tenant=t) for t, j in JOBS])
+        run.stack.settle()
+        run.step(38)
+        run.driver.crash(run.scheduler)
+        run.stack.settings = run.stack.settings.model_copy(update={"write_behind_ms": 0})
+        run.scheduler = run.stack.scheduler("s9")
+        run.stack.settle()
+        assert run.processor.metrics.replayed._value.get() > 0
+        assert not run.answered & run.running()
+    finally:
+        run.close()
