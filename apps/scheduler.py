@@ -49,6 +49,7 @@ def wire(
             tenant_fires_by_tenant=settings.tenant_fires_per_s_by_tenant,
             tenant_in_flight=settings.tenant_max_in_flight,
             tenant_in_flight_by_tenant=settings.tenant_max_in_flight_by_tenant,
+            write_behind=settings.write_behind_ms > 0,
             breaker=BreakerConfig(
                 failure_ratio=settings.breaker_failure_ratio,
                 min_attempts=settings.breaker_min_attempts,
@@ -68,6 +69,8 @@ def wire(
         session_timeout_ms=settings.session_timeout_ms,
         standby_partitions=settings.partitions if settings.standby else 0,
         max_fires_per_turn=settings.fires_per_transaction,
+        replay_topics=(topics.outcomes,),  # also at 0: what an earlier run left is replayed
+        write_behind_ms=settings.write_behind_ms,
     )
     return Runner(cfg, processor, clock, clients)
 

@@ -123,6 +123,11 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     deleted before its due time gets an ExecutionRevoked. 0 dispatches at the due time.
     Jobs whose firing depends on other runs (a running overlap or a concurrency key) always
     wait for the due time."""
+    write_behind_ms: Annotated[int, Field(ge=0, le=300_000)] = 20_000
+    """An outcome that changes nothing but its job's runs (most successes) is not written on
+    its own: the job's next write carries it, or it is written after this long. A restarted
+    scheduler reads up to this much of `outcomes` again (docs/scheduler.md). 0: every outcome
+    is written in its transaction."""
     breaker_failure_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
     breaker_min_attempts: Annotated[int, Field(ge=1, le=100_000)] = 10
     breaker_window_ms: Annotated[int, Field(ge=1_000, le=86_400_000)] = 60_000

@@ -37,6 +37,13 @@ class RunnerConfig:
     """... or once this many input records and timer firings went into it."""
     commit_max_output: int = 5_000
     """... or, at once, when it has produced this many records (changelog included)."""
+    replay_topics: tuple[str, ...] = ()
+    """Inputs a processor may defer writes for (streams/runtime/deferred.py): read again from
+    the partition's stored replay point after a restore or an abort; the processor must be
+    `Replaying`. Empty: every step is written in its transaction."""
+    write_behind_ms: int = 20_000
+    """A deferred key is written once it has waited this long (bounds what a restore reads
+    again: this many seconds of the replay topics)."""
     standby_partitions: int = 0
     """The changelog's partitions: a warm copy of each one this process does not own is kept
     (streams/runtime/standby.py); 0: none."""

@@ -40,6 +40,16 @@ class ProcessorContext(Protocol):
         when `fire` runs for this key."""
         ...
 
+    def defer(self, key: bytes, topic: str, offset: int, now_ms: int, state: Any) -> None:
+        """Leave `key` unwritten for now: `state` is its newest (the processor keeps it
+        decoded), rebuilt after a crash by replaying `topic` from `offset` (the input that
+        caused it); the key's next `put` writes it (streams/runtime/deferred.py)."""
+        ...
+
+    def deferred_state(self, key: bytes) -> Any:
+        """The newest state of a key left unwritten (`defer`), else None."""
+        ...
+
     def forward(
         self,
         topic: str,

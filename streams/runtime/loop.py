@@ -44,6 +44,7 @@ from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
 from streams.runtime.processor import Processor
 from streams.runtime.records import record_of
+from streams.runtime.replays import Replays
 from streams.runtime.restore import restore_all
 from streams.runtime.standby import standbys_for
 from streams.runtime.store import open_store
@@ -100,6 +101,7 @@ class Runner:
         """Why a record of the open transaction could not be produced: it must not commit."""
         self._in_turn = False
         self._open_store = partial(open_store, cfg.state_dir)
+        self.replays = Replays(cfg.replay_topics, cfg.write_behind_ms, processor)
         self.standbys = standbys_for(cfg, clients, self._open_store)
         self._standbys_due = False  # a revocation: copies of what it took follow
 
@@ -130,8 +132,19 @@ class Runner:
             task.changelog = self.cfg.changelog_topic
             task._emit = self._produce
             task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
+            task.replay_topics = self.cfg.replay_topics
             task.load_window(self.clock.now_ms())
             self.tasks[p] = task
+        starts = self.replays.starts({p: self.tasks[p] for p in new}, self._committed)
+        if starts:  # read from the replay points (replays.py): assigned here, with offsets
+            consumer.assign(
+                [
+                    TopicPartition(
+                        tp.topic, tp.partition, starts.get((tp.topic, tp.partition), tp.offset)
+                    )
+                    for tp in partitions
+                ]
+            )
 
     def _on_revoke(self, consumer: ConsumerLike, partitions: list[TopicPartition]) -> None:
         if self.session.open:  # the open transaction's work is redone by the next owner
@@ -139,6 +152,7 @@ class Runner:
             self._consumed = {}
         for tp in partitions:
             self._committed.pop((tp.topic, tp.partition), None)
+            self.replays.forget(tp.topic, tp.partition)
         for p in sorted({tp.partition for tp in partitions}):
             task = self.tasks.pop(p, None)
             if task is not None:
@@ -173,6 +187,8 @@ class Runner:
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
         whole = self._process(msgs, now) and self._maintenance(now) and self._fire(now)
+        if whole and not self.session.open and self.replays.due(self.tasks, now):
+            self._begin(now)  # a deferred state has waited long enough: a commit writes it
         if whole and self.session.open and self._commit_due(now):
             self._commit()
         if self.standbys is not None:  # streams/runtime/standby.py
@@ -195,6 +211,11 @@ class Runner:
             self.work.topic(msg.topic() or "")
             self._begin(now)
             record = record_of(msg, now)
+            if self.replays.is_replay(record):  # processed before: its deferred effect again
+                self.replays.replay(task, record, now)
+                if not self._settle():
+                    return False
+                continue
             if not task.attempt(
                 partial(self.processor.process, task, record, now),
                 partial(self.processor.refuse, task, record, now_ms=now),
@@ -322,6 +343,7 @@ class Runner:
     def _commit(self) -> bool:
         """Commit the open transaction; False when it was aborted instead."""
         with self.work.during("commit"):  # the changelog, the transaction, the store
+            self.replays.write_due(self.tasks, self.clock.now_ms())  # what waited long enough
             for task in self.tasks.values():
                 task.changelog_records()
             if self._broken is not None:
@@ -373,6 +395,9 @@ class Runner:
         for tp in committed:
             offset = tp.offset if tp.offset >= 0 else 0
             self._committed[(tp.topic, tp.partition)] = offset
+        starts = self.replays.starts(self.tasks, self._committed)  # what the abort dropped
+        for tp in committed:
+            offset = starts.get((tp.topic, tp.partition), self._committed[(tp.topic, tp.partition)])
             try:
                 self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
             except KafkaException as exc:  # lost in a rebalance meanwhile: the next owner reads it

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
@@ -32,4 +32,19 @@ class Processor(Protocol):
 
     def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         """One bounded step of after-assignment upkeep; True when there is nothing left."""
+        ...
+
+
+@runtime_checkable
+class Replaying(Protocol):
+    """A processor that defers writes (`ProcessorContext.defer`) replays the inputs of the
+    runner's `replay_topics` and writes what waited too long."""
+
+    def replay(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """`record` was processed before (it lies before the committed offset): apply what its
+        deferred effect was, producing nothing."""
+        ...
+
+    def flush(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        """Write the deferred state of `key` (`ctx.deferred_state(key)`)."""
         ...

@@ -17,6 +17,7 @@ from typing import Any
 from kadence.log_limit import LogLimit
 from kadence.sizing import RECORD_LIMIT, check_fits
 from streams.runtime.context import Headers
+from streams.runtime.deferred import Deferred, Entry, replay_key
 from streams.runtime.store import Batch, Store, pack, payload_of, wake_of
 from streams.runtime.wheel import TimerWheel
 
@@ -29,6 +30,8 @@ class _Unit:
     """What one unit of work did so far: batch entries before it touched them, its records."""
 
     undo: dict[bytes, tuple[bool, bytes | None]] = field(default_factory=dict)
+    deferred: dict[bytes, Entry | None] = field(default_factory=dict)
+    """Keys whose deferred entry it changed, and the entry before it (deferred.py)."""
     staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers]] = field(
         default_factory=list
     )
@@ -61,6 +64,10 @@ class Task:
         self.record_limit = RECORD_LIMIT
         self.urgent = False
         """A unit asked for the open transaction to be committed at the end of this turn."""
+        self.deferred = Deferred()
+        """Keys whose newest state is only in memory (streams/runtime/deferred.py)."""
+        self.replay_topics: tuple[str, ...] = ()
+        """Inputs whose replay point is stored with each commit (the runner's config)."""
         self._units: list[_Unit] = []
         self._ahead: dict[bytes, int] = {}
         """Batch keys whose wake time lies beyond the loaded window: the store's due index does
@@ -82,8 +89,37 @@ class Task:
             undo = self._units[-1].undo
             if key not in undo:
                 undo[key] = (key in self.batch.values, self.batch.values.get(key))
+        if key in self.deferred:
+            self._note_deferred(key, self.deferred.written(key))
         self.batch.put(key, value)
         self._track_wake(key, wake_ms if value is not None else None)
+
+    def defer(self, key: bytes, topic: str, offset: int, now_ms: int, state: Any) -> None:
+        """Leave the key unwritten: `state` is its newest, the input at `offset` of `topic`
+        (and later ones) rebuild it on replay. Its next `put` writes it."""
+        self._note_deferred(key, self.deferred.defer(key, topic, offset, now_ms, state))
+
+    def deferred_state(self, key: bytes) -> Any:
+        """The key's newest state when it waits to be written, else None."""
+        entry = self.deferred.get(key)
+        return None if entry is None else entry.state
+
+    def replay_point(self, topic: str) -> int | None:
+        """The stored replay point on `topic`: re-read from here after a restore or an abort."""
+        raw = self.get(replay_key(topic))
+        return int(raw) if raw else None
+
+    def store_replay_points(self) -> None:
+        """Just before a commit: store each replay point that changed (deleted once nothing
+        waits), in the same transaction as the input offsets."""
+        for topic, offset in self.deferred.points(self.replay_topics).items():
+            if offset != self.replay_point(topic):
+                key = replay_key(topic)
+                self.put(key, None if offset is None else str(offset).encode(), None)
+
+    def _note_deferred(self, key: bytes, before: Entry | None) -> None:
+        if self._units:
+            self._units[-1].deferred.setdefault(key, before)
 
     def _track_wake(self, key: bytes, wake_ms: int | None) -> None:
         if wake_ms is not None and wake_ms > self.loaded_until_ms:
@@ -180,6 +216,8 @@ class Task:
             outer = self._units[-1]
             for key, before in unit.undo.items():
                 outer.undo.setdefault(key, before)
+            for key, entry in unit.deferred.items():
+                outer.deferred.setdefault(key, entry)
             outer.staged.extend(unit.staged)
             return
         for record in unit.staged:
@@ -197,6 +235,9 @@ class Task:
             else:
                 self.batch.values.pop(key, None)
             self.cache.pop(key, None)
+        for key, entry in unit.deferred.items():
+            self.deferred.restore(key, entry)
+            self.cache.pop(key, None)  # loaded again: from the entry put back, or the store
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -251,6 +292,7 @@ class Task:
         self._ahead.clear()
         self.urgent = False
         self.cache.clear()
+        self.deferred.clear()  # rebuilt by reading again from the replay point (loop.py)
         self.wheel.clear(now_ms)
         self.loaded_until_ms = -1
         self.load_window(now_ms)  # before the re-read records set timers (see load_window)

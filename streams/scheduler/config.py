@@ -27,3 +27,6 @@ class SchedulerConfig:
     tenant_in_flight: int = 0
     """Runs of a tenant in progress at once before its scheduled occurrences wait (0: no cap)."""
     tenant_in_flight_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    write_behind: bool = False
+    """An outcome that changes nothing but its job's runs leaves the job's state unwritten
+    until its next write (the runner writes it after `write_behind_ms`; write_behind.py)."""

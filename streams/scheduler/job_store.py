@@ -43,6 +43,8 @@ class JobStore:
     def load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
         """The job under `key` (None: no such job), decoded from the cache when it is there."""
         cached = ctx.cache.get(key)
+        if cached is None:
+            cached = ctx.deferred_state(key)  # newer than the store's (write_behind.py)
         if cached is not None:
             assert isinstance(cached, JobState)
             self.tenants.loaded(key, cached)
@@ -68,6 +70,11 @@ class JobStore:
             ctx.put(definition_key(key), None, None)
             ctx.cache.pop(key, None)
             return None
+        return self.store(ctx, key, state)
+
+    def store(self, ctx: ProcessorContext, key: bytes, state: JobState) -> JobState:
+        """Put `state` under `key` as it fits (what `write` does once the tenants' caps were
+        told; a deferred state written later is stored so, as they were told already)."""
         state, data = fit_state(state, ctx.record_limit - len(key) - WAKE_BYTES)
         wake = state.wake_ms
         if (definition := definition_to_write(state)) is not None:
@@ -81,6 +88,21 @@ class JobStore:
             ctx.cache.pop(key, None)
         return state
 
+    def defer(
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        state: JobState,
+        *,
+        topic: str,
+        offset: int,
+        now_ms: int,
+    ) -> None:
+        """Leave `state` unwritten for now (write_behind.py), kept decoded: the input at
+        `offset` of `topic` rebuilds it on a replay; the job's next write stores it."""
+        ctx.cache[key] = state
+        ctx.defer(key, topic, offset, now_ms, state)
+
     def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         """Decode the job under `key` (if any) and keep it decoded: it fires soon."""
         if key in ctx.cache:
@@ -90,9 +112,12 @@ class JobStore:
             state.compiled(self.codec)
             ctx.cache[key] = state
 
-    @staticmethod
-    def quarantine(ctx: ProcessorContext, key: bytes) -> None:
-        """The job under `key` keeps its state but leaves the due index: it no longer fires."""
+    def quarantine(self, ctx: ProcessorContext, key: bytes) -> None:
+        """The job under `key` keeps its state (what waited to be written too) but leaves the
+        due index: it no longer fires."""
+        waiting = ctx.deferred_state(key)
+        if isinstance(waiting, JobState):
+            self.store(ctx, key, waiting)
         raw = ctx.get(key)
         if raw is not None:
             ctx.put(key, raw, None)

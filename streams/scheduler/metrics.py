@@ -50,6 +50,16 @@ class SchedulerMetrics:
             ["tenant", "trigger"],
             registry=self.registry,
         )
+        self.deferred = Counter(
+            "kadence_scheduler_outcomes_deferred",
+            "Outcomes applied whose job's state was left to its next write (write_behind_ms)",
+            registry=self.registry,
+        )
+        self.replayed = Counter(
+            "kadence_scheduler_outcomes_replayed",
+            "Deferred outcomes applied again after a restore, an abort or a rebalance",
+            registry=self.registry,
+        )
         self.failures = Counter(
             "kadence_scheduler_failures",
             "Inputs refused after an unexpected error (refused) and jobs taken out of the due "

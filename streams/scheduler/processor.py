@@ -7,7 +7,9 @@ stop the processor. The decisions live in the domain modules beside this one (de
 firing, commands, outcomes, breaker, groups); this module decodes, routes each input to them
 and writes what they decided through the collaborators that keep the partition's state:
 - `JobStore` (job_store.py): a job's run state under its key (`tenant/job`) and its
-  definition under `~def/<job key>` (stored.py), kept decoded while it fires soon;
+  definition under `~def/<job key>` (stored.py), kept decoded while it fires soon; the state
+  of a quiet outcome waits to be written (write_behind.py: the runtime keeps the partition's
+  replay point under `~replay/<outcomes topic>` and hands back what it reads again to `replay`);
 - `Groups` (group_keeping.py): `~group/<routing key>` and `~waiting/<routing key>` (a
   concurrency group's runs and its waiting line), `~gone/<job key>` (the group of a job deleted
   while its runs were in progress);
@@ -42,7 +44,15 @@ from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
-from streams.scheduler import chaining, commands, definitions, firing, orphans, outcomes
+from streams.scheduler import (
+    chaining,
+    commands,
+    definitions,
+    firing,
+    orphans,
+    outcomes,
+    write_behind,
+)
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
@@ -240,7 +250,10 @@ class SchedulerProcessor:
             return
         facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
         effects = outcomes.apply_outcome(state, outcome, facts)
-        self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
+        if self.cfg.write_behind and write_behind.quiet(self.codec, state, effects):
+            self._defer(ctx, record, effects, outcome.tenant, now_ms)
+        else:
+            self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -360,6 +373,56 @@ class SchedulerProcessor:
             facts = replace(self._facts(ctx, state, now_ms), group_turn=True)
             effects = firing.on_group_free(state, facts)
             self._write(ctx, key, effects, now_ms=now_ms, wake_group=False)
+
+    def _defer(
+        self,
+        ctx: ProcessorContext,
+        record: InputRecord,
+        effects: Effects,
+        tenant: str,
+        now_ms: int,
+    ) -> None:
+        """A quiet step: its job's state waits in memory (write_behind.py); the tenant's
+        breaker and count of runs in progress are written now."""
+        state, key = effects.state, record.key
+        assert state is not None
+        assert key is not None
+        self.tenants.written(ctx, key, effects.scheduled, state, now_ms)
+        self.store.defer(ctx, key, state, topic=record.topic, offset=record.offset, now_ms=now_ms)
+        self.metrics.deferred.inc()
+        if effects.breaker is not None:
+            self.breakers.put(ctx, tenant, effects.breaker, effects.breaker_change)
+
+    def replay(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """An outcome read again after a restore or an abort: a success deferred before is
+        applied again, as it was the first time, writing only its job's state."""
+        key = record.key
+        if record.topic != self.cfg.topics.outcomes or key is None:
+            return
+        self.tenants.begin()
+        outcome = OUTCOMES.decode(self.codec, record.value)
+        assert isinstance(outcome, ExecutionOutcome)
+        state = self.store.load(ctx, key)
+        if state is None or not write_behind.pending(state, outcome):
+            return
+        facts = self._facts(ctx, state, now_ms, tenant=outcome.tenant)
+        effects = outcomes.apply_outcome(state, outcome, facts)
+        after = effects.state
+        if after is None or effects.out:  # never the case for a step that was deferred
+            log.warning("replaying %s: not a deferred success; skipped", outcome.execution_id)
+            return
+        self.metrics.replayed.inc()
+        if after.wake_ms == state.wake_ms and write_behind.replayable(after):
+            at = record.offset
+            self.store.defer(ctx, key, after, topic=record.topic, offset=at, now_ms=now_ms)
+        else:  # later than the first time: its look-ahead may have moved on
+            self.store.store(ctx, key, after)
+
+    def flush(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        """Write a job whose state waited `write_behind_ms` (write_behind.py)."""
+        state = ctx.deferred_state(key)
+        if isinstance(state, JobState):
+            self.store.store(ctx, key, state)
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:
         raw = ctx.get(DEAD_DEPTH)
