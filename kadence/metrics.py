@@ -41,7 +41,7 @@ def serve(port: int, registry: CollectorRegistry, host: str = "127.0.0.1") -> in
 
 
 class BuildInfo(Collector):
-    """`kadence_build_info{version="0.10.0"} 1`: which release a process runs, so a dashboard or
+    """`kadence_build_info{version="0.11.0"} 1`: which release a process runs, so a dashboard or
     an alert sees a fleet halfway through an upgrade (docs/operations.md#upgrading)."""
 
     def __init__(self, version: str = __version__) -> None:

@@ -20,8 +20,8 @@ from testkit.scheduler_process import SchedulerProcess
 from testkit.stack import ReaperProcess, Stack, WorkerProcess
 
 REPO = Path(__file__).resolve().parents[1]
-PREVIOUS = "0.9.0"
-REFS = ("v0.9.0", "9a3b2e9")
+PREVIOUS = "0.10.0"
+REFS = ("v0.10.0", "a6e7c4e")
 """Where the previous release is: its annotated tag, else the commit it was cut from."""
 
 

@@ -1,5 +1,5 @@
-"""An upgrade from the previous release (issue 43, item 2): a stack of 0.9.0 (its source from git,
-testkit/release.py) runs jobs of every kind (cron jobs to a webhook and to a Kafka topic,
+"""An upgrade from the previous release (issue 43, item 2): a stack of it (`release.PREVIOUS`, its
+source from git, testkit/release.py) runs jobs of every kind (cron jobs to a webhook and to a Kafka topic,
 one-offs, a paused job), stops, and this release's processes start on the same namespace,
 topics and state folders, as docs/operations.md#upgrading replaces them. Two of the jobs' states
 are first written back in older forms (state v3, and v2 with the definition inside, with the
@@ -192,10 +192,10 @@ def test_a_stack_of_the_previous_release_upgrades_without_losing_anything(
         release.send_from(tree, xs, pause)
         paused_by = time.time()  # written: the scheduler applies it within a moment
         time.sleep(max(0.0, t0.timestamp() + OLD_PHASE_S - time.time()))
-        until(lambda: len(delivered(xs, "o")) >= 1, 20, "the first one-off, run by 0.9.0")
+        until(lambda: len(delivered(xs, "o")) >= 1, 20, f"the first one-off, by {release.PREVIOUS}")
         old.stop()
         stopped_at = time.time()
-        assert "kadence-scheduler" not in old.scheduler.output()  # 0.9.0 logs no version
+        assert f"kadence-scheduler {release.PREVIOUS}" in old.scheduler.output()
         store_as_older_build(xs, b"acme/web", b"acme/paused")
 
         new = release.start_stack(xs, tmp_path)
