@@ -1,12 +1,12 @@
-"""An upgrade from the previous release (issue 43, item 2): a stack of it (`release.PREVIOUS`, its
-source from git, testkit/release.py) runs jobs of every kind (cron jobs to a webhook and to a Kafka topic,
-one-offs, a paused job), stops, and this release's processes start on the same namespace,
-topics and state folders, as docs/operations.md#upgrading replaces them. Two of the jobs' states
-are first written back in older forms (state v3, and v2 with the definition inside, with the
-dump code of those builds) as a store restored through the new release. Nothing is lost: every
-job is there with its definition and state, each run happens once its due time has come (none
-lost, none early, a duplicate only under its own execution id), history runs on without a gap,
-and the paused job stays paused."""
+"""An upgrade from the previous release (issue 43, item 2): a stack of it (`release.PREVIOUS`,
+its source from git, testkit/release.py) runs jobs of every kind (cron jobs to a webhook and to
+a Kafka topic, one-offs, a paused job), stops, and this release's processes start on the same
+namespace, topics and state folders, as docs/operations.md#upgrading replaces them. Two of the
+jobs' states are first written back in older forms (state v3, and v2 with the definition
+inside, with the dump code of those builds) as a store restored through the new release.
+Nothing is lost: every job is there with its definition and state, each run happens once its
+due time has come (none lost, none early, a duplicate only under its own execution id), history
+runs on without a gap, and the paused job stays paused."""
 
 from __future__ import annotations
 
