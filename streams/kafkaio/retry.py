@@ -1,8 +1,10 @@
 """Client calls that outlive a leader election or a broker restart.
 
 A metadata or offset query that meets a partition whose leader is being elected (a topic just
-created, a broker restarting) fails with NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, a
-timeout or a transport error. Those pass within seconds, so the call is simply made again,
+created, a broker restarting) fails with NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE,
+OFFSET_NOT_AVAILABLE (the new leader's high watermark not caught up: a standby's watermark
+query killed a scheduler so when a broker of three was killed), a timeout or a transport
+error. Those pass within seconds, so the call is simply made again,
 with a log line, until it succeeds or `give_up_after_s` has gone by. librdkafka does not flag
 every one of them retriable (a watermark query's NOT_LEADER is not), so they are named here.
 Any other error is raised at once: it is a real problem, not a passing one.
@@ -24,6 +26,7 @@ PASSING_CODES = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader's high watermark not caught up yet
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError.NOT_COORDINATOR,
         KafkaError.COORDINATOR_NOT_AVAILABLE,

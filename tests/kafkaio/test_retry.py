@@ -25,6 +25,7 @@ def _failing(codes: list[int], result: str = "ok") -> tuple[list[int], object]:
     [
         KafkaError.NOT_LEADER_FOR_PARTITION,  # what killed the view's input thread at start
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,  # a standby's watermark query, a leader just elected
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError._TRANSPORT,
