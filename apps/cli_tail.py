@@ -20,6 +20,7 @@ from apps.tail_target import HEAD_SHOWN, record_json, target_record, tenant_topi
 from connectors.consumer import tenant_group
 from kadence.codec import Codec
 from kadence.errors import DecodeError, InvalidInputError, TopicError
+from kadence.models import ExecutionOutcomes, WireModel
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS
 
@@ -132,10 +133,37 @@ def _render(  # noqa: PLR0917 - one record's parts
     else:
         try:
             record = codec.decode(value)
-            doc = {"type": type(record).__name__, **record_json(record)}
         except DecodeError as exc:
             doc = {"type": "undecodable", "error": str(exc)}
+        else:
+            if isinstance(record, ExecutionOutcomes):  # a worker's batch: a line per outcome
+                return "\n".join(
+                    _shown(o.key, f"{where}.{i}", _doc(o), as_json, partition, offset, i)
+                    for i, o in enumerate(record.outcomes)
+                )
+            doc = _doc(record)
+    return _shown(k, where, doc, as_json, partition, offset)
+
+
+def _doc(record: WireModel) -> dict[str, Any]:
+    return {"type": type(record).__name__, **record_json(record)}
+
+
+def _shown(  # noqa: PLR0917 - one line's parts
+    k: str,
+    where: str,
+    doc: dict[str, Any],
+    as_json: bool,
+    partition: int | None,
+    offset: int | None,
+    entry: int | None = None,
+) -> str:
+    """One line: `[partition]@offset key type field=value ...`, or a JSON document; an
+    outcome of a batch says which (`[p]@offset.i`, `"entry": i`)."""
     if as_json:
-        return json.dumps({"key": k, "partition": partition, "offset": offset, **doc})
+        place = {"partition": partition, "offset": offset}
+        if entry is not None:
+            place["entry"] = entry
+        return json.dumps({"key": k, **place, **doc})
     body = " ".join(f"{f}={v}" for f, v in doc.items() if f != "type" and v not in (None, "", {}))
     return f"{where} {k} {doc['type']} {body}"

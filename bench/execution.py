@@ -49,6 +49,7 @@ from kadence.models import (
     OnceSchedule,
     OutcomeStatus,
     ScheduleDefinition,
+    entries_of,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
@@ -94,10 +95,10 @@ def succeeded(
             for m in consumer.consume(num_messages=5_000, timeout=0.5):
                 if m.error() is not None:
                     continue
-                o = codec.decode(m.value())
-                if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
-                    out.append(o)
-                    ids.add(o.execution_id)
+                for o in entries_of(codec.decode(m.value())):
+                    if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
+                        out.append(o)
+                        ids.add(o.execution_id)
                     progress = time.monotonic()
             if time.monotonic() - last_print > 2:
                 print(f"\r  {len(ids)} of {expect} succeeded", end="", flush=True)
@@ -105,9 +106,9 @@ def succeeded(
         time.sleep(2)  # late duplicates
         for m in consumer.consume(num_messages=100_000, timeout=2):
             if m.error() is None:
-                o = codec.decode(m.value())
-                if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
-                    out.append(o)
+                for o in entries_of(codec.decode(m.value())):
+                    if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
+                        out.append(o)
     finally:
         consumer.close()
     print(f"\r  {len(ids)} of {expect} succeeded")

@@ -51,6 +51,7 @@ from kadence.models import (
     HttpTarget,
     KafkaTarget,
     ScheduleDefinition,
+    entries_of,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
@@ -98,7 +99,9 @@ def read_all(settings: KadenceSettings, topic: str, idle_s: float = 3) -> list[A
             got = consumer.consume(num_messages=10_000, timeout=0.5)
             if got:
                 quiet_since = time.monotonic()
-            out += [CODEC.decode(m.value()) for m in got if m.error() is None and m.value()]
+            for m in got:
+                if m.error() is None and m.value():
+                    out += entries_of(CODEC.decode(m.value()))
     finally:
         consumer.close()
     return out

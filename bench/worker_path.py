@@ -40,10 +40,11 @@ from datetime import timedelta
 from typing import Any
 
 from connectors.kafka_topic import KafkaTopicCaller
+from kadence import avro_fast
 from kadence.clock import ms_to_datetime
-from kadence.codec import Codec
-from kadence.headers import headers_for
-from kadence.models import ExecutionOutcome, ExecutionRequested, KafkaTarget
+from kadence.codec import HEADER_LEN, Codec
+from kadence.headers import TYPE, Headers, headers_for
+from kadence.models import ExecutionOutcome, ExecutionOutcomes, ExecutionRequested, KafkaTarget
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from streams.worker.active import ActiveRun
@@ -125,7 +126,7 @@ class _Round:
 
     def done(self, due: int) -> bool:
         written = sum(
-            1
+            _outcomes_in(e.value, e.headers)
             for log in self.outcomes
             for e in log.entries
             if not (e.pending or e.control or e.aborted)
@@ -247,3 +248,11 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _outcomes_in(value: bytes | None, headers: Headers | None) -> int:
+    """Outcomes one record of the outcomes topic carries: a batch's count (the Avro array's
+    first block count, after the single-object header), else one."""
+    if value is not None and (TYPE, ExecutionOutcomes.avro_name.encode()) in (headers or []):
+        return avro_fast.read_long(value, HEADER_LEN)[0]
+    return 1

@@ -13,6 +13,7 @@ from kadence.models import (
     Decision,
     ErrorInfo,
     ExecutionOutcome,
+    ExecutionOutcomes,
     ExecutionRequested,
     ExecutionRevoked,
     HeldRange,
@@ -149,6 +150,24 @@ def examples() -> dict[str, WireModel]:
                 headers={"retry-after": "120"},
                 body=b"maintenance until 01:32",
             ),
+        ),
+        ExecutionOutcomes(
+            outcomes=[
+                ExecutionOutcome(
+                    execution_id=f"acme/{job}@2026-03-29T00:30:00.000Z",
+                    tenant="acme",
+                    job_id=job,
+                    attempt=1,
+                    delivery=1,
+                    worker_id="worker-1",
+                    status=OutcomeStatus.succeeded,
+                    nominal_at=T0,
+                    due_at=T0,
+                    started_at=T0.replace(second=at),
+                    finished_at=T0.replace(second=at),
+                )
+                for job, at in (("orders-export", 1), ("ledger-close", 2))
+            ]
         ),
         HistoryRecord(
             tenant="acme",

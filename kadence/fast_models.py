@@ -32,6 +32,7 @@ from kadence.models import (
     Decision,
     ErrorInfo,
     ExecutionOutcome,
+    ExecutionOutcomes,
     ExecutionRequested,
     HeldRange,
     HistoryRecord,
@@ -58,6 +59,7 @@ from kadence.models.execution import (
     MAX_HELD_RANGES,
     MAX_HELD_RUNS,
     MAX_LEASE_TTL_MS,
+    MAX_OUTCOMES_PER_RECORD,
     MAX_THROTTLED_MS,
 )
 from kadence.models.records import MAX_DETAIL_BYTES, MAX_DETAILS
@@ -227,6 +229,20 @@ def execution_outcome(d: dict[str, Any]) -> ExecutionOutcome | None:
     return _make(ExecutionOutcome, d)  # type: ignore[no-any-return]
 
 
+def execution_outcomes(d: dict[str, Any]) -> ExecutionOutcomes | None:
+    """A batch of outcomes: each built as `execution_outcome` builds it, None when any fails."""
+    items = d["outcomes"]
+    if not 1 <= len(items) <= MAX_OUTCOMES_PER_RECORD:
+        return None
+    built = []
+    for item in items:
+        outcome = execution_outcome(item)
+        if outcome is None:
+            return None
+        built.append(outcome)
+    return _make(ExecutionOutcomes, {"outcomes": built})  # type: ignore[no-any-return]
+
+
 def _counts_ok(d: dict[str, Any]) -> bool:
     """A history record's optional run fields, as its model bounds them."""
     attempt, delivery, eid = d["attempt"], d["delivery"], d["execution_id"]
@@ -331,6 +347,7 @@ def signature(model: type[BaseModel]) -> str:
 BUILDERS: dict[type[WireModel], Builder] = {
     ExecutionRequested: execution_requested,
     ExecutionOutcome: execution_outcome,
+    ExecutionOutcomes: execution_outcomes,
     HistoryRecord: history_record,
     LeaseEvent: lease_event,
     LeaseSnapshot: lease_snapshot,
@@ -338,6 +355,7 @@ BUILDERS: dict[type[WireModel], Builder] = {
 SIGNATURES: dict[type[WireModel], str] = {
     ExecutionRequested: "0c04be9e1faf0986",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "7a5c67b77780e0a0",
+    ExecutionOutcomes: "c61947a38b5c57d2",  # its outcomes as ExecutionOutcome's
     HistoryRecord: "b0d029e19b02a316",
     LeaseEvent: "f6ca37fd731b2cc8",  # its execution (models/targets.py)
     LeaseSnapshot: "ae0c40e00316ce19",

@@ -82,6 +82,11 @@ class WorkerSettings(BaseModel):
     every run held by reference; `events`, one LeaseEvent per claim, renewal and release (the
     format of releases before 2026-11-30: for workers upgraded while some reapers are that
     old)."""
+    outcome_format: Literal["batches", "records"] = "batches"
+    """What workers write on `outcomes`: `batches`, one ExecutionOutcomes per scheduler
+    partition per transaction, carrying every outcome of that transaction for it; `records`,
+    one ExecutionOutcome per attempt (the format of releases before 0.12.0: for workers
+    upgraded while some schedulers or the views are that old; CHANGELOG.md)."""
     worker_kafka_exactly_once: bool = True
     """Kafka-topic targets: the worker writes the tenant's record in the transaction that also
     carries the run's outcome and its consumer offsets, so a `read_committed` consumer of the

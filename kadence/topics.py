@@ -19,6 +19,7 @@ from kadence.models import (
     ConnectionRecord,
     DeadLetter,
     ExecutionOutcome,
+    ExecutionOutcomes,
     ExecutionRequested,
     ExecutionRevoked,
     HistoryRecord,
@@ -177,7 +178,7 @@ OUTCOMES = TopicSpec(
     "tenant/job_id",
     "delete",
     PartitionGroup.jobs,
-    (ExecutionOutcome,),
+    (ExecutionOutcome, ExecutionOutcomes),
     purpose="how each attempt ended",
 )
 HISTORY = TopicSpec(

@@ -37,6 +37,7 @@ from kadence.models import (
     PauseJob,
     ResumeJob,
     ScheduleDefinition,
+    entries_of,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
@@ -277,7 +278,7 @@ class Run:
         out = []
         for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, timeout_s):
             try:
-                out.append(CODEC.decode(m.value()))
+                out += entries_of(CODEC.decode(m.value()))
             except DecodeError:
                 continue
         return out

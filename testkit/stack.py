@@ -15,7 +15,13 @@ from typing import Any
 from apps.processes import ChildProcess
 from kadence.codec import Codec
 from kadence.metrics import ANY_PORT
-from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, OutcomeStatus
+from kadence.models import (
+    DeadLetter,
+    ExecutionOutcome,
+    HistoryRecord,
+    OutcomeStatus,
+    entries_of,
+)
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from testkit.scheduler_process import SchedulerProcess
@@ -111,7 +117,7 @@ def records(
     settings: KadenceSettings, topic: str, kind: type[Any], expect: int, timeout_s: float
 ) -> list[Any]:
     msgs = read_topic(settings.bootstrap_servers, topic, expect, timeout_s)
-    out = [CODEC.decode(m.value()) for m in msgs]
+    out = [r for m in msgs for r in entries_of(CODEC.decode(m.value()))]
     return [r for r in out if isinstance(r, kind)]
 
 

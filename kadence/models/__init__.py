@@ -29,9 +29,11 @@ from kadence.models.execution import (
     MAX_HELD_RANGES,
     MAX_HELD_RUNS,
     MAX_LEASE_TTL_MS,
+    MAX_OUTCOMES_PER_RECORD,
     REDELIVERY_CAP_ERROR,
     ErrorInfo,
     ExecutionOutcome,
+    ExecutionOutcomes,
     ExecutionRequested,
     ExecutionRevoked,
     HeldRange,
@@ -40,6 +42,7 @@ from kadence.models.execution import (
     LeaseSnapshot,
     OutcomeStatus,
     TriggerKind,
+    entries_of,
 )
 from kadence.models.notify import NOTIFY_RATE, NotifyEvent, NotifyFormat, NotifyPolicy
 from kadence.models.records import DeadLetter, DeadLetterReason, Decision, HistoryRecord, Rejected
@@ -77,6 +80,7 @@ RECORD_TYPES: tuple[type[WireModel], ...] = (
     LeaseEvent,
     LeaseSnapshot,
     ExecutionOutcome,
+    ExecutionOutcomes,
     HistoryRecord,
     DeadLetter,
     Rejected,
@@ -93,6 +97,7 @@ __all__ = [
     "MAX_HELD_RANGES",
     "MAX_HELD_RUNS",
     "MAX_LEASE_TTL_MS",
+    "MAX_OUTCOMES_PER_RECORD",
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_MS",
     "NOTIFY_RATE",
@@ -116,6 +121,7 @@ __all__ = [
     "ExcludeCron",
     "ExcludeDates",
     "ExecutionOutcome",
+    "ExecutionOutcomes",
     "ExecutionRequested",
     "ExecutionRevoked",
     "HandlerTarget",
@@ -152,6 +158,7 @@ __all__ = [
     "TriggerNow",
     "UtcDatetime",
     "WireModel",
+    "entries_of",
     "job_key",
     "split_job_key",
 ]

@@ -275,3 +275,26 @@ class ExecutionOutcome(WireModel):
     @property
     def key(self) -> str:
         return job_key(self.tenant, self.job_id)
+
+
+MAX_OUTCOMES_PER_RECORD = 2_000
+"""Outcomes one `ExecutionOutcomes` record carries at most (a worker writes fewer: it also
+keeps each record under the broker's limit, streams/worker/outcome_batches.py)."""
+
+
+class ExecutionOutcomes(WireModel):
+    """Several attempts' outcomes in one record on the outcomes topic: what one worker
+    transaction tells one scheduler partition (docs/execution.md, "Outcomes in batches"). Each
+    outcome is read as if it were a record of its own, keyed by its job; a batch has no key."""
+
+    avro_name = "ExecutionOutcomes"
+
+    outcomes: Annotated[
+        list[ExecutionOutcome], Field(min_length=1, max_length=MAX_OUTCOMES_PER_RECORD)
+    ]
+
+
+def entries_of(record: WireModel) -> list[WireModel]:
+    """What a decoded record says, one model each: a batch's outcomes, or the record itself
+    (for readers that look at each outcome, whichever way it was written)."""
+    return list(record.outcomes) if isinstance(record, ExecutionOutcomes) else [record]

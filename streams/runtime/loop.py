@@ -42,8 +42,8 @@ from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
-from streams.runtime.processor import Processor
-from streams.runtime.records import record_of
+from streams.runtime.processor import Processor, Splitting
+from streams.runtime.records import InputRecord, record_of
 from streams.runtime.replays import Replays
 from streams.runtime.restore import restore_all
 from streams.runtime.standby import standbys_for
@@ -102,6 +102,7 @@ class Runner:
         self._in_turn = False
         self._open_store = partial(open_store, cfg.state_dir)
         self.replays = Replays(cfg.replay_topics, cfg.write_behind_ms, processor)
+        self._split = processor.split if isinstance(processor, Splitting) else None
         self.standbys = standbys_for(cfg, clients, self._open_store)
         self._standbys_due = False  # a revocation: copies of what it took follow
 
@@ -201,7 +202,8 @@ class Runner:
         self._in_turn = False
 
     def _process(self, msgs: Sequence[MessageLike], now: int) -> bool:
-        """Each input record as a unit; False when the transaction was aborted meanwhile."""
+        """Each input record as a unit, or each entry of one that carries several (`Splitting`);
+        False when the transaction was aborted meanwhile."""
         for msg in msgs:
             if not usable(msg):
                 continue
@@ -211,22 +213,33 @@ class Runner:
             self.work.topic(msg.topic() or "")
             self._begin(now)
             record = record_of(msg, now)
+            units = (self._split(record) if self._split is not None else None) or (record,)
             if self.replays.is_replay(record):  # processed before: its deferred effect again
-                self.replays.replay(task, record, now)
+                for unit in units:
+                    self.replays.replay(task, unit, now)
+                    if not self._settle(commit=False):
+                        return False
                 if not self._settle():
                     return False
                 continue
-            if not task.attempt(
-                partial(self.processor.process, task, record, now),
-                partial(self.processor.refuse, task, record, now_ms=now),
-            ):
-                self._failed("processing", record.topic, record.partition, record.offset)
-            self._consumed[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
-            self._units += 1
-            self.stats.records += 1
-            if not self._settle():
-                return False
+            last = len(units) - 1
+            for i, unit in enumerate(units):
+                self._unit(task, unit, now)
+                if i == last:
+                    self._consumed[(record.topic, record.partition)] = record.offset + 1
+                    self.stats.records += 1
+                if not self._settle(commit=i == last):
+                    return False
         return True
+
+    def _unit(self, task: Task, record: InputRecord, now: int) -> None:
+        """Process one unit; a unit that raises is refused (its reason recorded)."""
+        if not task.attempt(
+            partial(self.processor.process, task, record, now),
+            partial(self.processor.refuse, task, record, now_ms=now),
+        ):
+            self._failed("processing", record.topic, record.partition, record.offset)
+        self._units += 1
 
     def _maintenance(self, now: int) -> bool:
         for task in self.tasks.values():
@@ -260,13 +273,14 @@ class Runner:
                     return False
         return True
 
-    def _settle(self) -> bool:
+    def _settle(self, *, commit: bool = True) -> bool:
         """After each unit: abandon a transaction that cannot commit, commit one that produced
-        `commit_max_output` records. False: it was aborted, the rest of the turn must not run."""
+        `commit_max_output` records (not between two entries of one record: `commit` False).
+        False: it was aborted, the rest of the turn must not run."""
         if self._broken is not None:
             self._abandon(self._broken)
             return False
-        if self._produced >= self.cfg.commit_max_output:
+        if commit and self._produced >= self.cfg.commit_max_output:
             return self._commit()
         return True
 

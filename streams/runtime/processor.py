@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from streams.runtime.context import ProcessorContext
@@ -47,4 +48,17 @@ class Replaying(Protocol):
 
     def flush(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         """Write the deferred state of `key` (`ctx.deferred_state(key)`)."""
+        ...
+
+
+@runtime_checkable
+class Splitting(Protocol):
+    """A processor whose inputs may carry several entries in one record (a worker's batch of
+    outcomes): each entry is processed as a unit of its own, and the record's offset moves once
+    all of them are done (no commit falls between two entries of one record)."""
+
+    def split(self, record: InputRecord) -> Sequence[InputRecord]:
+        """The units `record` holds: itself (maybe with `decoded` set), or one per entry, each
+        keyed as its own record would be. Never raises: what cannot be split is returned whole
+        (`process` then refuses it with the reason)."""
         ...

@@ -19,6 +19,9 @@ class InputRecord:
     value: bytes | None
     headers: Headers
     timestamp_ms: int
+    decoded: object = None
+    """The record's model when it is already decoded: one entry of a record that carries
+    several (`Splitting`), or the record itself decoded once; None: decode `value`."""
 
 
 def record_of(msg: MessageLike, now_ms: int) -> InputRecord:

@@ -8,6 +8,7 @@ from kadence import rejects
 from kadence.codec import Codec
 from kadence.errors import KadenceError
 from kadence.log_limit import LogLimit
+from kadence.models import WireModel
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 
@@ -58,12 +59,15 @@ def reject(
             reason[:1000],
             _LIMIT.take_held_back(),
         )
+    value = record.value
+    if value is None and isinstance(record.decoded, WireModel):  # an entry of a batch: its own
+        value = codec.encode(record.decoded)
     key, value, headers = rejects.rejected_record(
         topic=record.topic,
         partition=record.partition,
         offset=record.offset,
         key=record.key,
-        value=record.value,
+        value=value,
         headers=record.headers,
         code=code,
         reason=reason,

@@ -32,6 +32,7 @@ from kadence.models import (
     CancelRun,
     Decision,
     ExecutionOutcome,
+    ExecutionOutcomes,
     JobMoved,
     PauseJob,
     ReplayDeadLetter,
@@ -127,6 +128,31 @@ class SchedulerProcessor:
             self._forward(ctx, exc.out)
             self._reject(ctx, record, exc.code, exc.reason, now_ms)
         # anything else propagates: the runtime undoes this record's writes and calls `refuse`
+
+    def split(self, record: InputRecord) -> Sequence[InputRecord]:
+        """An outcomes record decoded once here: a worker's batch (ExecutionOutcomes) is one
+        unit per outcome, keyed by its job as a record of its own would be (its headers are
+        left out: nothing reads them); anything else is itself (`process` decodes it, and
+        refuses what does not decode)."""
+        if record.topic != self.cfg.topics.outcomes or record.value is None:
+            return (record,)
+        try:
+            found = OUTCOMES.decode(self.codec, record.value)
+        except DecodeError:
+            return (record,)
+        if isinstance(found, ExecutionOutcome):
+            return (replace(record, decoded=found),)
+        assert isinstance(found, ExecutionOutcomes)
+        topic, partition, offset, at = (
+            record.topic,
+            record.partition,
+            record.offset,
+            record.timestamp_ms,
+        )
+        return [
+            InputRecord(topic, partition, offset, o.key.encode(), None, [], at, o)
+            for o in found.outcomes
+        ]
 
     def refuse(
         self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
@@ -234,8 +260,7 @@ class SchedulerProcessor:
 
     def _outcome(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
-        outcome = OUTCOMES.decode(self.codec, record.value)
-        assert isinstance(outcome, ExecutionOutcome)
+        outcome = self._decoded(record)
         state = self.store.load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
             orphans.ended(ctx, outcome.execution_id)
@@ -254,6 +279,19 @@ class SchedulerProcessor:
             self._defer(ctx, record, effects, outcome.tenant, now_ms)
         else:
             self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
+
+    def _decoded(self, record: InputRecord) -> ExecutionOutcome:
+        """The outcome `record` is (decoded by `split`, or now); a batch whose key says it is
+        one outcome is refused."""
+        outcome = record.decoded
+        if outcome is None:
+            outcome = OUTCOMES.decode(self.codec, record.value)
+        if not isinstance(outcome, ExecutionOutcome):
+            raise Refused(
+                "unexpected_record_type",
+                f"a keyed {type(outcome).__name__} record: a batch of outcomes has no key",
+            )
+        return outcome
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -400,8 +438,7 @@ class SchedulerProcessor:
         if record.topic != self.cfg.topics.outcomes or key is None:
             return
         self.tenants.begin()
-        outcome = OUTCOMES.decode(self.codec, record.value)
-        assert isinstance(outcome, ExecutionOutcome)
+        outcome = self._decoded(record)
         state = self.store.load(ctx, key)
         if state is None or not write_behind.pending(state, outcome):
             return

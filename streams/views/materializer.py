@@ -20,7 +20,13 @@ from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.log_limit import LogLimit
 from kadence.metrics import LagTracker
-from kadence.models import DeadLetter, ExecutionOutcome, HistoryRecord, ScheduleDefinition
+from kadence.models import (
+    DeadLetter,
+    ExecutionOutcome,
+    ExecutionOutcomes,
+    HistoryRecord,
+    ScheduleDefinition,
+)
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.kafkaio.clients import Clients, KafkaClients
@@ -239,6 +245,9 @@ class Materializer:
             record = self.codec.decode(value)
             if isinstance(record, ExecutionOutcome):
                 apply.apply_outcome(self.store, record, seq)
+            elif isinstance(record, ExecutionOutcomes):  # a worker's batch: each its own event
+                for i, outcome in enumerate(record.outcomes):
+                    apply.apply_outcome(self.store, outcome, f"{seq}.{i:04d}")
         else:
             letter = self.codec.decode_as(value, DeadLetter)
             apply.apply_dead_letter(self.store, letter, seq, source=f"{partition}:{offset}")

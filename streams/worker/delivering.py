@@ -43,7 +43,7 @@ from kadence.errors import RecordTooLargeError
 from kadence.models import ExecutionRequested
 from kadence.settings import KadenceSettings
 from kadence.targets import Delivers, Delivery, Result, Stop, Target
-from streams.worker.active import Delivered, TxnWork
+from streams.worker.active import ActiveRun, Delivered, TxnWork
 from streams.worker.event_age import too_old
 from streams.worker.holding import claim
 from streams.worker.inbox import Inbox, Item
@@ -221,10 +221,13 @@ class Deliveries:
             self.inbox.hold(d.run.item)
         return bool(unsafe)
 
-    def produce(self, d: Delivered, send: Callable[..., None]) -> None:
-        """Queue `d`'s record and its `succeeded` outcome in the open transaction, stamping its
-        hand-off; a record refused at once is reported failed in the same transaction instead
-        (by the caller: `d.refused`)."""
+    def produce(
+        self, d: Delivered, send: Callable[..., None], outcome: Callable[[ActiveRun], None]
+    ) -> None:
+        """Queue `d`'s record (`send`) and its `succeeded` outcome (`outcome`: the worker
+        writes it, alone or in a batch) in the open transaction, stamping its hand-off; a
+        record refused at once is reported failed in the same transaction instead (by the
+        caller: `d.refused`)."""
         d.run.started_ms = self.clock.now_ms()
         record = d.delivery
         if record is None:
@@ -246,7 +249,7 @@ class Deliveries:
             d.delivery = None
             d.refused = _refusal(record.topic, error)
             return
-        send(*self.outcomes.record(d.run))
+        outcome(d.run)
 
     def committed(self, done: list[Delivered]) -> None:
         """The transaction of `done` committed: their records are visible now."""

@@ -62,6 +62,7 @@ from streams.worker.inbox import Fairness, Inbox, Item
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
+from streams.worker.outcome_batches import OutcomeBatches
 from streams.worker.outcome_bytes import DeliveredOutcomes
 from streams.worker.records import outcome_of, rejected
 from streams.worker.summary import RunSummary
@@ -107,6 +108,13 @@ class Worker:
             summary=self.summary,
             outcomes=DeliveredOutcomes(self.codec, self.worker_id, settings),
         )
+        self.batches = (
+            OutcomeBatches(self.codec, self.topics.outcomes)
+            if settings.outcome_format == "batches"
+            else None
+        )
+        """The open transaction's outcomes, one record per partition (outcome_batches.py);
+        None: one record per outcome (`outcome_format` `records`)."""
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
@@ -282,7 +290,7 @@ class Worker:
 
     def commit(self, txn: TxnWork, now: int, offsets: dict[int, tuple[int, str]]) -> None:
         police = lambda: self.police(self.clock.now_ms())  # noqa: E731 - while retrying
-        self.session.begin()
+        self._begin()
         try:
             for partition, key, record in self.holdings.writer.records(txn, now):
                 self._emit(self.topics.leases, partition, key, record)
@@ -290,8 +298,7 @@ class Worker:
                 self._outcome(run, result, now)
             self.metrics.work.switch("deliver")  # the tenants' records and their outcomes
             self._deliver(txn)
-            for reject in self._rejects:
-                self.session.produce(*reject)
+            self._write_queued()
         except KafkaException as exc:
             outcome = self.session.abandon(exc, police)
         else:
@@ -324,6 +331,18 @@ class Worker:
         for run in txn.claims:
             self.start(run)
         self.deliveries.committed(txn.deliveries)
+
+    def _begin(self) -> None:
+        self.session.begin()
+        if self.batches is not None:
+            self.batches.clear()  # an abandoned transaction's: its outcomes are written again
+
+    def _write_queued(self) -> None:
+        """The open transaction's rejected records, then its outcome batches."""
+        for reject in self._rejects:
+            self.session.produce(*reject)
+        for batch in self.batches.records() if self.batches is not None else ():
+            self.session.produce(*batch)
 
     def _failed(self, txn: TxnWork, outcome: Outcome) -> None:
         """The transaction was aborted (or its producer replaced, which aborts it): claims go
@@ -363,7 +382,7 @@ class Worker:
         """Each delivery's record and its outcome, in the open transaction (delivering.py;
         a refused one's outcome here)."""
         for d in txn.deliveries:
-            self.deliveries.produce(d, self.session.produce)
+            self.deliveries.produce(d, self.session.produce, self._delivered)
             if d.refused is not None:
                 self._outcome(d.run, d.refused, d.run.started_ms)
 
@@ -373,7 +392,19 @@ class Worker:
     def _send(self, run: ActiveRun, outcome: ExecutionOutcome) -> None:
         ex = run.execution
         partition = partition_for(ex.routing_key, self.settings.partitions)
-        self._emit(self.topics.outcomes, partition, ex.key.encode(), outcome)
+        value = self.codec.encode(outcome)
+        if self.batches is None or not self.batches.add(partition, value):
+            headers = headers_for(outcome, self.codec.schema_fingerprint(ExecutionOutcome))
+            self.session.produce(self.topics.outcomes, partition, ex.key.encode(), value, headers)
+
+    def _delivered(self, run: ActiveRun) -> None:
+        """The `succeeded` outcome of a run delivered in this transaction (outcome_bytes.py)."""
+        made = self.deliveries.outcomes
+        if self.batches is not None:
+            found = made.value(run)
+            if found is not None and self.batches.add(*found):
+                return
+        self.session.produce(*made.record(run))
 
     def _emit(self, topic: str, partition: int, key: bytes, record: WireModel) -> None:
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))

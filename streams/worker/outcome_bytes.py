@@ -145,6 +145,15 @@ class DeliveredOutcomes:
             return self.topic, self._partition(ex), key, value, headers
         return self.topic, self._partition(ex), key, value, self._headers(ex)
 
+    def value(self, run: ActiveRun) -> tuple[int, bytes] | None:
+        """The partition and value of `record(run)`, without its key and headers (an entry
+        of a batch needs neither); None when the template does not take it."""
+        ex = run.execution
+        try:
+            return self._partition(ex), self._value(ex, run.started_ms)
+        except Exception:  # `record` says what does not fit
+            return None
+
     def _value(self, ex: ExecutionRequested, at_ms: int) -> bytes:
         if self._join is None:
             raise avro_fast.UnsupportedSchemaError("no template: the generic path")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from kadence.clock import FakeClock
 from kadence.codec import Codec
 from kadence.headers import headers_for
-from kadence.models import WireModel
+from kadence.models import WireModel, entries_of
 from kadence.settings import KadenceSettings
 from kadence.targets import Target
 from kadence.topics import Topics, TopicSpec, all_topics, partitions_of
@@ -98,9 +98,15 @@ class Driver:
         raise AssertionError(f"nothing was written to {topic}")
 
     def send(
-        self, topic: str, record: WireModel, *, key: str | bytes, partition: int | None = None
+        self,
+        topic: str,
+        record: WireModel,
+        *,
+        key: str | bytes | None,
+        partition: int | None = None,
     ) -> MemoryMessage:
-        """Write a Kadence record as Kadence writes it (Avro, with its headers)."""
+        """Write a Kadence record as Kadence writes it (Avro, with its headers); a batch of
+        outcomes has no key."""
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         raw = key.encode() if isinstance(key, str) else key
         return self.produce(
@@ -112,11 +118,13 @@ class Driver:
         return self.cluster.messages(topic, partition)
 
     def records(self, topic: str, spec: TopicSpec) -> list[WireModel]:
-        """The committed records of a Kadence topic, decoded (tombstones left out)."""
+        """The committed records of a Kadence topic, decoded (tombstones left out), a batch
+        of outcomes as each of its outcomes."""
         return [
-            spec.decode(self.codec, m.value())
+            entry
             for m in self.messages(topic)
             if m.value() is not None
+            for entry in entries_of(spec.decode(self.codec, m.value()))
         ]
 
     # -- loops ---------------------------------------------------------------------------------

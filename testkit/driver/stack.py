@@ -30,6 +30,7 @@ from kadence.models import (
     LeaseSnapshot,
     ScheduleDefinition,
     WireModel,
+    entries_of,
 )
 from kadence.models.commands import Command
 from kadence.partitioning import partition_for
@@ -188,8 +189,7 @@ class DriverStack:
                 record = self.codec.decode(value)
             except DecodeError:
                 continue
-            if isinstance(record, kind):
-                out.append(record)
+            out += [r for r in entries_of(record) if isinstance(r, kind)]
         return out
 
     def executions(self) -> list[ExecutionRequested]:

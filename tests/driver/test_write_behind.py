@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kadence.client import routing_key
-from kadence.models import ErrorInfo, ExecutionOutcome, OutcomeStatus
+from kadence.models import ErrorInfo, ExecutionOutcome, ExecutionOutcomes, OutcomeStatus
 from kadence.partitioning import partition_for
 from streams.kafkaio import errors, retry
 from streams.runtime.deferred import replay_key
@@ -33,7 +33,12 @@ class Run:
     """A scheduler on a driver, its runs answered by hand (no worker: the same answers at the
     same instants in both twins)."""
 
-    def __init__(self, root: Path, write_behind_ms: int, **kw: Any) -> None:
+    def __init__(
+        self, root: Path, write_behind_ms: int, *, batched: bool = False, **kw: Any
+    ) -> None:
+        self.batched = batched
+        """Answers as a worker writes them by default: one ExecutionOutcomes per partition per
+        step (`answer`); False: one record per outcome (`outcome_format=records`)."""
         self.driver = Driver()
         s = settings_for(root, write_behind_ms=write_behind_ms, **kw)
         self.stack = DriverStack(self.driver, s)
@@ -48,6 +53,7 @@ class Run:
         """Report every run due by now: succeeded, or failed (retryable) when its job is in
         `fail`; returns how many."""
         now, n = self.driver.now_ms(), 0
+        batches: dict[int, list[ExecutionOutcome]] = {}
         for ex in self.stack.executions():
             key = f"{ex.execution_id}#{ex.attempt}"
             if key in self.answered or ex.due_at.timestamp() * 1000 > now:
@@ -70,9 +76,16 @@ class Run:
                 finished_at=ex.due_at,
             )
             partition = partition_for(ex.routing_key, self.stack.settings.partitions)
-            topic = self.stack.topics.outcomes
-            self.driver.send(topic, outcome, key=ex.key, partition=partition)
+            if self.batched:
+                batches.setdefault(partition, []).append(outcome)
+            else:
+                self.driver.send(
+                    self.stack.topics.outcomes, outcome, key=ex.key, partition=partition
+                )
             n += 1
+        for partition, outcomes in batches.items():
+            batch = ExecutionOutcomes(outcomes=outcomes)
+            self.driver.send(self.stack.topics.outcomes, batch, key=None, partition=partition)
         return n
 
     def step(self, seconds: int = 1, fail: frozenset[str] = frozenset()) -> None:
@@ -160,9 +173,11 @@ def _no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @contextmanager
-def twins(root: Path, **kw: Any) -> Iterator[tuple[Run, Run]]:
-    """A scheduler that defers quiet outcomes and one that writes every outcome."""
-    deferring, writing = Run(root / "deferring", 20_000, **kw), Run(root / "writing", 0, **kw)
+def twins(root: Path, *, batched: bool = True, **kw: Any) -> Iterator[tuple[Run, Run]]:
+    """A scheduler that defers quiet outcomes and one that writes every outcome (the first fed
+    the outcomes in batches unless `batched` is False, the second one record each)."""
+    deferring = Run(root / "deferring", 20_000, batched=batched, **kw)
+    writing = Run(root / "writing", 0, **kw)
     try:
         for run in (deferring, writing):
             run.stack.put(*[per_second(j, 2, 60, tenant=t) for t, j in JOBS])
@@ -192,8 +207,9 @@ def test_a_success_writes_nothing_of_its_own(tmp_path: Path) -> None:
         assert deferring.states() == writing.states()
 
 
-def test_a_crash_replays_what_was_only_in_memory(tmp_path: Path) -> None:
-    with twins(tmp_path) as (deferring, writing):
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_crash_replays_what_was_only_in_memory(tmp_path: Path, batched: bool) -> None:
+    with twins(tmp_path, batched=batched) as (deferring, writing):
         for run in (deferring, writing):
             run.step(40)
             run.crash()
@@ -205,8 +221,9 @@ def test_a_crash_replays_what_was_only_in_memory(tmp_path: Path) -> None:
         assert not deferring.answered & deferring.running()  # every success applied again
 
 
-def test_an_abort_replays_what_it_dropped(tmp_path: Path) -> None:
-    with twins(tmp_path) as (deferring, writing):
+@pytest.mark.parametrize("batched", [True, False])
+def test_an_abort_replays_what_it_dropped(tmp_path: Path, batched: bool) -> None:
+    with twins(tmp_path, batched=batched) as (deferring, writing):
         for run in (deferring, writing):
             run.step(38)
             run.abort_next_commit()
