@@ -7,7 +7,8 @@ parsed record schema becomes the source of two functions, built once:
 - a writer taking the model itself (attributes, not a dump) and returning the single-object
   bytes (`C3 01`, fingerprint, body) exactly as `fastavro.schemaless_writer` writes them;
 - a reader taking those bytes and returning the datum fastavro's reader would return (the
-  writer schema is the reader schema: no resolution).
+  writer schema is the reader schema: no resolution). An instant is kept by its bytes, so the
+  due and dispatch instants that every execution of a second shares are converted once.
 
 Both cover what Kadence's hot records use (null, boolean, long, string, bytes, enum, record,
 array, map, unions of null and one type or of records, timestamp-millis) and raise
@@ -95,6 +96,28 @@ def _timestamp(ms: int) -> datetime:
     return _EPOCH + timedelta(0, 0, ms * 1000)
 
 
+INSTANT_BYTES = 6
+"""The varint of every instant from 1970-07-19 to 2039-09-07 (2^34 to 2^41 ms) is six bytes."""
+INSTANTS_KEPT = 65_536
+"""Instants read kept by their bytes: a worker reads the same due and dispatch instants for
+every execution of a second (cleared when full)."""
+_INSTANTS: dict[bytes, datetime] = {}
+
+
+def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
+    """A timestamp-millis at `pos` (`key`: the `INSTANT_BYTES` from there), kept by `key` when
+    its varint is exactly that long. A varint ends at its first byte below 0x80, so bytes equal
+    to a kept key are that varint whatever follows: the reader takes the kept instant for them
+    without reading (`_Source.instant`)."""
+    ms, end = read_long(data, pos)
+    value = _timestamp(ms)
+    if end - pos == INSTANT_BYTES:
+        if len(_INSTANTS) >= INSTANTS_KEPT:
+            _INSTANTS.clear()
+        _INSTANTS[key] = value
+    return value, end
+
+
 class _Source:
     """Python source being generated, with the constants it refers to."""
 
@@ -105,6 +128,8 @@ class _Source:
             "millis": millis,
             "read_long": read_long,
             "timestamp": _timestamp,
+            "instants": _INSTANTS,
+            "read_instant": _read_instant,
             "unpack_double": _DOUBLE.unpack_from,
             "pack_double": _DOUBLE.pack,
         }
@@ -131,6 +156,17 @@ class _Source:
         self.emit(depth + 1, "p += 1")
         self.emit(depth, "else:")
         self.emit(depth + 1, f"{target}, p = read_long(b, p)")
+
+    def instant(self, depth: int, target: str) -> None:
+        """A timestamp-millis: kept from an earlier read of the same bytes, else read (and kept:
+        `_read_instant`). Converting a long to a datetime costs more than reading it."""
+        key = self.var()
+        self.emit(depth, f"{key} = b[p:p + {INSTANT_BYTES}]")
+        self.emit(depth, f"{target} = instants.get({key})")
+        self.emit(depth, f"if {target} is None:")
+        self.emit(depth + 1, f"{target}, p = read_instant(b, p, {key})")
+        self.emit(depth, "else:")
+        self.emit(depth + 1, f"p += {INSTANT_BYTES}")
 
     def resolve(self, schema: Any) -> Any:
         """A schema with named-type references replaced by their definitions."""
@@ -266,8 +302,7 @@ def _read(src: _Source, schema: Any, target: str, depth: int) -> None:
     elif kind == "long":
         src.read_long(depth, target)
     elif kind == "timestamp-millis":
-        src.read_long(depth, target)
-        src.emit(depth, f"{target} = timestamp({target})")
+        src.instant(depth, target)
     elif kind == "double":
         src.emit(depth, f"({target},) = unpack_double(b, p)")
         src.emit(depth, "p += 8")
