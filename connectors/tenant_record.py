@@ -5,9 +5,9 @@ and schema headers), the envelope as JSON, or the payload alone; always with the
 needs and the guarantee it went out under. Building it so for every run cost more than the
 produce: the headers were assembled one generic pair at a time and then walked again to size
 the record against the broker's limit (kadence/sizing.py). `TenantRecords` gives the same key,
-value and headers from pieces kept per worker (the type and schema pairs, the names' sizes) and
-per job (its key, tenant and job pairs), with only the execution's own fields (id, attempt,
-delivery, due time) made per run, and the size added up from the pieces' lengths. A record it
+value and headers from pieces kept per worker (the type and schema pairs, the header names'
+sizes, the guarantee's, the attempt and delivery counts' and due instants' values), with only
+the execution's ids encoded per run, and the size added up from the pieces' lengths. A record it
 finds over the limit is checked the generic way, which raises naming both sizes.
 tests/connectors/test_tenant_record.py compares it with `delivered` and `record_bytes`.
 """
@@ -41,8 +41,6 @@ EXACTLY_ONCE = (GUARANTEE, b"exactly-once")
 """The record went out in the worker's transaction with the run's outcome and offsets."""
 AT_LEAST_ONCE = (GUARANTEE, b"at-least-once")
 """The record went out on the claimed path: the same execution id may arrive again."""
-JOBS_CACHED = 100_000
-"""Jobs whose key and id headers are kept (a job fires again and again); cleared when full."""
 DUE_CACHED = 8_192
 """Due instants whose header value is kept (the runs of a second share theirs)."""
 _COUNTS = tuple(str(n).encode() for n in range(100))
@@ -99,21 +97,8 @@ def _size(pairs: Sequence[Pair]) -> int:
     return size
 
 
-class _Job:
-    """One job's record key and id headers, and what they and every run's fixed header names
-    count against the limit."""
-
-    __slots__ = ("job", "key", "size", "tenant")
-
-    def __init__(self, ex: ExecutionRequested, names: int) -> None:
-        self.key = ex.key.encode()
-        self.tenant: Pair = (TENANT, ex.tenant.encode())
-        self.job: Pair = (JOB, ex.job_id.encode())
-        self.size = len(self.key) + _size((self.tenant, self.job)) + names
-
-
 class TenantRecords:
-    """`delivered`, its key and its size check, from pieces kept per worker and per job.
+    """`delivered`, its key and its size check, from pieces kept per worker.
 
     `fingerprint` is the current ExecutionRequested schema's (its `kadence-schema` header);
     `limit` what key, value and headers may add up to (kadence/sizing.py)."""
@@ -127,10 +112,9 @@ class TenantRecords:
         """The pairs `headers_for` puts first on an ExecutionRequested."""
         self._typed_size = _size(self._typed)
         self._names = _size(
-            [(EXECUTION_ID, None), (ATTEMPT, None), (DELIVERY, None), (DUE_AT, None)]
+            [(k, None) for k in (TENANT, JOB, EXECUTION_ID, ATTEMPT, DELIVERY, DUE_AT)]
         )
-        """The header names of the execution's own fields."""
-        self._jobs: dict[tuple[str, str], _Job] = {}
+        """The names of the id headers."""
         self._due: dict[datetime, bytes] = {}
         self._guarantees: dict[Pair, int] = {}
 
@@ -140,7 +124,7 @@ class TenantRecords:
         """(key, value, headers) of `ex`'s record on `topic` (`record`: its Avro envelope in
         the current schema), as `delivered` and `ex.key` give them; `RecordTooLargeError` when
         they add up to more than the limit."""
-        job = self._job(ex)
+        key, tenant, job = ex.key.encode(), ex.tenant.encode(), ex.job_id.encode()
         eid = ex.execution_id.encode()
         attempt, delivery = ex.attempt, ex.delivery
         attempt_b = _COUNTS[attempt] if 0 <= attempt < 100 else str(attempt).encode()
@@ -150,40 +134,34 @@ class TenantRecords:
             if len(self._due) >= DUE_CACHED:
                 self._due.clear()
             due = self._due[ex.due_at] = iso_utc(ex.due_at).encode()
-        size = job.size + len(eid) + len(attempt_b) + len(delivery_b) + len(due)
+        size = self._names + len(key) + len(tenant) + len(job) + len(eid)
+        size += len(attempt_b) + len(delivery_b) + len(due)
         size += self._guarantee(guarantee)
-        ids: list[Pair] = [
-            job.tenant,
-            job.job,
+        headers: Headers = [
+            (TENANT, tenant),
+            (JOB, job),
             (EXECUTION_ID, eid),
             (ATTEMPT, attempt_b),
             (DELIVERY, delivery_b),
             (DUE_AT, due),
+            guarantee,
         ]
         target = ex.target
         assert isinstance(target, KafkaTarget)
         if target.format is DeliveryFormat.avro:
-            value, headers = record, [*self._typed, *ids, guarantee]
+            value = record
+            headers[:0] = self._typed
             size += self._typed_size
         else:
             if target.format is DeliveryFormat.json:
                 value, content = envelope_json(ex), _JSON
             else:
                 value, content = ex.payload, (CONTENT_TYPE, ex.content_type.encode())
-            headers = [*ids, guarantee, content]
+            headers.append(content)
             size += _size((content,))
         if size + len(value) > self.limit:  # the generic check says by how much
-            check_fits(topic, job.key, value, headers, self.limit)
-        return job.key, value, headers
-
-    def _job(self, ex: ExecutionRequested) -> _Job:
-        pair = (ex.tenant, ex.job_id)
-        job = self._jobs.get(pair)
-        if job is None:
-            if len(self._jobs) >= JOBS_CACHED:
-                self._jobs.clear()
-            job = self._jobs[pair] = _Job(ex, self._names)
-        return job
+            check_fits(topic, key, value, headers, self.limit)
+        return key, value, headers
 
     def _guarantee(self, guarantee: Pair) -> int:
         size = self._guarantees.get(guarantee)
