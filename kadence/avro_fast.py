@@ -7,8 +7,11 @@ parsed record schema becomes the source of two functions, built once:
 - a writer taking the model itself (attributes, not a dump) and returning the single-object
   bytes (`C3 01`, fingerprint, body) exactly as `fastavro.schemaless_writer` writes them;
 - a reader taking those bytes and returning the datum fastavro's reader would return (the
-  writer schema is the reader schema: no resolution). An instant is kept by its bytes, so the
-  due and dispatch instants that every execution of a second shares are converted once.
+  writer schema is the reader schema: no resolution).
+
+Both keep the instants they convert (bounded): the due and dispatch instants that the
+executions of a second share, and that each execution's later records repeat, are converted
+once. The reader keeps each by its bytes, the writer by its value.
 
 Both cover what Kadence's hot records use (null, boolean, long, string, bytes, enum, record,
 array, map, unions of null and one type or of records, timestamp-millis) and raise
@@ -104,6 +107,22 @@ every execution of a second (cleared when full)."""
 _INSTANTS: dict[bytes, datetime] = {}
 
 
+_WRITTEN: dict[datetime, bytes] = {}
+"""Instants written, kept by value: the bytes of an execution's due and nominal instants come
+again in every record written for it (its outcome, its lease events) and for the other runs of
+its second. Equal aware datetimes are the same instant, in any zone: the same bytes."""
+
+
+def _write_instant(value: datetime) -> bytes:
+    """A timestamp-millis's bytes, kept (a naive datetime raises, as `millis` does, and is
+    never kept: it equals no aware one)."""
+    out = write_long(millis(value))
+    if len(_WRITTEN) >= INSTANTS_KEPT:
+        _WRITTEN.clear()
+    _WRITTEN[value] = out
+    return out
+
+
 def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
     """A timestamp-millis at `pos` (`key`: the `INSTANT_BYTES` from there), kept by `key` when
     its varint is exactly that long. A varint ends at its first byte below 0x80, so bytes equal
@@ -129,6 +148,8 @@ class _Source:
             "read_long": read_long,
             "timestamp": _timestamp,
             "instants": _INSTANTS,
+            "written": _WRITTEN,
+            "write_instant": _write_instant,
             "read_instant": _read_instant,
             "unpack_double": _DOUBLE.unpack_from,
             "pack_double": _DOUBLE.pack,
@@ -219,7 +240,9 @@ def _write(src: _Source, schema: Any, value: str, depth: int) -> None:  # noqa: 
     elif kind == "long":
         src.emit(depth, f"w(write_long({value}))")
     elif kind == "timestamp-millis":
-        src.emit(depth, f"w(write_long(millis({value})))")
+        raw = src.var()
+        src.emit(depth, f"{raw} = written.get({value})")
+        src.emit(depth, f"w(write_instant({value}) if {raw} is None else {raw})")
     elif kind == "double":
         src.emit(depth, f"w(pack_double({value}))")
     elif kind in ("string", "bytes"):

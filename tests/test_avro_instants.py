@@ -1,11 +1,12 @@
-"""Instants kept by their bytes (kadence/avro_fast.py `_read_instant`): a compiled reader gives
-fastavro's datum whether an instant is read or taken from what it kept, whatever bytes follow
-it, and keeps a bounded number. No broker."""
+"""Instants kept (kadence/avro_fast.py): a compiled reader gives fastavro's datum whether an
+instant is read or taken from what it kept by its bytes, whatever bytes follow it; a compiled
+writer gives fastavro's bytes whether an instant is converted or kept by its value, in any
+zone; both keep a bounded number. No broker."""
 
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import fastavro
@@ -14,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kadence import avro_fast
-from kadence.avro_fast import INSTANT_BYTES, INSTANTS_KEPT, compile_reader, write_long
+from kadence.avro_fast import (
+    INSTANT_BYTES,
+    INSTANTS_KEPT,
+    compile_reader,
+    compile_writer,
+    write_long,
+)
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -27,6 +34,7 @@ SCHEMA: dict[str, Any] = {
 }
 PARSED = fastavro.parse_schema(SCHEMA)
 READ = compile_reader(SCHEMA)
+WRITE = compile_writer(SCHEMA, b"")
 FIRST_MS, END_MS = avro_fast._FIRST_MS, avro_fast._END_MS
 """What the models accept (`UtcDatetime`); the reader raises outside."""
 millis = st.one_of(
@@ -88,3 +96,53 @@ def test_what_is_kept_stays_bounded() -> None:
     for i in range(INSTANTS_KEPT + 100):
         READ(body(start + i, None, b""), 0)
         assert len(avro_fast._INSTANTS) <= INSTANTS_KEPT
+
+
+class Instants:
+    """What the writer takes: a model's attributes."""
+
+    def __init__(self, at: datetime, then: datetime | None, tail: bytes = b"") -> None:
+        self.at, self.then, self.tail = at, then, tail
+
+
+def fastavro_bytes(record: Instants) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, PARSED, {"at": record.at, "then": record.then, "tail": b""})
+    return out.getvalue()
+
+
+zones = st.sampled_from(
+    [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8))]
+)
+aware = st.datetimes(
+    min_value=datetime(1900, 1, 2), max_value=datetime(2400, 1, 1), timezones=zones
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(at=aware, then=st.none() | aware)
+def test_an_instant_written_or_kept_is_fastavros(at: datetime, then: datetime | None) -> None:
+    record = Instants(at, then)
+    for _ in range(2):  # the second write takes what the first kept
+        assert WRITE(record) == fastavro_bytes(record)
+    same_instant = at.astimezone(timezone(timedelta(hours=-3)))
+    assert WRITE(Instants(same_instant, then)) == fastavro_bytes(record)
+
+
+def test_an_instant_written_again_is_the_kept_bytes_and_a_naive_one_fails_every_time() -> None:
+    at = datetime(2026, 12, 5, 9, 0, 0, 123_000, tzinfo=UTC)
+    first = WRITE(Instants(at, None))
+    assert avro_fast._WRITTEN[at] is avro_fast._WRITTEN[at.astimezone(timezone.max)]
+    assert first.startswith(avro_fast._WRITTEN[at])
+    naive = at.replace(tzinfo=None)
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            WRITE(Instants(naive, None))
+    assert naive not in avro_fast._WRITTEN
+
+
+def test_what_the_writer_keeps_stays_bounded() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(INSTANTS_KEPT + 100):
+        WRITE(Instants(start + timedelta(milliseconds=i), None))
+        assert len(avro_fast._WRITTEN) <= INSTANTS_KEPT
