@@ -46,6 +46,8 @@ from kadence.topics import target_topic
 log = logging.getLogger(__name__)
 NAMES_CACHED = 100_000
 STOP_CHECK_S = 0.1
+"""How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
+the stop wakes it."""
 NO_ANSWER = frozenset(
     {
         KafkaError._TIMED_OUT,
@@ -57,8 +59,6 @@ NO_ANSWER = frozenset(
     }
 )
 """Errors that say the broker did not answer, not that it refused."""
-"""How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
-the stop wakes it."""
 
 __all__ = [
     "AT_LEAST_ONCE",
