@@ -101,9 +101,10 @@ def _timestamp(ms: int) -> datetime:
 
 INSTANT_BYTES = 6
 """The varint of every instant from 1970-07-19 to 2039-09-07 (2^34 to 2^41 ms) is six bytes."""
-INSTANTS_KEPT = 65_536
-"""Instants read kept by their bytes: a worker reads the same due and dispatch instants for
-every execution of a second (cleared when full)."""
+INSTANTS_KEPT = 8_192
+"""Instants kept by the reader (by their bytes) and by the writer (by value), each: a worker
+reads and writes the same due and dispatch instants for every execution of a second, so a few
+thousand cover a turn (cleared when full; about 1 MB each when full)."""
 _INSTANTS: dict[bytes, datetime] = {}
 
 

@@ -38,7 +38,7 @@ class Item:
     """How long it waited for it before it started."""
 
 
-DUE_KEPT = 65_536
+DUE_KEPT = 8_192
 """Due instants whose milliseconds are kept (the executions of a second share theirs, and the
 reader hands them the same datetime: kadence/avro_fast.py); cleared when full."""
 _DUE_MS: dict[datetime, int] = {}
