@@ -7,14 +7,13 @@ refuses a name that collides so): kadence/target_topics.py. The record is the
 ExecutionRequested (Avro, Kadence headers), keyed by the job key; consumers should deduplicate
 on `execution_id` and check the tenant (see connectors.consumer). The worker hands over the
 bytes it read from `executions` (`forward`): when they are in the current schema they are sent
-as they are, which is what encoding the execution again would give, without its cost.
+as they are, which is what encoding the execution again would give, without its cost. What
+the record holds in each delivery format, and its template: connectors/tenant_record.py.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -25,22 +24,30 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from connectors.tenant_record import (
+    AT_LEAST_ONCE,
+    CONTENT_TYPE,
+    EXACTLY_ONCE,
+    TenantRecords,
+    delivered,
+    envelope_json,
+)
 from kadence.codec import MAGIC, Codec
 from kadence.envelope import TOO_LARGE, TOO_LARGE_FIX
 from kadence.errors import RecordTooLargeError
-from kadence.headers import GUARANTEE, SCHEMA, TYPE, Headers, headers_for
+from kadence.headers import Headers
 from kadence.kafka_options import KafkaOptions, kafka_config
-from kadence.models import DeliveryFormat, ExecutionRequested, KafkaTarget, OutcomeStatus
+from kadence.models import ExecutionRequested, KafkaTarget, OutcomeStatus
 from kadence.replication import Replication
-from kadence.sizing import check_fits
 from kadence.target_topics import MAX_TOPIC_NAME
 from kadence.targets import Delivery, Result, Stop
 from kadence.topics import target_topic
 
 log = logging.getLogger(__name__)
-CONTENT_TYPE = "content-type"
 NAMES_CACHED = 100_000
 STOP_CHECK_S = 0.1
+"""How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
+the stop wakes it."""
 NO_ANSWER = frozenset(
     {
         KafkaError._TIMED_OUT,
@@ -52,49 +59,16 @@ NO_ANSWER = frozenset(
     }
 )
 """Errors that say the broker did not answer, not that it refused."""
-"""How late a run waiting for its delivery may notice a stop (cancel, lease lost): at once, as
-the stop wakes it."""
-EXACTLY_ONCE = (GUARANTEE, b"exactly-once")
-"""The record went out in the worker's transaction with the run's outcome and offsets."""
-AT_LEAST_ONCE = (GUARANTEE, b"at-least-once")
-"""The record went out on the claimed path: the same execution id may arrive again."""
 
-__all__ = ["KafkaTopicCaller", "target_topic"]
-
-
-def delivered(
-    ex: ExecutionRequested,
-    record: bytes,
-    fingerprint: bytes,
-    guarantee: tuple[str, bytes],
-) -> tuple[bytes, Headers]:
-    """The value and headers the tenant's topic receives for `ex`, in its target's format:
-    the Avro envelope `record` (with its type and schema headers), the envelope as JSON, or the
-    payload alone; always with the ids a consumer needs (the execution id is the idempotency
-    key), the `guarantee` it went out under (`EXACTLY_ONCE` or `AT_LEAST_ONCE`, one constant
-    pair) and, but for Avro, a `content-type`."""
-    target = ex.target
-    assert isinstance(target, KafkaTarget)
-    headers = headers_for(ex, fingerprint)
-    if target.format is DeliveryFormat.avro:
-        headers.append(guarantee)
-        return record, headers
-    ids = [(k, v) for k, v in headers if k not in (TYPE, SCHEMA)]
-    if target.format is DeliveryFormat.json:
-        return envelope_json(ex), [*ids, guarantee, (CONTENT_TYPE, b"application/json")]
-    return ex.payload, [*ids, guarantee, (CONTENT_TYPE, ex.content_type.encode())]
-
-
-def envelope_json(ex: ExecutionRequested) -> bytes:
-    """The execution as one JSON object; the payload as text when it is UTF-8, else base64
-    with `"payload_encoding": "base64"`."""
-    doc = ex.model_dump(mode="json", exclude={"payload"})
-    try:
-        doc["payload"] = ex.payload.decode("utf-8")
-    except UnicodeDecodeError:
-        doc["payload"] = base64.b64encode(ex.payload).decode()
-        doc["payload_encoding"] = "base64"
-    return json.dumps(doc, separators=(",", ":")).encode()
+__all__ = [
+    "AT_LEAST_ONCE",
+    "CONTENT_TYPE",
+    "EXACTLY_ONCE",
+    "KafkaTopicCaller",
+    "delivered",
+    "envelope_json",
+    "target_topic",
+]
 
 
 class KafkaTopicCaller:
@@ -115,6 +89,7 @@ class KafkaTopicCaller:
         self._fingerprint = codec.schema_fingerprint(ExecutionRequested)
         self._current = MAGIC + self._fingerprint
         """How a record in the current ExecutionRequested schema starts."""
+        self._records = TenantRecords(self._fingerprint)
         self.admin = AdminClient(kafka_config(kafka, {}))
         self.producer = Producer(kafka_config(kafka, {"enable.idempotence": True, "linger.ms": 2}))
         self._known: set[str] = set()
@@ -218,12 +193,12 @@ class KafkaTopicCaller:
                 settle(Result.failed("KafkaError", f"{topic}: {err}", retryable=True))
 
         try:
-            value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
+            key, value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
         except RecordTooLargeError:
             return None  # the blocking call reports it
         try:
             self.producer.produce(
-                topic, key=ex.key.encode(), value=value, headers=headers, on_delivery=on_delivery
+                topic, key=key, value=value, headers=headers, on_delivery=on_delivery
             )
         except BufferError:
             return None
@@ -240,17 +215,15 @@ class KafkaTopicCaller:
             return None
         if record is None or not record.startswith(self._current):
             record = self.codec.encode(ex)
-        value, headers = self._record(topic, ex, record, EXACTLY_ONCE)
-        return Delivery(topic, ex.key.encode(), value, headers)
+        return Delivery(topic, *self._record(topic, ex, record, EXACTLY_ONCE))
 
     def _record(
         self, topic: str, ex: ExecutionRequested, record: bytes, guarantee: tuple[str, bytes]
-    ) -> tuple[bytes, Headers]:
-        """`delivered`, or `RecordTooLargeError` when it would not fit the broker's limit (a
-        JSON envelope of a payload the definition's check did not see: an older definition)."""
-        value, headers = delivered(ex, record, self._fingerprint, guarantee)
-        check_fits(topic, ex.key.encode(), value, headers)
-        return value, headers
+    ) -> tuple[bytes, bytes, Headers]:
+        """Key, value and headers (`delivered`), or `RecordTooLargeError` when they would not
+        fit the broker's limit (a JSON envelope of a payload the definition's check did not
+        see: an older definition)."""
+        return self._records.record(topic, ex, record, guarantee)
 
     def unanswered(self, ex: ExecutionRequested) -> bool:
         """Its topic is being created, or the last try found no broker or timed out."""
@@ -270,7 +243,7 @@ class KafkaTopicCaller:
         ready = self._ready(topic, ex, record)
         if isinstance(ready, Result):
             return ready
-        value, headers = ready
+        key, value, headers = ready
         done, wake = threading.Event(), threading.Event()
         errors: list[KafkaError] = []
 
@@ -282,7 +255,7 @@ class KafkaTopicCaller:
 
         self.producer.produce(
             topic,
-            key=ex.key.encode(),
+            key=key,
             value=value,
             headers=headers,
             on_delivery=on_delivery,
@@ -300,7 +273,7 @@ class KafkaTopicCaller:
 
     def _ready(
         self, topic: str, ex: ExecutionRequested, record: bytes
-    ) -> tuple[bytes, Headers] | Result:
+    ) -> tuple[bytes, bytes, Headers] | Result:
         """The record to produce, its topic created; or why the run fails without it."""
         if len(topic) > MAX_TOPIC_NAME:  # validation refuses such jobs; this is an old record
             return Result.failed(
@@ -309,14 +282,14 @@ class KafkaTopicCaller:
                 retryable=False,
             )
         try:
-            value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
+            key, value, headers = self._record(topic, ex, record, AT_LEAST_ONCE)
         except RecordTooLargeError as exc:  # no retry can make it fit: dead-lettered at once
             return Result.failed(TOO_LARGE, f"{exc}; {TOO_LARGE_FIX}", retryable=False)
         try:
             self._ensure(topic)
         except Exception as exc:
             return Result.failed("TopicError", f"{topic}: {exc}", retryable=True)
-        return value, headers
+        return key, value, headers
 
     def _start_poller(self) -> None:
         """One thread serves every delivery callback (sixty-four runs each polling the

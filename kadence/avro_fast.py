@@ -9,6 +9,10 @@ parsed record schema becomes the source of two functions, built once:
 - a reader taking those bytes and returning the datum fastavro's reader would return (the
   writer schema is the reader schema: no resolution).
 
+Both keep the instants they convert (bounded): the due and dispatch instants that the
+executions of a second share, and that each execution's later records repeat, are converted
+once. The reader keeps each by its bytes, the writer by its value.
+
 Both cover what Kadence's hot records use (null, boolean, long, string, bytes, enum, record,
 array, map, unions of null and one type or of records, timestamp-millis) and raise
 `UnsupportedSchemaError` on anything else. At run time they raise on anything unusual (an int
@@ -95,6 +99,45 @@ def _timestamp(ms: int) -> datetime:
     return _EPOCH + timedelta(0, 0, ms * 1000)
 
 
+INSTANT_BYTES = 6
+"""The varint of every instant from 1970-07-19 to 2039-09-07 (2^34 to 2^41 ms) is six bytes."""
+INSTANTS_KEPT = 8_192
+"""Instants kept by the reader (by their bytes) and by the writer (by value), each: a worker
+reads and writes the same due and dispatch instants for every execution of a second, so a few
+thousand cover a turn (cleared when full; about 1 MB each when full)."""
+_INSTANTS: dict[bytes, datetime] = {}
+
+
+_WRITTEN: dict[datetime, bytes] = {}
+"""Instants written, kept by value: the bytes of an execution's due and nominal instants come
+again in every record written for it (its outcome, its lease events) and for the other runs of
+its second. Equal aware datetimes are the same instant, in any zone: the same bytes."""
+
+
+def _write_instant(value: datetime) -> bytes:
+    """A timestamp-millis's bytes, kept (a naive datetime raises, as `millis` does, and is
+    never kept: it equals no aware one)."""
+    out = write_long(millis(value))
+    if len(_WRITTEN) >= INSTANTS_KEPT:
+        _WRITTEN.clear()
+    _WRITTEN[value] = out
+    return out
+
+
+def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
+    """A timestamp-millis at `pos` (`key`: the `INSTANT_BYTES` from there), kept by `key` when
+    its varint is exactly that long. A varint ends at its first byte below 0x80, so bytes equal
+    to a kept key are that varint whatever follows: the reader takes the kept instant for them
+    without reading (`_Source.instant`)."""
+    ms, end = read_long(data, pos)
+    value = _timestamp(ms)
+    if end - pos == INSTANT_BYTES:
+        if len(_INSTANTS) >= INSTANTS_KEPT:
+            _INSTANTS.clear()
+        _INSTANTS[key] = value
+    return value, end
+
+
 class _Source:
     """Python source being generated, with the constants it refers to."""
 
@@ -105,6 +148,10 @@ class _Source:
             "millis": millis,
             "read_long": read_long,
             "timestamp": _timestamp,
+            "instants": _INSTANTS,
+            "written": _WRITTEN,
+            "write_instant": _write_instant,
+            "read_instant": _read_instant,
             "unpack_double": _DOUBLE.unpack_from,
             "pack_double": _DOUBLE.pack,
         }
@@ -131,6 +178,17 @@ class _Source:
         self.emit(depth + 1, "p += 1")
         self.emit(depth, "else:")
         self.emit(depth + 1, f"{target}, p = read_long(b, p)")
+
+    def instant(self, depth: int, target: str) -> None:
+        """A timestamp-millis: kept from an earlier read of the same bytes, else read (and kept:
+        `_read_instant`). Converting a long to a datetime costs more than reading it."""
+        key = self.var()
+        self.emit(depth, f"{key} = b[p:p + {INSTANT_BYTES}]")
+        self.emit(depth, f"{target} = instants.get({key})")
+        self.emit(depth, f"if {target} is None:")
+        self.emit(depth + 1, f"{target}, p = read_instant(b, p, {key})")
+        self.emit(depth, "else:")
+        self.emit(depth + 1, f"p += {INSTANT_BYTES}")
 
     def resolve(self, schema: Any) -> Any:
         """A schema with named-type references replaced by their definitions."""
@@ -183,7 +241,9 @@ def _write(src: _Source, schema: Any, value: str, depth: int) -> None:  # noqa: 
     elif kind == "long":
         src.emit(depth, f"w(write_long({value}))")
     elif kind == "timestamp-millis":
-        src.emit(depth, f"w(write_long(millis({value})))")
+        raw = src.var()
+        src.emit(depth, f"{raw} = written.get({value})")
+        src.emit(depth, f"w(write_instant({value}) if {raw} is None else {raw})")
     elif kind == "double":
         src.emit(depth, f"w(pack_double({value}))")
     elif kind in ("string", "bytes"):
@@ -266,8 +326,7 @@ def _read(src: _Source, schema: Any, target: str, depth: int) -> None:
     elif kind == "long":
         src.read_long(depth, target)
     elif kind == "timestamp-millis":
-        src.read_long(depth, target)
-        src.emit(depth, f"{target} = timestamp({target})")
+        src.instant(depth, target)
     elif kind == "double":
         src.emit(depth, f"({target},) = unpack_double(b, p)")
         src.emit(depth, "p += 8")

@@ -255,22 +255,31 @@ class Deliveries:
         """The transaction of `done` committed: their records are visible now."""
         visible = self.clock.now_ms()
         ok: dict[str, tuple[list[float], list[float]]] = {}
+        aborts, started = self._aborts, []
         for d in done:
-            ex, due = d.run.execution, d.run.item.due_ms
-            self._aborts.pop(ex.execution_id, None)
-            lateness_s = max(0, d.run.started_ms - due) / 1000
-            self.summary.started(lateness_s)
+            run = d.run
+            ex, due = run.item.execution, run.item.due_ms
+            if aborts:  # (empty unless transactions aborted: nothing to look up per run)
+                aborts.pop(ex.execution_id, None)
+            lateness_s = max(0, run.started_ms - due) / 1000
+            started.append(lateness_s)
             if d.refused is None:
-                late, seen = ok.setdefault(ex.tenant, ([], []))
-                late.append(lateness_s)
-                seen.append(max(0, visible - due) / 1000)
-                self.summary.finished("succeeded")
+                pair = ok.get(ex.tenant)
+                if pair is None:
+                    pair = ok[ex.tenant] = ([], [])
+                pair[0].append(lateness_s)
+                pair[1].append(max(0, visible - due) / 1000)
             else:
                 self.metrics.started(ex.tenant, lateness_s)
                 self.metrics.finished(ex.tenant, d.refused.status.value)
                 self.summary.finished(d.refused.status.value)
+        self.summary.started_all(started)
+        succeeded = 0
         for tenant, (late, seen) in ok.items():
             self.metrics.delivered(tenant, late, seen)
+            succeeded += len(late)
+        if succeeded:
+            self.summary.finished("succeeded", succeeded)
 
     def failed(self, done: list[Delivered]) -> None:
         """Their transaction did not commit: they go back to the inbox. A record the broker

@@ -26,11 +26,10 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested, ExecutionRevoked
 from kadence.throttle import destination_of
 from streams.worker.fairness import Budget, Fairness, never
-from streams.worker.item import Item
+from streams.worker.item import Item, due_ms
 from streams.worker.offsets import CommitPoints, HeldRuns, decode_metadata
 from streams.worker.owed import Owed
 from streams.worker.waiting import Waiting
@@ -113,7 +112,7 @@ class Inbox(Waiting):
     ) -> Item | None:
         """Hold `ex` (`record`: its bytes as read; `leaseless`: never claimed ahead); None if
         it is let go instead (`refuses`)."""
-        due = datetime_to_ms(ex.due_at)
+        due = due_ms(ex.due_at)
         lane = destination_of(ex, partition, self.shards) if _limited(type(ex.target)) else None
         item = Item(partition, offset, ex, due, record=record, leaseless=leaseless, lane=lane)
         self.read(partition, offset)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from kadence.clock import datetime_to_ms
 from kadence.models import ExecutionRequested
 from kadence.targets import Delivery
 from kadence.throttle import Lane
@@ -34,3 +36,22 @@ class Item:
     """When it began to wait for its destination's rate limit (0: it has not waited)."""
     throttled_ms: int = 0
     """How long it waited for it before it started."""
+
+
+DUE_KEPT = 8_192
+"""Due instants whose milliseconds are kept (the executions of a second share theirs, and the
+reader hands them the same datetime: kadence/avro_fast.py); cleared when full."""
+_DUE_MS: dict[datetime, int] = {}
+
+
+def due_ms(at: datetime) -> int:
+    """`datetime_to_ms(at)`, kept: it cost more than the rest of holding an execution. Equal
+    aware instants are the same milliseconds in any zone; a naive one equals none of them and
+    raises, as `datetime_to_ms` does."""
+    ms = _DUE_MS.get(at)
+    if ms is None:
+        ms = datetime_to_ms(at)
+        if len(_DUE_MS) >= DUE_KEPT:
+            _DUE_MS.clear()
+        _DUE_MS[at] = ms
+    return ms

@@ -24,8 +24,12 @@ class RunSummary:
     def started(self, lateness_s: float) -> None:
         self._lateness_s.append(lateness_s)
 
-    def finished(self, status: str) -> None:
-        self._finished[status] += 1
+    def started_all(self, lateness_s: list[float]) -> None:
+        """`started` of each (the runs of one transaction)."""
+        self._lateness_s.extend(lateness_s)
+
+    def finished(self, status: str, runs: int = 1) -> None:
+        self._finished[status] += runs
 
     def tick(self, now_ms: int, in_flight: int) -> None:
         """Log the window's summary once it is `every_ms` long (nothing when the worker was

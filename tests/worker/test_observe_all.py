@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram
 
 from kadence.metrics import LATENESS_BUCKETS
-from streams.worker.metrics import observe_all
+from streams.worker.metrics import WorkerMetrics, observe_all
 
 values = st.lists(
     st.sampled_from([float(b) for b in LATENESS_BUCKETS])  # on a bound: that bucket
@@ -53,3 +53,27 @@ def test_another_histogram_is_observed_one_by_one() -> None:
 
     observe_all(Plain(), [0.1, 0.1, 2.0])  # type: ignore[arg-type]
     assert seen == [0.1, 0.1, 2.0]
+
+
+def test_delivered_counts_as_each_run_would_and_looks_its_children_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    by_run, batched = WorkerMetrics(), WorkerMetrics()
+    turns = [("a", [0.1, 0.2], [0.3, 0.3]), ("b", [1.5], [2.0]), ("a", [0.0], [0.05])]
+    for tenant, late, seen in turns:
+        for lateness, visible in zip(late, seen, strict=True):
+            by_run.started(tenant, lateness)
+            by_run.finished(tenant, "succeeded")
+            by_run.visible(tenant, visible)
+        batched.delivered(tenant, late, seen)
+    assert samples(batched.registry) == pytest.approx(samples(by_run.registry))
+    looked_up: list[tuple[str, ...]] = []
+    real = Histogram.labels
+
+    def labels(self: Histogram, *values: str) -> Histogram:
+        looked_up.append(values)
+        return real(self, *values)
+
+    monkeypatch.setattr(Histogram, "labels", labels)
+    batched.delivered("a", [0.4], [0.5])
+    assert looked_up == []  # the children of a tenant seen before

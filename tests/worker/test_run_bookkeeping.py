@@ -81,3 +81,24 @@ def test_the_summary_gives_the_window_s_counts_and_lateness(
     )
     summary.tick(T0 + 20_000, in_flight=0)  # an idle window says nothing
     assert len(caplog.records) == 1
+
+
+def test_a_transaction_s_runs_counted_at_once_read_as_counted_one_by_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "streams.worker.summary")
+    one_by_one, at_once = RunSummary(T0), RunSummary(T0)
+    transactions = [[0.01, 0.02, 0.02], [1.5], [0.0, 3.0]]
+    for lateness in transactions:
+        for value in lateness:
+            one_by_one.started(value)
+            one_by_one.finished("succeeded")
+        at_once.started_all(lateness)
+        at_once.finished("succeeded", len(lateness))
+    at_once.finished("failed", 1)
+    one_by_one.finished("failed")
+    one_by_one.tick(T0 + 10_000, in_flight=0)
+    at_once.tick(T0 + 10_000, in_flight=0)
+    first, second = (r.getMessage() for r in caplog.records)
+    assert first == second
+    assert "6 started" in first and "7 finished (failed 1, succeeded 6)" in first
