@@ -59,7 +59,7 @@ def load(raw: bytes | None, *, topic: str, partition: int, key: bytes) -> list[H
     if not raw:
         return []
     if raw[:1] != _VERSION:
-        raise DecodeError("unknown_schema", f"held commands of version {raw[:1]!r}")
+        raise DecodeError(f"held commands of version {raw[:1]!r}: written by a newer build")
     out: list[Held] = []
     at = 1
     while at < len(raw):
