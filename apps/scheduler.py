@@ -42,6 +42,7 @@ def wire(
             execution_partitions=settings.execution_partitions,
             tzdb=tzdb_version(),
             misfire_grace_ms=settings.misfire_grace_ms,
+            command_hold_ms=settings.command_hold_ms,
             dispatch_ahead_ms=settings.dispatch_ahead_ms,
             backfill_per_tenant_per_s=settings.backfill_runs_per_tenant_per_s,
             tenant_shards=settings.tenant_shards,

@@ -69,6 +69,8 @@ def headline(row: dict[str, Any]) -> str:
     line = f"{row['rate_per_s']}/s {verdict}: {kind} {p99} s"
     if "completed_per_s" in row:
         line += f", {_n(row['completed_per_s'])}/s done"
+    if row.get("skipped_late"):  # never started, on purpose: bench/misfire_skips.py
+        line += f", {_n(row['skipped_late'])} skipped late (missed-run policy)"
     if row.get("lost"):
         line += f", {_n(row['lost'])} LOST"
     if "cpu_us_per_execution" in row:

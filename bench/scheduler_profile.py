@@ -40,10 +40,8 @@ from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
     CronSchedule,
-    ExecutionOutcome,
     ExecutionRequested,
     HandlerTarget,
-    OutcomeStatus,
     OverlapPolicy,
     ScheduleDefinition,
 )
@@ -54,6 +52,7 @@ from streams.runtime.replays import Replays
 from streams.runtime.store import MemoryStore, RocksStore, Store
 from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+from testkit.outcomes import outcome_of
 
 T0 = int(datetime(2026, 12, 1, 8, 0, tzinfo=UTC).timestamp() * 1000)
 WRITE_BEHIND_MS = KadenceSettings.model_fields["write_behind_ms"].default
@@ -122,24 +121,7 @@ class Bench:
 
     def outcomes(self, values: list[bytes]) -> tuple[list[ExecutionRequested], list[bytes]]:
         runs = [r for v in values if isinstance(r := self.codec.decode(v), ExecutionRequested)]
-        return runs, [
-            self.codec.encode(
-                ExecutionOutcome(
-                    execution_id=ex.execution_id,
-                    tenant=ex.tenant,
-                    job_id=ex.job_id,
-                    attempt=ex.attempt,
-                    delivery=1,
-                    worker_id="w",
-                    status=OutcomeStatus.succeeded,
-                    nominal_at=ex.nominal_at,
-                    due_at=ex.due_at,
-                    started_at=ex.due_at,
-                    finished_at=ex.due_at,
-                )
-            )
-            for ex in runs
-        ]
+        return runs, [self.codec.encode(outcome_of(ex)) for ex in runs]
 
     def define_cron(self) -> None:
         for i in range(self.jobs):

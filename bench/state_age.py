@@ -9,8 +9,9 @@ out of order (0-3 s), one in twenty failing and retried, a manual trigger now an
 
     python -m bench.state_age [--jobs 10] [--age 1100] [--seconds 60] [--compare-with a963da1]
 
-`--compare-with <commit>` runs this same file on that commit's code too (from `git archive`
-into a temporary directory) and prints both side by side. Figures go to bench/results/.
+`--compare-with <commit>` runs this same file (and testkit/outcomes.py, which it uses) on that
+commit's code too (from `git archive` into a temporary directory) and prints both side by side.
+Figures go to bench/results/.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
     KafkaTarget,
-    OutcomeStatus,
     ScheduleDefinition,
     TriggerNow,
 )
@@ -43,6 +43,7 @@ from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore
 from streams.runtime.task import Task
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
+from testkit.outcomes import outcome_of
 
 RESULTS = Path(__file__).parent / "results"
 CODEC = Codec()
@@ -64,22 +65,7 @@ def definition(tenant: str, job_id: str) -> ScheduleDefinition:
     )
 
 
-def outcome(ex: ExecutionRequested, failed: bool) -> ExecutionOutcome:
-    return ExecutionOutcome(
-        execution_id=ex.execution_id,
-        tenant=ex.tenant,
-        job_id=ex.job_id,
-        attempt=ex.attempt,
-        delivery=1,
-        worker_id="w",
-        status=OutcomeStatus.failed if failed else OutcomeStatus.succeeded,
-        retryable=True,
-        error=ErrorInfo(type="E", message="boom") if failed else None,
-        nominal_at=ex.nominal_at,
-        due_at=ex.due_at,
-        started_at=ex.due_at,
-        finished_at=ex.due_at,
-    )
+FAILURE = ErrorInfo(type="E", message="boom")
 
 
 class Bench:
@@ -125,7 +111,9 @@ class Bench:
                     self.executions[group] = self.executions.get(group, 0) + 1
                 late = self.rng.choice((0, 0, 0, 1, 1, 2, 3)) * SECOND
                 failed = self.rng.random() < 0.05
-                self.in_flight.append((ex_due(ex) + late + 200, outcome(ex, failed)))
+                self.in_flight.append(
+                    (ex_due(ex) + late + 200, outcome_of(ex, error=FAILURE if failed else None))
+                )
             elif topic == self.topics.scheduler_changelog and self.measuring:
                 job = key.removeprefix(b"~def/")
                 if job in self.group_of:
@@ -240,7 +228,8 @@ def compare(commit: str, args: argparse.Namespace) -> dict[str, Any]:
             ["git", "-C", str(repo), "archive", commit], check=True, capture_output=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        Path(tmp, "bench", "state_age.py").write_text(Path(__file__).read_text())
+        for own in ("bench/state_age.py", "testkit/outcomes.py"):  # this file and its helper
+            Path(tmp, own).write_text((repo / own).read_text())
         out = Path(tmp, "result.json")
         cmd = [
             sys.executable,

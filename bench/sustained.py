@@ -15,7 +15,10 @@ executions per second whether or not the workers keep up (open loop: the schedul
 wait for the previous run). Per rate: start lateness p50/p99/max over the whole window and p99
 per third, the completed rate, and lag growth (p99 in the last third minus p99 in the third
 after a 20 s warm-up). The knee is the highest rate whose p99 after the warm-up is under 1 s
-with no lag growth (under 0.5 s) and nothing lost. Each rate ends with one line (bench/headline.py):
+with no lag growth (under 0.5 s) and every run started. A run that did not start was either
+skipped late by the jobs' missed-run policy (`skipped_late`: a scheduler that fell behind noticed
+it past the 30 s grace and coalesced it into a later run, as history says: bench/misfire_skips.py)
+or is `lost` (neither ran nor was skipped). Each rate ends with one line (bench/headline.py):
 on time or not, the CPU per execution by process, the same by kind of work in each process
 (`cpu_us_per_execution_by_work`: what each loop charged to `kadence_work_cpu_seconds_total{work}`
 between the same two instants, kadence/work_cpu.py, then the process's other threads) and the
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
-from bench import topic_volume
+from bench import misfire_skips, topic_volume
 from bench.cpu import cpu_per_execution_us, work_per_execution_us
 from bench.execution import HANDLERS, succeeded
 from bench.headline import headline
@@ -115,6 +118,8 @@ def one_rate(
         )
         if watcher is not None:
             watcher.stop()
+        started = len({o.execution_id for o in got})
+        skipped = misfire_skips.skipped(settings) if started < expect else 0
         written = topic_volume.volume(settings) if volume else None
     finally:
         stack.stop()
@@ -146,7 +151,7 @@ def one_rate(
             ),
             "duplicated_records": watcher.duplicates(),
         }
-    row = summarize(rate, seconds, start_s, runs, also_steady=visible_p99)
+    row = summarize(rate, seconds, start_s, runs, also_steady=visible_p99, skipped=skipped)
     on_time = row.pop("on_time")
     return {
         "rate_per_s": rate,
@@ -181,12 +186,15 @@ def summarize(
     seconds: int,
     start_s: float,
     runs: list[tuple[float, float, float]],
+    *,
     also_steady: float | None = None,
+    skipped: int = 0,
 ) -> dict[str, Any]:
     """The lateness figures and the verdict of one rate, from the first run of each execution
     that started: (due, started, finished) as unix seconds. The window is [start_s, start_s +
     seconds) with `rate` executions due per second; `also_steady`, another p99 after the warm-up
-    (a consumer's view) that must be on time too. Peers are judged with it (bench/peers)."""
+    (a consumer's view) that must be on time too; `skipped`, the runs the missed-run policy
+    skipped (never started, on purpose). Peers are judged with it (bench/peers)."""
     expect = rate * seconds
     late = [started - due for due, started, _f in runs]
     third = seconds / 3
@@ -212,7 +220,8 @@ def summarize(
         "within_1s_pct": round(100 * sum(1 for x in late if x <= ON_TIME_S) / expect, 1),
         "completed_per_s": round(len(runs) / span, 1) if span > 0 else None,
         "p99_growth_s": round(growth, 3),
-        "lost": expect - len(runs),
+        "skipped_late": skipped,
+        "lost": expect - len(runs) - skipped,
         "on_time": steady < ON_TIME_S and growth < GROWTH_S and len(runs) == expect,
     }
 

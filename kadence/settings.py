@@ -94,6 +94,11 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     misfire_grace_ms: Annotated[int, Field(ge=0, le=86_400_000)] = 30_000
     """An occurrence noticed later than this after it was due is late: its job's missed-run
     policy decides whether it still fires."""
+    command_hold_ms: Annotated[int, Field(ge=0, le=600_000)] = 30_000
+    """A command (trigger, pause, ...) for a job whose definition the scheduler has not read
+    yet waits this long for it, stored with the scheduler's state: a job created and at once
+    triggered has its definition and the trigger on two topics, read in no set order. Then it
+    is refused (`unknown_job`, and a `refused` history record). 0: refused at once."""
     fires_per_transaction: Annotated[int, Field(ge=1, le=100_000)] = 5_000
     """Timer firings per transaction at most: a burst is committed in bounded steps."""
     backfill_runs_per_tenant_per_s: Annotated[int, Field(ge=1, le=100_000)] = 500

@@ -57,6 +57,17 @@ def test_a_late_or_lossy_rate_says_so_first() -> None:
     assert line.startswith("3000/s NOT on time: visible p99 7.8 s, 3 028/s done, 12 LOST")
 
 
+def test_runs_the_missed_run_policy_skipped_are_told_apart_from_lost_ones() -> None:
+    behind = row(on_time=False, skipped_late=4321, lost=0, visible_p99_after_warm_up_s=31.2)
+    line = headline(behind)
+    assert line.startswith(
+        "3000/s NOT on time: visible p99 31.2 s, 3 028/s done, 4 321 skipped late (missed-run "
+        "policy) | CPU"
+    )
+    both = headline({**behind, "lost": 7})
+    assert ", 4 321 skipped late (missed-run policy), 7 LOST |" in both
+
+
 def test_without_a_reader_or_a_count_the_line_says_what_it_has() -> None:
     bare = row()
     del bare["visible_p99_after_warm_up_s"], bare["written_per_execution"]

@@ -22,6 +22,9 @@ def test_a_rate_on_time_late_or_lossy() -> None:
     assert not late["on_time"]
     lossy = summarize(2, 30, 1000.0, _runs(2, 30, 0.2)[1:])
     assert not lossy["on_time"] and lossy["lost"] == 1
+    skipped = summarize(2, 30, 1000.0, _runs(2, 30, 0.2)[3:], skipped=2)  # 3 never started
+    assert not skipped["on_time"]  # every run must start
+    assert (skipped["skipped_late"], skipped["lost"]) == (2, 1)  # 2 by the missed-run policy
     assert not summarize(2, 30, 1000.0, _runs(2, 30, 0.2), also_steady=1.2)["on_time"]
     rows = [{"rate_per_s": 10, "on_time": True}, {"rate_per_s": 20, "on_time": False}]
     assert knee(rows) == 10 and knee([]) is None

@@ -49,12 +49,18 @@ def apply_command(state: JobState, command: Command, facts: Facts) -> Effects:
     try:
         effects = _apply_command(state, command, facts)
     except Refused as exc:
-        why = f"{type(command).__name__} {command.request_id} refused: {exc.reason}"
-        told = keyed_history(command.key.encode(), Decision.refused, why, facts.now_ms)
-        out = signed([*exc.out, *([told] if told else [])], actor_of(command))
-        raise Refused(exc.code, exc.reason, out) from None
+        raise refused(command, exc, facts.now_ms) from None
     effects.out[:] = signed(effects.out, actor_of(command))
     return settle(effects, facts)
+
+
+def refused(command: Command, exc: Refused, now_ms: int) -> Refused:
+    """`exc` for `command`, its records followed by a `refused` history record naming the
+    command and its actor."""
+    why = f"{type(command).__name__} {command.request_id} refused: {exc.reason}"
+    told = keyed_history(command.key.encode(), Decision.refused, why, now_ms)
+    out = signed([*exc.out, *([told] if told else [])], actor_of(command))
+    return Refused(exc.code, exc.reason, out)
 
 
 CHAIN_ACTOR = "chain"

@@ -27,6 +27,9 @@ class SchedulerConfig:
     tenant_in_flight: int = 0
     """Runs of a tenant in progress at once before its scheduled occurrences wait (0: no cap)."""
     tenant_in_flight_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    command_hold_ms: int = 30_000
+    """How long a command for a job whose definition this partition has not read waits for
+    it before it is refused (held_commands.py; 0: refused at once)."""
     write_behind: bool = False
     """An outcome that changes nothing but its job's runs leaves the job's state unwritten
     until its next write (the runner writes it after `write_behind_ms`; write_behind.py)."""

@@ -16,14 +16,18 @@ and writes what they decided through the collaborators that keep the partition's
 - `Breakers` and `BackfillPace` (tenant_keeping.py): `~breaker/<tenant>`, and the backfill pace
   in memory; `TenantRuns` (tenant_limits.py): `~inflight/<tenant>`;
 - `Moves` (moving.py): what a partition tells the others when a job moves to it;
-- orphans.py: `~replaying/<execution id>`.
+- orphans.py: `~replaying/<execution id>`;
+- `HeldCommands` (held_commands.py): `~held/<job key>` and `~held-count`, commands read before
+  their job's definition, waiting for it.
 Its own keys: `~dead-depth`, `~tzdb`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import replace
+from functools import partial
 
 from kadence.codec import MAGIC, Codec
 from kadence.errors import DecodeError
@@ -57,6 +61,7 @@ from streams.scheduler import (
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
+from streams.scheduler.held_commands import HELD_PREFIX, HeldCommands
 from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, WAKE_BYTES, JobStore
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moves
@@ -73,6 +78,7 @@ DEAD_DEPTH = b"~dead-depth"
 TZDB_MARKER = b"~tzdb"
 """The tz database version every job of the partition was last computed with."""
 MAINTAIN_STEP = 2_000
+USER_COMMANDS = (TriggerNow, Backfill, CancelRun, PauseJob, ResumeJob, ReplayDeadLetter)
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
 
@@ -101,6 +107,7 @@ class SchedulerProcessor:
         self.breakers = Breakers(codec, cfg.topics, cfg.job_partitions, self.metrics)
         self.pace = BackfillPace(cfg.backfill_per_tenant_per_s)
         self.output = Output(cfg, codec)
+        self.held = HeldCommands(cfg.command_hold_ms, cfg.topics.commands)
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -209,6 +216,8 @@ class SchedulerProcessor:
         self._write(ctx, record.key, effects, now_ms=now_ms)
         if state is None and definition.version > 1:  # an update new here: the job may have moved
             self.moves.arrived(ctx, record.key, definition, record.partition, now_ms)
+        if state is None:
+            self._release(ctx, record.key, now_ms)
 
     def _command(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         """A user's command. What only Kadence may say (docs/security.md, "Control records")
@@ -216,15 +225,40 @@ class SchedulerProcessor:
         assert record.key is not None
         command = COMMANDS.decode(self.codec, record.value)
         commands.refuse_control(command, record.topic, self.cfg.topics.scheduler_control)
-        assert isinstance(
-            command, TriggerNow | Backfill | CancelRun | PauseJob | ResumeJob | ReplayDeadLetter
-        )
+        assert isinstance(command, USER_COMMANDS)
         self._keyed(command.key, record)
         state = self.store.load(ctx, record.key)
-        if state is None:
-            raise Refused("unknown_job", f"no job {command.key} on this partition")
+        if state is None:  # its definition may not have been read yet: it waits for it
+            self.held.hold(ctx, record, command.key, now_ms)
+            return
         effects = commands.apply_command(state, command, self._facts(ctx, state, now_ms))
         self._write(ctx, record.key, effects, now_ms=now_ms)
+
+    def _release(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
+        """The job under `key` is new here: the commands held for it are processed now, in
+        the order they came, each as a unit of its own (one that fails is refused alone)."""
+        for held in self.held.release(ctx, key):
+            ctx.attempt(
+                partial(self.process, ctx, held, now_ms),
+                partial(self.refuse, ctx, held, now_ms=now_ms),
+            )
+
+    def _expire(self, ctx: ProcessorContext, held_key: bytes, now_ms: int) -> None:
+        """The commands whose hold is over: their job really is not here. Each is refused
+        (`unknown_job`) with a `refused` history record naming it and its actor."""
+        job = held_key.removeprefix(HELD_PREFIX).decode(errors="replace")
+        why = (
+            f"no job {job} on this partition ({ctx.partition}): its definition was not read "
+            f"within {self.held.hold_ms} ms of the command"
+        )
+        for held in self.held.expire(ctx, held_key, now_ms):
+            refused = Refused("unknown_job", why)
+            with suppress(DecodeError):  # it was decoded when held: this codec reads it
+                command = COMMANDS.decode(self.codec, held.value)
+                if isinstance(command, USER_COMMANDS):
+                    refused = commands.refused(command, refused, now_ms)
+            self._forward(ctx, refused.out)
+            self._reject(ctx, held, refused.code, refused.reason, now_ms)
 
     def _control(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         """What another scheduler partition or the API tells this one: a job moved, a tenant's
@@ -297,6 +331,9 @@ class SchedulerProcessor:
 
     def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         self.tenants.begin()
+        if self.held.owns(key):
+            self._expire(ctx, key, now_ms)
+            return
         state = self.store.load(ctx, key)
         if state is None or state.wake_ms is None or state.wake_ms > now_ms:
             return
@@ -332,7 +369,7 @@ class SchedulerProcessor:
 
     def prefetch(self, ctx: ProcessorContext, key: bytes) -> None:
         """Decode a job entering the timer window now, so its due time pays only for firing."""
-        if not key.startswith(GROUP_PREFIX):
+        if not key.startswith(GROUP_PREFIX) and not self.held.owns(key):
             self.store.prefetch(ctx, key)
 
     # -- state -------------------------------------------------------------------------------

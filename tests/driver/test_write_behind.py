@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kadence.client import routing_key
-from kadence.models import ErrorInfo, ExecutionOutcome, ExecutionOutcomes, OutcomeStatus
+from kadence.models import ErrorInfo, ExecutionOutcome, ExecutionOutcomes
 from kadence.partitioning import partition_for
 from streams.kafkaio import errors, retry
 from streams.runtime.deferred import replay_key
@@ -24,9 +24,12 @@ from streams.scheduler.settled import already_applied
 from testkit.driver import Driver
 from testkit.driver.faults import abort_error
 from testkit.driver.stack import DriverStack
+from testkit.outcomes import outcome_of
 from tests.driver.stack_helpers import once, per_second, settings_for
 
 JOBS = [("acme", "a"), ("acme", "b"), ("blue", "c"), ("blue", "d")]
+
+FAILURE = ErrorInfo(type="boom", message="injected")
 
 
 class Run:
@@ -59,22 +62,7 @@ class Run:
             if key in self.answered or ex.due_at.timestamp() * 1000 > now:
                 continue
             self.answered.add(key)
-            failed = ex.job_id in fail
-            outcome = ExecutionOutcome(
-                execution_id=ex.execution_id,
-                tenant=ex.tenant,
-                job_id=ex.job_id,
-                attempt=ex.attempt,
-                delivery=ex.delivery,
-                worker_id="w",
-                status=OutcomeStatus.failed if failed else OutcomeStatus.succeeded,
-                retryable=failed,
-                error=ErrorInfo(type="boom", message="injected") if failed else None,
-                nominal_at=ex.nominal_at,
-                due_at=ex.due_at,
-                started_at=ex.due_at,
-                finished_at=ex.due_at,
-            )
+            outcome = outcome_of(ex, error=FAILURE if ex.job_id in fail else None)
             partition = partition_for(ex.routing_key, self.stack.settings.partitions)
             if self.batched:
                 batches.setdefault(partition, []).append(outcome)

@@ -265,7 +265,8 @@ def test_poison_on_every_input_topic_is_rejected_and_a_good_job_still_fires(
         p = partition if partition is not None else partition_for(key, parts)
         producer.produce(topic, key=key.encode(), value=value, partition=p)
     assert producer.flush(10) == 0
-    sched = SchedulerProcess(settings, "a", tmp_path / "s").start()
+    # the trigger of acme/ghost waits for a definition that never comes: 1 s, not the 30 s default
+    sched = SchedulerProcess(settings, "a", tmp_path / "s", command_hold_ms=1_000).start()
     try:
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
         bounded = good.model_copy(

@@ -16,13 +16,14 @@ from confluent_kafka import Producer
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.headers import headers_for
-from kadence.models import ExecutionOutcome, ExecutionRequested, OutcomeStatus
+from kadence.models import ExecutionOutcome, ExecutionRequested
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.deferred import REPLAY_PREFIX
 from streams.runtime.store import payload_of
 from streams.scheduler.state import load_state
+from testkit.outcomes import outcome_of
 from testkit.scheduler_process import SchedulerProcess, executions
 from testkit.topic_reader import read_to_end
 from tests.integration.test_scheduler_live import per_second
@@ -51,19 +52,7 @@ class Answers:
         self.producer.flush(10)
 
     def _send(self, ex: ExecutionRequested) -> None:
-        outcome = ExecutionOutcome(
-            execution_id=ex.execution_id,
-            tenant=ex.tenant,
-            job_id=ex.job_id,
-            attempt=ex.attempt,
-            delivery=ex.delivery,
-            worker_id="test",
-            status=OutcomeStatus.succeeded,
-            nominal_at=ex.nominal_at,
-            due_at=ex.due_at,
-            started_at=ex.due_at,
-            finished_at=ex.due_at,
-        )
+        outcome = outcome_of(ex, worker_id="test")
         self.producer.produce(
             Topics(self.settings).outcomes,
             CODEC.encode(outcome),
