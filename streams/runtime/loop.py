@@ -103,6 +103,10 @@ class Runner:
         self._open_store = partial(open_store, cfg.state_dir)
         self.replays = Replays(cfg.replay_topics, cfg.write_behind_ms, processor)
         self._split = processor.split if isinstance(processor, Splitting) else None
+        self._units_per_message = 1.0
+        """Units of work a record held lately (a batch of outcomes holds hundreds): a turn
+        reads `max_records_per_turn` units' worth of records, so the timers still fire on time
+        whatever the records carry."""
         self.standbys = standbys_for(cfg, clients, self._open_store)
         self._standbys_due = False  # a revocation: copies of what it took follow
 
@@ -183,7 +187,7 @@ class Runner:
         self._in_turn = True
         self.work.switch("poll")  # rebalances and restores (in consume's callbacks) included
         msgs = self.consumer.consume(
-            num_messages=self.cfg.max_records_per_turn, timeout=self._poll_timeout_s()
+            num_messages=self._turn_messages(), timeout=self._poll_timeout_s()
         )
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
@@ -223,6 +227,7 @@ class Runner:
                     return False
                 continue
             last = len(units) - 1
+            self._units_per_message += (len(units) - self._units_per_message) / 8
             for i, unit in enumerate(units):
                 self._unit(task, unit, now)
                 if i == last:
@@ -231,6 +236,11 @@ class Runner:
                 if not self._settle(commit=i == last):
                     return False
         return True
+
+    def _turn_messages(self) -> int:
+        """Records one turn reads: `max_records_per_turn` units of work at the recent units
+        per record (at least one record)."""
+        return max(1, int(self.cfg.max_records_per_turn / max(1.0, self._units_per_message)))
 
     def _unit(self, task: Task, record: InputRecord, now: int) -> None:
         """Process one unit; a unit that raises is refused (its reason recorded)."""

@@ -335,3 +335,43 @@ def test_a_timer_set_in_the_first_turn_of_a_window_goes_off(
     driver.clock.advance(1_000)
     driver.turn(runner)
     assert outputs(driver) == [(b"k", b"fired")]
+
+
+class Batches(Counter):
+    """Each input record holds as many units as its value has bytes (a batch of outcomes)."""
+
+    def split(self, record: InputRecord) -> list[InputRecord]:
+        assert record.key is not None and record.value is not None
+        return [
+            InputRecord(IN, record.partition, record.offset, record.key + b"%d" % i, None, [], 0)
+            for i in range(len(record.value))
+        ]
+
+
+def test_a_turn_reads_its_units_worth_of_records_however_many_each_holds(topics: Driver) -> None:
+    """A turn reads `max_records_per_turn` units of work, not records: with records of 100
+    units it reads a few, so the timers are not held up behind 2 000 of them."""
+    driver = topics
+    cfg = RunnerConfig(
+        app="app",
+        instance_id="a",
+        input_topics=[IN],
+        changelog_topic=CHANGELOG,
+        state_dir=None,
+        commit_interval_ms=0,
+        max_records_per_turn=500,
+    )
+    runner = driver.runner(cfg, Batches())
+    driver.turn(runner)  # assigned
+    for i in range(16):
+        driver.produce(IN, b"u" * 100, key=b"k%d-" % i, partition=0)
+    driver.turn(runner)  # one unit per record seen so far: it reads them all
+    assert len(outputs(driver)) == 1_600
+    for i in range(16, 40):
+        driver.produce(IN, b"u" * 100, key=b"k%d-" % i, partition=0)
+    driver.turn(runner)
+    read = len(outputs(driver)) - 1_600
+    assert 0 < read <= 500 + 100  # its budget, give or take the record that passed it
+    for _ in range(20):
+        driver.turn(runner)
+    assert len(outputs(driver)) == 4_000  # nothing left behind
