@@ -218,7 +218,7 @@ def _quiet_success(state: JobState, outcome: ExecutionOutcome, facts: Facts) -> 
     `delete_after_completion`. Then all `_apply_outcome` does is take the run out of
     `running`, reset `failures_in_row` and note the attempt settled; the generic path made
     three copies of the state and several Python passes over its runs for it (a per-second
-    job dispatched 30 s ahead has about 60). tests/scheduler/test_quiet_success.py proves
+    job dispatched 30 s ahead has about 60). tests/scheduler/test_quiet_success.py checks
     both give the same effects for any state and outcome."""
     if outcome.status is not OutcomeStatus.succeeded or state.buffered:
         return None
