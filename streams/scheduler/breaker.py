@@ -48,6 +48,14 @@ class Breaker:
     """When this copy of the tenant's circuit last opened or closed (here, or as heard from
     another partition): an older change heard later is not applied."""
 
+    def copy(self) -> Breaker:
+        """A copy to change (`record` changes it in place): one `__dict__` copy, a tenth of
+        `dataclasses.replace`'s time, which inspects the fields on every call; it runs at
+        every outcome."""
+        new: Breaker = _new(Breaker)
+        new.__dict__.update(self.__dict__)
+        return new
+
     def probing(self, execution_id: str, now_ms: int, wait_ms: int) -> Breaker:
         """The breaker with `execution_id` out as the probe, awaited until now + wait."""
         return replace(self, probe=execution_id, open_until_ms=now_ms + wait_ms)
@@ -136,6 +144,7 @@ class Breaker:
 
 
 _BREAKER_FIELDS = tuple(f.name for f in fields(Breaker))
+_new = object.__new__
 
 
 @dataclass(frozen=True)
@@ -160,9 +169,9 @@ def after_outcome(
     if outcome.status in (OutcomeStatus.lease_lost, OutcomeStatus.cancelled):
         if breaker.probe != outcome.execution_id:
             return None
-        cleared = replace(breaker)
+        cleared = breaker.copy()
         return cleared, cleared.probe_gone(outcome.execution_id, now_ms)
-    counted = replace(breaker)
+    counted = breaker.copy()
     failed = outcome.status is not OutcomeStatus.succeeded
     return counted, counted.record(outcome.execution_id, failed, now_ms, cfg)
 

@@ -142,6 +142,6 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
         state = fire(state, effects, facts, shot, history=False)
         shots.append(shot)
         ahead = Ahead(shot.execution_id, occ.nominal_ms, occ.due_ms, before)
-        state = advance_to(state.evolve(ahead=(*state.ahead, ahead)), occ.nominal_ms, facts)
+        state = advance_to(state, occ.nominal_ms, facts, ahead=(*state.ahead, ahead))
     series_history(state, effects, facts, shots)
     return state

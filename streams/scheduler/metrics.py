@@ -91,9 +91,11 @@ class SchedulerMetrics:
 
     def observe(self, record: object) -> None:
         if isinstance(record, ExecutionRequested):
-            late_ms = datetime_to_ms(record.dispatched_at) - datetime_to_ms(record.due_at)
+            late_ms = 0  # dispatched ahead (most runs): not late, and nothing to convert
+            if record.dispatched_at > record.due_at:
+                late_ms = datetime_to_ms(record.dispatched_at) - datetime_to_ms(record.due_at)
             lateness, dispatched = self._dispatch_children(record.tenant, record.trigger.value)
-            lateness.observe(max(0, late_ms) / 1000)
+            lateness.observe(late_ms / 1000)
             dispatched.inc()
         elif isinstance(record, HistoryRecord) and record.decision in NOT_RUN:
             self.not_run.labels(self.tenant(record.tenant), record.decision.value).inc()

@@ -12,6 +12,9 @@ from kadence.pools import pool_topic
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.step import Delete, Routed, Sink
 
+ROUTES_KEPT = 100_000
+"""Routes (tenants, or tenant shards) whose executions partition is kept computed."""
+
 
 class Output:
     def __init__(self, cfg: SchedulerConfig, codec: Codec) -> None:
@@ -24,6 +27,8 @@ class Output:
             Sink.schedules: cfg.topics.schedules,
             Sink.control: cfg.topics.scheduler_control,
         }
+        self._partitions: dict[str, int] = {}
+        """The executions partition of each route seen (murmur2 in Python, at every run)."""
 
     def encoded(
         self,
@@ -46,9 +51,17 @@ class Output:
         if sink is Sink.executions:
             tenant = getattr(record, "tenant", "")
             route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)
-            to = partition_for(route, self.cfg.execution_partitions)
+            to = self._partition(route)
             if isinstance(record, ExecutionRequested):
                 pool = record.target.pool
             return pool_topic(self.cfg.topics, pool), to, tenant.encode(), value, headers
         key = getattr(record, "key", "")
         return self.topics[sink], partition, str(key).encode(), value, headers
+
+    def _partition(self, route: str) -> int:
+        to = self._partitions.get(route)
+        if to is None:
+            if len(self._partitions) >= ROUTES_KEPT:  # routes seen long ago are hashed again
+                self._partitions.clear()
+            to = self._partitions[route] = partition_for(route, self.cfg.execution_partitions)
+        return to

@@ -31,6 +31,8 @@ from streams.scheduler.state import JobState
 
 KEEP_SECONDS = 3_600
 """Seconds ahead a job may reserve (a backlog of an hour at the tenant's rate)."""
+CAPS_KEPT = 10_000
+"""Tenants whose caps are kept computed (`TenantUse.caps`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +119,21 @@ class TenantUse:
     _holders: dict[tuple[str, int], dict[bytes, int]] = field(default_factory=dict)
     """Which job holds a place in which second: a place is given back once, whatever writes
     the job has after it."""
+    _caps: dict[str, TenantCaps] = field(default_factory=dict)
 
     def caps(self, tenant: str) -> TenantCaps:
-        return TenantCaps.share(
-            self.fires_by_tenant.get(tenant, self.fires_per_s),
-            self.in_flight_by_tenant.get(tenant, self.in_flight),
-            self.partitions,
-        )
+        """The tenant's caps on one partition (from the settings: computed once a tenant)."""
+        caps = self._caps.get(tenant)
+        if caps is None:
+            caps = TenantCaps.share(
+                self.fires_by_tenant.get(tenant, self.fires_per_s),
+                self.in_flight_by_tenant.get(tenant, self.in_flight),
+                self.partitions,
+            )
+            if len(self._caps) >= CAPS_KEPT:  # tenants seen long ago: computed again if seen
+                self._caps.clear()
+            self._caps[tenant] = caps
+        return caps
 
     def load(self, tenant: str, partition: int, running: int, now_ms: int) -> TenantLoad:
         where = (tenant, partition)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
     Decision,
+    ExecutionOutcome,
     ExecutionRequested,
     HistoryRecord,
     KafkaTarget,
@@ -19,7 +21,7 @@ from kadence.topics import Topics
 from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, Store
 from streams.runtime.task import Task
-from streams.scheduler.breaker import Breaker, BreakerConfig
+from streams.scheduler.breaker import Breaker, BreakerConfig, after_outcome
 from streams.scheduler.processor import SchedulerConfig, SchedulerProcessor
 from tests.scheduler.test_domain import T0
 from tests.scheduler.test_domain import outcome as make_outcome
@@ -43,6 +45,24 @@ def test_opens_on_the_failure_ratio_and_closes_on_a_successful_probe() -> None:
     assert not b.gate(T0 + 20_000, CFG).probe  # one probe at a time
     assert b.record("p1", False, T0 + 20_000, CFG) == "closed"
     assert b.gate(T0 + 20_001, CFG).closed
+
+
+def test_counting_an_outcome_changes_a_copy_never_the_stored_breaker() -> None:
+    """`after_outcome` counts in a copy (`Breaker.copy`): the breaker the partition caches is
+    the one it stored, and changes only when the copy is written."""
+    stored = Breaker(window_start_ms=T0, attempts=3, failures=1, probe="acme/j@p", changed_ms=T0)
+    before = stored.dump()
+    at = ms_to_datetime(T0)
+    run = {"execution_id": "acme/j@x", "tenant": "acme", "job_id": "j", "attempt": 1}
+    times = {"nominal_at": at, "due_at": at, "started_at": at, "finished_at": at}
+    for status in (OutcomeStatus.failed, OutcomeStatus.succeeded):
+        ended = ExecutionOutcome(**run, **times, delivery=1, worker_id="w", status=status)
+        counted = after_outcome(stored, ended, T0 + 1, BreakerConfig())
+        assert counted is not None
+        copy, _ = counted
+        assert copy is not stored and stored.dump() == before
+        assert (copy.attempts, copy.probe, copy.changed_ms) == (4, "acme/j@p", T0)
+    assert stored.copy() == stored and stored.copy() is not stored
 
 
 def test_a_failed_probe_opens_it_again_and_a_new_window_forgets() -> None:

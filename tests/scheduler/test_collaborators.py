@@ -10,7 +10,7 @@ from typing import Any
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
-from kadence.models import JobMoved, TenantCircuit
+from kadence.models import ExecutionRequested, JobMoved, TenantCircuit
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.runtime.store import MemoryStore
@@ -199,3 +199,25 @@ def test_a_circuit_heard_from_another_partition_is_followed_and_its_own_word_ign
     breakers.heard(t, other)
     assert breakers.get(t, "acme").open_until_ms == T0 + 10_000
     assert Breaker.load(t.get(b"~breaker/acme")).open_until_ms == T0 + 10_000
+
+
+def test_dispatch_lateness_counts_a_late_run_s_delay_and_a_run_sent_ahead_as_zero() -> None:
+    metrics = SchedulerMetrics()
+    due = ms_to_datetime(T0)
+    fields: dict[str, Any] = {
+        "execution_id": "acme/job@1",
+        "tenant": "acme",
+        "job_id": "job",
+        "definition_version": 1,
+        "nominal_at": due,
+        "due_at": due,
+        "target": {"kind": "handler", "name": "h"},
+        "timeout_ms": 1000,
+        "lease_ttl_ms": 1000,
+    }
+    for dispatched in (due + timedelta(milliseconds=2_500), due - timedelta(seconds=30), due):
+        metrics.observe(ExecutionRequested.model_validate({**fields, "dispatched_at": dispatched}))
+    [metric] = metrics.dispatch_lateness.collect()
+    sample = {s.name: s.value for s in metric.samples}
+    assert sample["kadence_scheduler_dispatch_lateness_seconds_count"] == 3
+    assert sample["kadence_scheduler_dispatch_lateness_seconds_sum"] == 2.5

@@ -12,11 +12,12 @@ from kadence.models import (
     ExecutionRevoked,
     OutcomeStatus,
     ReplayDeadLetter,
+    TriggerKind,
 )
 from kadence.models.records import DeadLetter
-from streams.scheduler import commands, outcomes
+from streams.scheduler import commands, dispatch, outcomes
 from streams.scheduler.entries import Running
-from streams.scheduler.step import Effects
+from streams.scheduler.step import Effects, Shot
 from tests.scheduler.test_domain import (
     MIN,
     T0,
@@ -134,3 +135,17 @@ def test_an_outcome_frees_its_run_wherever_it_is_in_running_and_only_it() -> Non
     done = outcomes.apply_outcome(twice, outcome(ex, OutcomeStatus.succeeded), ctx(T0 + 5 * MIN))
     assert done.state is not None
     assert done.state.running == (runs[1],)
+
+
+def test_a_run_expiring_at_this_instant_leaves_running_when_another_fires() -> None:
+    """Firing drops the runs whose timeout and lease have passed, up to this very instant
+    (they stay unsettled: a late outcome is still applied); a run expiring a millisecond later
+    stays."""
+    now = T0 + 5 * MIN
+    gone = Running("acme/job@2026-12-01T09:01:00.000Z", T0 + MIN, 1, now)
+    kept = Running("acme/job@2026-12-01T09:02:00.000Z", T0 + 2 * MIN, 1, now + 1)
+    state = create().evolve(running=(gone, kept))
+    shot = Shot("acme/job@manual:r1", now, now, TriggerKind.manual)
+    after = dispatch.fire(state, Effects(state), ctx(now), shot)
+    assert [r.execution_id for r in after.running] == [kept.execution_id, shot.execution_id]
+    assert after.unsettled == (gone.execution_id,)
