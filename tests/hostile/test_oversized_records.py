@@ -15,8 +15,16 @@ from confluent_kafka import Producer
 
 from kadence.client import KadenceClient
 from kadence.codec import Codec
+from kadence.errors import DecodeError
 from kadence.headers import headers_for
-from kadence.models import Backfill, ExecutionOutcome, HttpTarget, Rejected, ScheduleDefinition
+from kadence.models import (
+    Backfill,
+    ExecutionOutcome,
+    HttpTarget,
+    Rejected,
+    ScheduleDefinition,
+    entries_of,
+)
 from kadence.rejects import EVIDENCE_BYTES, KEY_BYTES, rejected, rejected_key
 from kadence.settings import KadenceSettings
 from kadence.sizing import RECORD_LIMIT, record_bytes
@@ -173,10 +181,16 @@ def test_oversized_records_a_backfill_flood_and_a_binary_payload_stop_no_process
 
 
 def _outcome(settings: KadenceSettings, key: str) -> ExecutionOutcome | None:
-    """The outcome of the job `key` (the attack left an undecodable record on the topic)."""
+    """The outcome of the job `key`, alone or in a worker's batch (the attack left an
+    undecodable record on the topic)."""
     for m in read_topic(settings.bootstrap_servers, Topics(settings).outcomes, 10**6, 2):
-        if m.key() == key.encode():
-            return CODEC.decode_as(m.value(), ExecutionOutcome)
+        try:
+            found = entries_of(CODEC.decode(m.value()))
+        except DecodeError:
+            continue
+        for o in found:
+            if isinstance(o, ExecutionOutcome) and o.key == key:
+                return o
     return None
 
 
