@@ -16,6 +16,7 @@ from kadence.settings import KadenceSettings
 from kadence.topics import OUTCOMES, Topics
 from streams.scheduler import outcomes as scheduler_outcomes
 from testkit.driver import Driver, abort_error
+from testkit.outcomes import outcome_of
 from tests.driver.stack_helpers import per_second
 from tests.driver.test_worker_delivery import TENANT_TOPIC, Topic, execution, send
 from tests.driver.test_write_behind import JOBS, Run
@@ -106,5 +107,43 @@ def test_a_bad_outcome_in_a_batch_is_refused_alone(
         assert {e.job_id for e in evidence if isinstance(e, ExecutionOutcome)} == {"b"}
         left = run.running() & run.answered  # answered, and still listed as running
         assert left and all(eid.startswith("acme/b@") for eid in left)
+    finally:
+        run.close()
+
+
+def test_a_keyed_batch_is_read_as_a_batch_and_keyless_garbage_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Odd records on `outcomes`: a batch that carries a key anyway is split like any batch
+    (each outcome under its own job, never under the record's key), and keyless bytes that are
+    no record are rejected with their reason; the outcomes after them are applied."""
+    run = Run(tmp_path, 20_000, batched=True, partitions=1)
+    try:
+        run.stack.put(*[per_second(j, 2, 60, tenant=t) for t, j in JOBS])
+        run.stack.settle()
+        run.step(3)
+        run.driver.advance(1_000)  # runs due now start, and nobody answers them yet
+        run.stack.settle()
+        now = run.driver.now_ms()
+        due = [
+            e
+            for e in run.stack.executions()
+            if e.due_at.timestamp() * 1000 <= now
+            and f"{e.execution_id}#{e.attempt}" not in run.answered
+        ]
+        assert len(due) == len(JOBS)
+        topic = run.stack.topics.outcomes
+        keyed = ExecutionOutcomes(outcomes=[outcome_of(due[0])])
+        run.driver.send(topic, keyed, key=due[1].key, partition=0)  # another job's key
+        run.driver.produce(topic, b"\xc3\x01not a record", key=None, partition=0)
+        run.stack.settle()
+        running = run.running()
+        assert f"{due[0].execution_id}#1" not in running  # applied under its own job
+        assert all(f"{e.execution_id}#1" in running for e in due[1:])  # the key did nothing
+        rejected = [
+            CODEC.decode_as(m.value(), Rejected)
+            for m in run.driver.messages(run.stack.topics.rejected)
+        ]
+        assert [r.code for r in rejected] == ["missing_key"]  # the garbage, not the batch
     finally:
         run.close()
