@@ -114,8 +114,7 @@ class SchedulerProcessor:
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         self.tenants.begin()
         if record.key is None:
-            reason = "records on Kadence input topics need a key"
-            self._reject(ctx, record, "missing_key", reason, now_ms)
+            self._keyless(ctx, record, now_ms)
             return
         topics = self.cfg.topics
         try:
@@ -286,6 +285,17 @@ class SchedulerProcessor:
         else:
             effects = commands.apply_command(state, control, self._facts(ctx, state, now_ms))
             self._write(ctx, record.key, effects, now_ms=now_ms)
+
+    def _keyless(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        """A record without a key: on `outcomes` a batch is keyless, so one that `split` could
+        not read is rejected for what is wrong with its bytes; anything else needs a key."""
+        code, reason = "missing_key", "records on Kadence input topics need a key"
+        if record.topic == self.cfg.topics.outcomes and record.decoded is None:
+            try:
+                OUTCOMES.decode(self.codec, record.value)
+            except DecodeError as exc:
+                code, reason = exc.code, str(exc)
+        self._reject(ctx, record, code, reason, now_ms)
 
     @staticmethod
     def _keyed(key: str, record: InputRecord) -> None:
