@@ -28,6 +28,8 @@ PASSING_CODES = frozenset(
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader's high watermark not caught up yet
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,  # the client's metadata just after a broker restart:
+        KafkaError._UNKNOWN_TOPIC,  # a standby's watermark query killed a reaper so (chaos)
         KafkaError.NOT_COORDINATOR,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,

@@ -27,6 +27,8 @@ def _failing(codes: list[int], result: str = "ok") -> tuple[list[int], object]:
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.OFFSET_NOT_AVAILABLE,  # a standby's watermark query, a leader just elected
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,  # a standby's watermark query as the broker came back
+        KafkaError._UNKNOWN_TOPIC,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError._TRANSPORT,
         KafkaError._TIMED_OUT,
