@@ -7,7 +7,9 @@ executions topic it has not committed (its backlog); both become gauges
 While a pool has no member, the runs waiting on its topic (up to MAX_REPORTED per scan) get a
 `waiting_for_pool` history record, once per execution and delivery for as long as this process
 watches: they are not lost, they run when a worker of the pool joins. Several reapers each
-report (history is a log of decisions; a duplicate says the same thing again)."""
+report (history is a log of decisions; a duplicate says the same thing again). The group's
+members and committed offsets are asked from a child process (`group_queries`): librdkafka's
+admin path for them can abort the process it runs in while the broker restarts."""
 
 from __future__ import annotations
 
@@ -15,8 +17,7 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, Gauge
 
 from kadence.clock import Clock, ms_to_datetime
@@ -29,6 +30,12 @@ from kadence.settings import KadenceSettings
 from kadence.topics import EXECUTIONS, Topics, workers_group
 from streams.kafkaio.clients import Clients
 from streams.kafkaio.ports import ConsumerLike, ProducerLike
+from streams.reaper.group_queries import (
+    GroupQueries,
+    GroupQueryError,
+    GroupQuestion,
+    kafka_answer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +107,7 @@ class PoolWatch:
         self.metrics = PoolMetrics(registry)
         self.interval_s = interval_s
         self.codec = Codec()
-        self.admin = AdminClient(settings.kafka_common())
+        self.queries = GroupQueries(dict(settings.kafka_common()), kafka_answer)
         self.seen: dict[str, set[str]] = {}
         self._consumer: ConsumerLike | None = None
         self._producer: ProducerLike | None = None
@@ -113,11 +120,14 @@ class PoolWatch:
 
     def stop(self) -> None:
         self._stop.set()
+        self.queries.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
                 self.scan()
+            except (GroupQueryError, KafkaException) as exc:  # the broker is away: said briefly
+                log.warning("pool watch: %s (tried again in %.0f s)", exc, self.interval_s)
             except Exception:  # the watch reports; it must never stop the reaper
                 log.exception("pool watch scan failed (tried again in %.0f s)", self.interval_s)
 
@@ -126,8 +136,11 @@ class PoolWatch:
         written: list[HistoryRecord] = []
         for pool, topic in self.topics.pool_executions.items():
             group = workers_group(self.settings.namespace, pool)
-            members = self._members(group)
-            spans = self._spans(group, topic)
+            answer = self.queries.ask(
+                GroupQuestion(group, topic, self.settings.execution_partitions)
+            )
+            members = answer.members
+            spans = self._spans(topic, answer.committed)
             self.metrics.workers.labels(pool).set(members)
             self.metrics.backlog.labels(pool).set(sum(high - at for _, at, high in spans))
             seen = self.seen.setdefault(pool, set())
@@ -141,23 +154,17 @@ class PoolWatch:
         self._write(written)
         return written
 
-    def _members(self, group: str) -> int:
-        [future] = self.admin.describe_consumer_groups([group], request_timeout=10).values()
-        return len(future.result().members)
-
     def _consumer_of(self) -> ConsumerLike:
         if self._consumer is None:
             ns = self.settings.namespace
             self._consumer = self.clients.consumer(f"{ns}.reaper.reader", f"{ns}.pool-watch")
         return self._consumer
 
-    def _spans(self, group: str, topic: str) -> list[tuple[int, int, int]]:
-        """(partition, first uncommitted offset, high watermark) of `topic` for `group`."""
+    def _spans(self, topic: str, committed: dict[int, int]) -> list[tuple[int, int, int]]:
+        """(partition, first uncommitted offset, high watermark) of `topic` for a group that
+        has `committed` these offsets."""
         consumer = self._consumer_of()
         parts = [TopicPartition(topic, p) for p in range(self.settings.execution_partitions)]
-        request = [ConsumerGroupTopicPartitions(group, parts)]
-        [future] = self.admin.list_consumer_group_offsets(request, request_timeout=10).values()
-        committed = {tp.partition: tp.offset for tp in future.result().topic_partitions}
         spans = []
         for tp in parts:
             low, high = consumer.get_watermark_offsets(tp, timeout=10)
