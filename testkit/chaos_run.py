@@ -55,6 +55,8 @@ TENANTS = ("t0", "t1", "t2")
 KAFKA = "kafka"
 """In `Run.jobs`' paths: the job writes to its tenant's Kafka topic KAFKA_TOPIC instead."""
 KAFKA_TOPIC = "chaos"
+INTENDED_EXITS = frozenset({0, -signal.SIGTERM, -signal.SIGKILL})
+"""A clean stop, and the kill -9 scenarios send."""
 RESULTS = Path(__file__).resolve().parents[1] / ".run" / "chaos"
 EXPLAINED = frozenset(
     {
@@ -271,6 +273,17 @@ class Run:
                 return events
             time.sleep(3)
 
+    def crashes(self) -> list[Event]:
+        """A `crashed` event for each process that exited by itself: any exit code but a clean
+        stop's (0, SIGTERM) and a scenario's kill -9."""
+        out: list[Event] = []
+        for proc in [*self.schedulers, self.reaper, *self.worker_procs]:
+            code = proc.proc.poll() if proc.proc is not None else None
+            if code is not None and code not in INTENDED_EXITS:
+                name = proc.log.name if proc.log is not None else proc.module
+                out.append({"kind": "crashed", "process": name, "code": code})
+        return out
+
     # -- the history -------------------------------------------------------------------------
 
     def _records(self, topic: str, timeout_s: float) -> list[Any]:
@@ -383,7 +396,7 @@ class Run:
         return out
 
     def finish(self, end_ms: int) -> Report:
-        events = self.quiesce(end_ms)
+        events = self.quiesce(end_ms) + self.crashes()
         path = RESULTS / f"{self.name}-{self.seed}.jsonl"
         history_io.write(path, events)
         report = check(events)

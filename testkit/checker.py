@@ -53,6 +53,9 @@ class Report:
     phantom: list[str] = field(default_factory=list)
     retries: list[str] = field(default_factory=list)
     state: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+    """A Kadence process that exited by itself (not stopped or killed by the scenario): even
+    with nothing lost yet, a broker restart or a bad record must not end a process."""
 
     FINDINGS = (
         "lost",
@@ -62,6 +65,7 @@ class Report:
         "phantom",
         "retries",
         "state",
+        "crashed",
     )
 
     @property
@@ -106,6 +110,7 @@ def check(events: list[Event]) -> Report:
     explained = {e["execution_id"] for e in by_kind["explained"]} - succeeded - dead
     report.explained = len(oracle & explained)
     report.lost = sorted(oracle - succeeded - dead - explained)
+    report.crashed = [f"{e['process']} (exit code {e['code']})" for e in by_kind["crashed"]]
     triggers: dict[str, str] = {}
     for e in by_kind["dispatched"]:
         triggers.setdefault(e["execution_id"], e["trigger"])  # the first: retries keep the id

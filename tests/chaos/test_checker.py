@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from apps.processes import ChildProcess
 from kadence.clock import datetime_to_ms
 from kadence.models import KafkaTarget, ScheduleDefinition
+from kadence.settings import KadenceSettings
+from testkit.chaos_run import Run
 from testkit.checker import Event, check
 from testkit.history_io import iso
 
@@ -88,6 +96,15 @@ def test_a_planted_loss_is_found() -> None:
     assert report.lost == [lost]
     assert not report.ok
     assert "lost" in report.render() and "FAIL" in report.render()
+
+
+def test_a_process_that_exited_by_itself_fails_the_run_with_nothing_lost() -> None:
+    events = [*clean(), {"kind": "crashed", "process": "reaper.log", "code": -6}]
+    report = check(events)
+    assert report.lost == []
+    assert report.crashed == ["reaper.log (exit code -6)"]
+    assert not report.ok
+    assert "crashed" in report.render() and "FAIL" in report.render()
 
 
 def test_a_dead_letter_is_not_a_loss() -> None:
@@ -295,3 +312,25 @@ def test_a_kafka_record_read_twice_for_one_attempt_is_a_finding_an_http_repeat_i
     assert not twice.ok
     webhook = check([*clean(), {**hit, "due_ms": t, "at_ms": t + 50}])
     assert (webhook.kafka_duplicates, webhook.same_key_duplicates, webhook.ok) == ([], 1, True)
+
+
+def test_the_run_reports_a_process_that_exited_by_itself_and_not_one_it_stopped() -> None:
+    def child(code: str) -> ChildProcess:
+        proc = ChildProcess("x", KadenceSettings(), log=Path(f"{len(code)}.log"))
+        proc.proc = subprocess.Popen([sys.executable, "-c", code])
+        return proc
+
+    aborted = child("import os; os.abort()")
+    failed = child("raise SystemExit(2)")
+    clean = child("pass")
+    killed = child("import time; time.sleep(60)")
+    killed.signal(signal.SIGKILL)
+    for proc in (aborted, failed, clean):
+        assert proc.proc is not None
+        proc.proc.wait(30)
+    run = SimpleNamespace(schedulers=[aborted], reaper=clean, worker_procs=[failed, killed])
+    crashed = Run.crashes(run)  # type: ignore[arg-type]
+    assert [(e["process"], e["code"]) for e in crashed] == [
+        (aborted.log.name, -signal.SIGABRT),  # type: ignore[union-attr]
+        (failed.log.name, 2),  # type: ignore[union-attr]
+    ]
