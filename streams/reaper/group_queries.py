@@ -66,8 +66,8 @@ class GroupQueries:
         self._conn: Connection | None = None
 
     def ask(self, question: GroupQuestion) -> GroupAnswer:
-        conn = self._connection()
         try:
+            conn = self._connection()  # a child that died at once fails its first send here
             conn.send(question)
             if not conn.poll(self.timeout_s):
                 self._end(f"no answer within {self.timeout_s:.0f} s")

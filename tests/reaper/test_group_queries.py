@@ -131,3 +131,15 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_child_that_cannot_start_is_a_failed_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # exits at once, whatever it is asked
+    queries = GroupQueries({"members": 1}, answerer, timeout_s=5.0)
+    try:
+        for _ in range(3):  # each question a new child, each a clear failure, never a hang
+            with pytest.raises(GroupQueryError, match="exit code 1"):
+                _ask(queries, "workers")
+        assert queries.children_started == 3
+    finally:
+        queries.close()
