@@ -40,7 +40,9 @@ from bench.scheduler import daily_jobs
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
+    MAX_OUTCOMES_PER_RECORD,
     CronSchedule,
+    ExecutionOutcomes,
     ExecutionRequested,
     HandlerTarget,
     OverlapPolicy,
@@ -89,13 +91,16 @@ class Bench:
         self.jobs = jobs
         self.offset = 0
 
-    def _process(self, topic: str, key: bytes, value: bytes, now: int) -> None:
+    def _process(self, topic: str, key: bytes | None, value: bytes, now: int) -> None:
+        """One input record as the runtime takes it: split into its units (a batch of
+        outcomes is one unit per outcome), each attempted on its own."""
         record = InputRecord(topic, 0, self.offset, key, value, [], now)
         self.offset += 1
-        self.task.attempt(
-            partial(self.proc.process, self.task, record, now),
-            partial(self.proc.refuse, self.task, record, now_ms=now),
-        )
+        for unit in self.proc.split(record):
+            self.task.attempt(
+                partial(self.proc.process, self.task, unit, now),
+                partial(self.proc.refuse, self.task, unit, now_ms=now),
+            )
 
     def commit(self, now: int = T0) -> None:
         self.replays.write_due({0: self.task}, now)
@@ -120,9 +125,21 @@ class Bench:
         assert len(out) == self.jobs, (len(out), self.jobs)
         return out
 
-    def outcomes(self, values: list[bytes]) -> tuple[list[ExecutionRequested], list[bytes]]:
+    def outcomes(
+        self, values: list[bytes], batch: int = 1
+    ) -> tuple[list[ExecutionRequested], list[bytes]]:
+        """The runs among `values` and their `succeeded` outcomes as the workers write them:
+        one record each (`batch` 1), or `batch` outcomes a record (ExecutionOutcomes, keyless,
+        as a worker's transaction tells a scheduler partition)."""
         runs = [r for v in values if isinstance(r := self.codec.decode(v), ExecutionRequested)]
-        return runs, [self.codec.encode(outcome_of(ex)) for ex in runs]
+        if batch <= 1:
+            return runs, [self.codec.encode(outcome_of(ex)) for ex in runs]
+        told = [outcome_of(ex) for ex in runs]
+        records = [
+            self.codec.encode(ExecutionOutcomes(outcomes=told[i : i + batch]))
+            for i in range(0, len(told), batch)
+        ]
+        return runs, records
 
     def define_cron(self) -> None:
         for i in range(self.jobs):
@@ -151,10 +168,19 @@ class Bench:
         return out
 
     def settle(
-        self, runs: list[ExecutionRequested], outcomes: list[bytes], now: int = DUE + 50
+        self,
+        runs: list[ExecutionRequested],
+        outcomes: list[bytes],
+        now: int = DUE + 50,
+        batched: bool = False,
     ) -> None:
-        for ex, value in zip(runs, outcomes, strict=True):
-            self._process(self.topics.outcomes, f"{ex.tenant}/{ex.job_id}".encode(), value, now)
+        if batched:  # keyless records of several outcomes each
+            for value in outcomes:
+                self._process(self.topics.outcomes, None, value, now)
+        else:
+            for ex, value in zip(runs, outcomes, strict=True):
+                key = f"{ex.tenant}/{ex.job_id}".encode()
+                self._process(self.topics.outcomes, key, value, now)
         self.commit(now)
 
 
@@ -188,39 +214,42 @@ WARM_UP_S = 35
 
 
 def run_cron(
-    jobs: int, seconds: int, profiler: cProfile.Profile | None, write_behind_ms: int
+    jobs: int,
+    seconds: int,
+    profiler: cProfile.Profile | None,
+    write_behind_ms: int,
+    batch: int = 1,
 ) -> tuple[float, int, float]:
     """B2's steady state: CPU µs per execution (fire and outcome) after the look-ahead filled,
-    how many executions were counted, and the µs of that spent firing."""
+    how many executions were counted, and the µs of that spent firing. A second's outcomes
+    come one record each (`batch` 1) or `batch` to a record, as the workers write them."""
     bench = Bench(jobs, MemoryStore(), ahead_ms=30_000, write_behind_ms=write_behind_ms)
     bench.define_cron()
-    pending: list[tuple[int, list[ExecutionRequested], list[bytes]]] = []
+    pending: dict[int, list[bytes]] = {}
+    """The executions sent, by due instant."""
     counted, cpu, firing = 0, 0.0, 0.0
     for second in range(seconds):
         now = T0 + 1_000 * (second + 1)
         measured = second >= WARM_UP_S
-        started = time.process_time()
+        ready = [
+            bench.outcomes(pending.pop(due), batch) for due in sorted(pending) if due <= now - 1_000
+        ]
+        started = time.process_time()  # the workers' part, above, is not counted
         if measured and profiler:
             profiler.enable()
         sent = bench.fire_until(now)
         fired = time.process_time()
-        for _due, runs, outcomes in [p for p in pending if p[0] <= now - 1_000]:
-            bench.settle(runs, outcomes, now)
+        for runs, outcomes in ready:
+            bench.settle(runs, outcomes, now, batched=batch > 1)
             counted += len(runs) if measured else 0
-        pending = [p for p in pending if p[0] > now - 1_000]
         if measured and profiler:
             profiler.disable()
         cpu += time.process_time() - started if measured else 0.0
         firing += fired - started if measured else 0.0
-        runs, outcomes = bench.outcomes(sent)  # the workers' part: not counted
-        for ex, value in zip(runs, outcomes, strict=True):
-            due = int(ex.due_at.timestamp() * 1000)
-            if pending and pending[-1][0] == due:
-                pending[-1][1].append(ex)
-                pending[-1][2].append(value)
-            else:
-                pending.append((due, [ex], [value]))
-        pending.sort(key=lambda p: p[0])
+        for value in sent:
+            ex = bench.codec.decode(value)
+            if isinstance(ex, ExecutionRequested):
+                pending.setdefault(int(ex.due_at.timestamp() * 1000), []).append(value)
     return cpu / max(1, counted) * 1e6, counted, firing / max(1, counted) * 1e6
 
 
@@ -270,6 +299,12 @@ def main() -> None:
         default=WRITE_BEHIND_MS,
         help="cron: the scheduler's write_behind_ms (0: every outcome written, as before)",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="cron: outcomes a record (ExecutionOutcomes, as workers write them; 1: one each)",
+    )
     args = parser.parse_args()
     if args.shape == "ingest":
         us = min(run_ingest(args.jobs, None) for _ in range(args.repeat))
@@ -279,6 +314,8 @@ def main() -> None:
             run_ingest(args.jobs, profiler)
             _print_profile(profiler, args.profile)
         return
+    if not 1 <= args.batch <= MAX_OUTCOMES_PER_RECORD:
+        parser.error(f"--batch: 1 to {MAX_OUTCOMES_PER_RECORD} outcomes a record")
     if args.shape == "cron":
         if args.seconds <= WARM_UP_S:
             parser.error(
@@ -286,15 +323,16 @@ def main() -> None:
                 f"must be more (65 counts 30 s, two look-ahead refills)"
             )
         behind = args.write_behind_ms
-        best = min(run_cron(args.jobs, args.seconds, None, behind) for _ in range(args.repeat))
+        cron = partial(run_cron, args.jobs, args.seconds, write_behind_ms=behind, batch=args.batch)
+        best = min(cron(None) for _ in range(args.repeat))
         print(
             f"{args.jobs} per-second jobs, {best[1]} executions counted, best of "
             f"{args.repeat}: {best[0]:.0f} µs CPU per execution (fire {best[2]:.0f}, outcome "
-            f"{best[0] - best[2]:.0f}; write_behind_ms={behind})"
+            f"{best[0] - best[2]:.0f}; write_behind_ms={behind}, {args.batch} outcomes a record)"
         )
         if args.profile:
             profiler = cProfile.Profile()
-            run_cron(args.jobs, args.seconds, profiler, behind)
+            cron(profiler)
             _print_profile(profiler, args.profile)
         return
     fire_us, outcome_us = min(
