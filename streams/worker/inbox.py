@@ -167,11 +167,22 @@ class Inbox(Waiting):
 
     def shed(self) -> int:
         """Let go of the executions held of tenants `stuck` past their `quota` (the earliest
-        due kept): owed, to read again. How many."""
+        due kept): owed, to read again. How many.
+
+        Only a tenant at its cap (`_capped`: `stuck` needs it) holding more than its quota can
+        lose any, so the held executions are looked at only when there is such a tenant, and
+        then only theirs: a worker of Kafka-target runs (leaseless, never stuck) holding a
+        30 s look-ahead past three quarters of its bound looked at each of them every second
+        (SHED_INTERVAL_S) to let none go."""
+        over = {
+            t for t, held in self._by_tenant.items() if held > self.quota(t) and self._capped(t)
+        }
+        if not over:
+            return 0
         stuck: dict[str, list[Item]] = {}
         for items in self._open.values():
             for item in items.values():
-                if item.held and self.stuck(item):
+                if item.execution.tenant in over and item.held and self.stuck(item):
                     stuck.setdefault(item.execution.tenant, []).append(item)
         shed = 0
         for tenant, found in stuck.items():
