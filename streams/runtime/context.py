@@ -50,6 +50,11 @@ class ProcessorContext(Protocol):
         """The newest state of a key left unwritten (`defer`), else None."""
         ...
 
+    def redefer(self, key: bytes, state: Any) -> None:
+        """A key left unwritten has `state` as its newest now, in another form (the same
+        inputs rebuild it): its replay point stays. Nothing happens to a key not waiting."""
+        ...
+
     def forward(
         self,
         topic: str,

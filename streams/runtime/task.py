@@ -104,6 +104,13 @@ class Task:
         entry = self.deferred.get(key)
         return None if entry is None else entry.state
 
+    def redefer(self, key: bytes, state: Any) -> None:
+        """A key left unwritten has `state` as its newest now, in another form (the same
+        inputs rebuild it): its replay point stays. Nothing happens to a key not waiting."""
+        entry = self.deferred.get(key)
+        if entry is not None:
+            self.defer(key, entry.topic, entry.offset, entry.since_ms, state)
+
     def replay_point(self, topic: str) -> int | None:
         """The stored replay point on `topic`: re-read from here after a restore or an abort."""
         raw = self.get(replay_key(topic))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from kadence.codec import Codec
 from streams.runtime.context import ProcessorContext
+from streams.scheduler.later import Waiting, caught_up, current
 from streams.scheduler.state import JobState, fit_state
 from streams.scheduler.stored import definition_key, definition_to_write, stored_state
 from streams.scheduler.tenant_limits import TenantRuns
@@ -41,16 +42,49 @@ class JobStore:
         """Jobs awaiting an outcome a partition keeps decoded: its share of the process's."""
 
     def load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
-        """The job under `key` (None: no such job), decoded from the cache when it is there."""
-        cached = ctx.cache.get(key)
-        if cached is None:
-            cached = ctx.deferred_state(key)  # newer than the store's (write_behind.py)
+        """The job under `key` (None: no such job), decoded from the cache when it is there,
+        with the successes that wait for it applied (later.py)."""
+        cached = self.held(ctx, key)
+        if isinstance(cached, Waiting):
+            cached = self._caught_up(ctx, key, cached)
         if cached is not None:
-            assert isinstance(cached, JobState)
             self.tenants.loaded(key, cached)
             return cached
         state = stored_state(ctx.get, key)
         self.tenants.loaded(key, state)
+        return state
+
+    @staticmethod
+    def held(ctx: ProcessorContext, key: bytes) -> JobState | Waiting | None:
+        """The job under `key` as kept decoded (with successes waiting for it, perhaps), or
+        None when it is not (then only `load` reads it)."""
+        cached = ctx.cache.get(key)
+        if cached is None:
+            cached = ctx.deferred_state(key)  # newer than the store's (write_behind.py)
+        assert cached is None or isinstance(cached, JobState | Waiting)
+        return cached
+
+    def wait(
+        self,
+        ctx: ProcessorContext,
+        key: bytes,
+        waiting: Waiting,
+        *,
+        topic: str,
+        offset: int,
+        now_ms: int,
+    ) -> None:
+        """Keep the job's successes waiting (later.py) as a deferred state is kept: the input
+        at `offset` of `topic` and later ones rebuild them on a replay."""
+        ctx.cache[key] = waiting
+        ctx.defer(key, topic, offset, now_ms, waiting)
+
+    @staticmethod
+    def _caught_up(ctx: ProcessorContext, key: bytes, waiting: Waiting) -> JobState:
+        """The waiting successes applied, kept in their place (same replay point)."""
+        state = caught_up(waiting)
+        ctx.cache[key] = state
+        ctx.redefer(key, state)
         return state
 
     def write(
@@ -115,8 +149,8 @@ class JobStore:
     def quarantine(self, ctx: ProcessorContext, key: bytes) -> None:
         """The job under `key` keeps its state (what waited to be written too) but leaves the
         due index: it no longer fires."""
-        waiting = ctx.deferred_state(key)
-        if isinstance(waiting, JobState):
+        waiting = current(ctx.deferred_state(key))
+        if waiting is not None:
             self.store(ctx, key, waiting)
         raw = ctx.get(key)
         if raw is not None:

@@ -54,6 +54,7 @@ from streams.scheduler import (
     commands,
     definitions,
     firing,
+    later,
     orphans,
     outcomes,
     write_behind,
@@ -305,6 +306,8 @@ class SchedulerProcessor:
     def _outcome(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
         outcome = self._decoded(record)
+        if self.cfg.write_behind and self._waits(ctx, record, outcome, now_ms):
+            return
         state = self.store.load(ctx, record.key)
         if state is None:  # its job was deleted or moved: it still tells the tenant's breaker
             orphans.ended(ctx, outcome.execution_id)
@@ -323,6 +326,35 @@ class SchedulerProcessor:
             self._defer(ctx, record, effects, outcome.tenant, now_ms)
         else:
             self._write(ctx, record.key, effects, now_ms=now_ms, tenant=outcome.tenant)
+
+    def _waits(
+        self, ctx: ProcessorContext, record: InputRecord, outcome: ExecutionOutcome, now_ms: int
+    ) -> bool:
+        """A quiet success of a job kept decoded waits for the job's next read (later.py),
+        when applying it now would change nothing but the job's runs: its tenant's breaker
+        neither opens nor closes, the job's wake time stays. True: it waits."""
+        key = record.key
+        assert key is not None
+        held = self.store.held(ctx, key)
+        waiting = None if held is None else later.admit(held, outcome, now_ms, self.codec)
+        if waiting is None:
+            return False
+        base = waiting.base
+        load = self.tenants.load(ctx, base.definition(self.codec).tenant, now_ms)
+        facts = Facts(
+            now_ms, self.codec, self.cfg.tzdb, ahead_ms=self.cfg.dispatch_ahead_ms, tenant=load
+        )
+        if not later.keeps_early(waiting, facts):
+            return False
+        breaker = self.breakers.get(ctx, outcome.tenant)
+        counted = after_outcome(breaker, outcome, now_ms, self.cfg.breaker)
+        if counted is None or counted[1] is not None:
+            return False
+        self.tenants.ended(ctx, key)
+        self.store.wait(ctx, key, waiting, topic=record.topic, offset=record.offset, now_ms=now_ms)
+        self.metrics.deferred.inc()
+        self.breakers.put(ctx, outcome.tenant, *counted)
+        return True
 
     def _decoded(self, record: InputRecord) -> ExecutionOutcome:
         """The outcome `record` is (decoded by `split`, or now); a batch whose key says it is
@@ -504,8 +536,8 @@ class SchedulerProcessor:
 
     def flush(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
         """Write a job whose state waited `write_behind_ms` (write_behind.py)."""
-        state = ctx.deferred_state(key)
-        if isinstance(state, JobState):
+        state = later.current(ctx.deferred_state(key))
+        if state is not None:
             self.store.store(ctx, key, state)
 
     def dead_letter_depth(self, ctx: ProcessorContext) -> int:

@@ -19,6 +19,7 @@ from kadence.codec import Codec
 from kadence.models import Decision, HistoryRecord, OverlapPolicy, TriggerKind, WireModel
 from kadence.models.base import IDENT_RE
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, Gate
+from streams.scheduler.entries import Ahead
 from streams.scheduler.state import JobState
 from streams.scheduler.tenant_limits import TenantLoad
 
@@ -206,12 +207,18 @@ def settle(effects: Effects, facts: Facts) -> Effects:
         due = sum(map(facts.now_ms.__ge__, map(_DUE, ahead)))  # in C: ~30 at every step
         if due:
             ahead = tuple(compress(ahead, map(facts.now_ms.__lt__, map(_DUE, ahead))))
-        early = facts.ahead_ms if may_go_early(state, facts) else 0
-        if early and ahead and state.next_due_ms is not None:  # refill at half the window
-            early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
+        early = early_after(state, ahead, facts)
         if due or early != state.early_ms:
             effects.state = state.evolve(ahead=ahead, early_ms=early)
     return effects
+
+
+def early_after(state: JobState, ahead: tuple[Ahead, ...], facts: Facts) -> int:
+    """The `early_ms` `settle` gives `state` once its look-ahead entries are `ahead`."""
+    early = facts.ahead_ms if may_go_early(state, facts) else 0
+    if early and ahead and state.next_due_ms is not None:  # refill at half the window
+        early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
+    return early
 
 
 _DUE = attrgetter("due_ms")

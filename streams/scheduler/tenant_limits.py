@@ -239,6 +239,19 @@ class TenantRuns:
         ctx.put(counted, str(total).encode(), None)
         ctx.cache[counted] = total
 
+    def ended(self, ctx: ProcessorContext, key: bytes) -> None:
+        """One run of `key`'s job ended and the job is not written now (its success waits:
+        later.py): what `written` does for a write that took one run out of `running` and
+        changed nothing else (the job holds no place: later.admit)."""
+        tenant = key.split(b"/", 1)[0].decode()
+        self.use.release(tenant, ctx.partition, key)
+        if not self.use.caps(tenant).in_flight:
+            return
+        counted = INFLIGHT_PREFIX + tenant.encode()
+        total = max(0, self.in_flight(ctx, tenant) - 1)
+        ctx.put(counted, str(total).encode(), None)
+        ctx.cache[counted] = total
+
     def in_flight(self, ctx: ProcessorContext, tenant: str) -> int:
         if not self.use.caps(tenant).in_flight:
             return 0

@@ -14,6 +14,7 @@ from kadence.codec import Codec
 from kadence.models import ExecutionOutcome, ExecutionOutcomes, Rejected, entries_of
 from kadence.settings import KadenceSettings
 from kadence.topics import OUTCOMES, Topics
+from streams.scheduler import later
 from streams.scheduler import outcomes as scheduler_outcomes
 from testkit.driver import Driver, abort_error
 from testkit.outcomes import outcome_of
@@ -83,12 +84,17 @@ def test_an_aborted_transaction_writes_its_outcomes_once_in_the_next(
 def test_a_bad_outcome_in_a_batch_is_refused_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    apply = scheduler_outcomes.apply_outcome
+    apply, admit = scheduler_outcomes.apply_outcome, later.admit
 
     def failing(state: Any, outcome: ExecutionOutcome, facts: Any) -> Any:
         if outcome.job_id == "b":
             raise RuntimeError("a bug in applying b's outcome")
         return apply(state, outcome, facts)
+
+    def failing_admit(held: Any, outcome: ExecutionOutcome, now_ms: int, codec: Codec) -> Any:
+        if outcome.job_id == "b":  # a success that would wait (later.py) fails there
+            raise RuntimeError("a bug in taking b's outcome")
+        return admit(held, outcome, now_ms, codec)
 
     run = Run(tmp_path, 20_000, batched=True, partitions=1)
     try:
@@ -96,6 +102,7 @@ def test_a_bad_outcome_in_a_batch_is_refused_alone(
         run.stack.settle()
         run.step(3)
         monkeypatch.setattr(scheduler_outcomes, "apply_outcome", failing)
+        monkeypatch.setattr(later, "admit", failing_admit)
         run.step(1)
         rejected = [
             CODEC.decode_as(m.value(), Rejected)

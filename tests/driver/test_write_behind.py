@@ -19,6 +19,7 @@ from kadence.models import ErrorInfo, ExecutionOutcome, ExecutionOutcomes
 from kadence.partitioning import partition_for
 from streams.kafkaio import errors, retry
 from streams.runtime.deferred import replay_key
+from streams.scheduler import later
 from streams.scheduler.processor import SchedulerProcessor
 from streams.scheduler.settled import already_applied
 from testkit.driver import Driver
@@ -192,6 +193,13 @@ def test_a_success_writes_nothing_of_its_own(tmp_path: Path) -> None:
         # per job in ten seconds: its fires (the look-ahead refills every 15 s) at most
         assert writes[id(deferring)] <= 2 * len(JOBS)
         assert deferring.processor.metrics.deferred._value.get() >= 30
+        waiting = [  # successes not applied yet (later.py), before `states` catches them up
+            key
+            for task in deferring.scheduler.tasks.values()
+            for key in (f"{tenant}/{job}".encode() for tenant, job in JOBS)
+            if isinstance(deferring.processor.store.held(task, key), later.Waiting)
+        ]
+        assert waiting
         assert deferring.states() == writing.states()
 
 

@@ -3,9 +3,12 @@ it tells the tenants' caps."""
 
 from __future__ import annotations
 
+from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
+from kadence.models import ExecutionOutcome, OutcomeStatus
 from streams.runtime.store import Batch, MemoryStore, Store
 from streams.runtime.task import Task
+from streams.scheduler import later
 from streams.scheduler.job_store import JobStore
 from streams.scheduler.state import JobState, dump_state
 from streams.scheduler.stored import definition_key
@@ -136,3 +139,58 @@ def test_prefetch_keeps_a_stored_job_decoded_and_ignores_a_missing_one() -> None
     jobs.prefetch(t, b"acme/none")
     assert list(t.cache) == [KEY]
     assert isinstance(t.cache[KEY], JobState)
+
+
+def _waiting(state: JobState) -> later.Waiting:
+    """The success of `state`'s run, waiting (later.py)."""
+    [run] = state.running
+    success = ExecutionOutcome(
+        execution_id=run.execution_id,
+        tenant="acme",
+        job_id="job",
+        attempt=run.attempt,
+        delivery=1,
+        worker_id="w",
+        status=OutcomeStatus.succeeded,
+        nominal_at=ms_to_datetime(run.nominal_ms),
+        due_at=ms_to_datetime(run.nominal_ms),
+        started_at=ms_to_datetime(run.nominal_ms),
+        finished_at=ms_to_datetime(run.nominal_ms),
+    )
+    waiting = later.admit(state.evolve(_definition_stored=True), success, T0 + MIN, CODEC)
+    assert waiting is not None
+    return waiting
+
+
+def test_a_job_whose_success_waits_is_read_caught_up_and_keeps_its_replay_point() -> None:
+    jobs, t = job_store(in_flight=10), task()
+    t.replay_topics = ("outcomes",)
+    assert jobs.load(t, KEY) is None
+    jobs.write(t, KEY, running(), {}, T0 + MIN)
+    waiting = _waiting(running())
+    jobs.tenants.begin()
+    assert jobs.held(t, KEY) is not None
+    jobs.tenants.ended(t, KEY)
+    jobs.wait(t, KEY, waiting, topic="outcomes", offset=7, now_ms=T0 + MIN)
+    assert t.get(b"~inflight/acme") == b"0"  # as the write of the run's end would say
+    assert jobs.held(t, KEY) is waiting
+    t.deferred.defer(b"acme/other", "outcomes", 9, T0 + MIN, None)  # a younger wait behind it
+    loaded = jobs.load(t, KEY)
+    assert loaded == later.caught_up(waiting) and loaded is not None
+    assert loaded.running == ()
+    assert t.cache[KEY] is loaded and t.deferred_state(KEY) is loaded  # caught up once
+    assert t.deferred.points(("outcomes",)) == {"outcomes": 7}  # its place kept
+
+
+def test_a_waiting_job_is_written_caught_up_when_quarantined() -> None:
+    jobs, t = job_store(), task()
+    jobs.write(t, KEY, running(), {}, T0 + MIN)
+    commit(t)
+    waiting = _waiting(running())
+    jobs.wait(t, KEY, waiting, topic="outcomes", offset=3, now_ms=T0 + MIN)
+    jobs.quarantine(t, KEY)
+    commit(t)
+    t.cache.clear()
+    stored = jobs.load(t, KEY)
+    assert stored is not None and stored.running == ()
+    assert KEY not in t.deferred
