@@ -49,6 +49,7 @@ from bench.scheduler import RESULTS, load, percentiles
 from bench.stack import Stack
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
+from kadence.client import routing_key
 from kadence.models import (
     CronSchedule,
     HandlerTarget,
@@ -58,6 +59,7 @@ from kadence.models import (
     ScheduleDefinition,
 )
 from kadence.models.targets import Target
+from kadence.partitioning import execution_route, partition_for
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
 
@@ -150,6 +152,11 @@ def one_rate(
                 {e: (first[e].due_at.timestamp() - start_s, seen[e]) for e in steady_ids}
             ),
             "duplicated_records": watcher.duplicates(),
+            "visible_late_by_partition": late_by_partition(
+                {e: seen[e] for e in steady_ids},
+                {e: (o.tenant, o.job_id) for e, o in first.items()},
+                settings,
+            ),
         }
     row = summarize(rate, seconds, start_s, runs, also_steady=visible_p99, skipped=skipped)
     on_time = row.pop("on_time")
@@ -165,6 +172,27 @@ def one_rate(
         **({} if written is None else {"written_per_execution": per_execution(written, expect)}),
         "on_time": on_time,
     }
+
+
+def late_by_partition(
+    late: dict[str, float], jobs: dict[str, tuple[str, str]], settings: KadenceSettings
+) -> dict[str, dict[int, int]]:
+    """How many runs were later than ON_TIME_S (`late`: execution id -> lateness), by the job
+    partition of their job (its scheduler's) and by their executions partition (its worker's),
+    from `jobs` (execution id -> (tenant, job id)): a stall of one partition shows as one
+    partition, a stall of a whole process as all of its."""
+    by_job: dict[int, int] = {}
+    by_execution: dict[int, int] = {}
+    for eid, seconds in late.items():
+        if seconds <= ON_TIME_S or eid not in jobs:
+            continue
+        tenant, job_id = jobs[eid]
+        p = partition_for(routing_key(tenant, job_id, None), settings.partitions)
+        route = execution_route(tenant, job_id, settings.tenant_shards)
+        e = partition_for(route, settings.execution_partitions)
+        by_job[p] = by_job.get(p, 0) + 1
+        by_execution[e] = by_execution.get(e, 0) + 1
+    return {"job": dict(sorted(by_job.items())), "executions": dict(sorted(by_execution.items()))}
 
 
 def late_seconds(lateness: dict[str, tuple[float, float]]) -> list[list[float]]:

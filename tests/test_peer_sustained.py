@@ -8,7 +8,10 @@ from pathlib import Path
 
 from bench.cpu import tree_cpu_seconds
 from bench.peers.dbscheduler_sustained import _each_second, _Starts
-from bench.sustained import knee, late_seconds, summarize
+from bench.sustained import knee, late_by_partition, late_seconds, summarize
+from kadence.client import routing_key
+from kadence.partitioning import execution_route, partition_for
+from kadence.settings import KadenceSettings
 
 
 def _runs(rate: int, seconds: int, late: float) -> list[tuple[float, float, float]]:
@@ -72,3 +75,18 @@ def test_the_late_seconds_are_named_with_their_p99() -> None:
         lateness[f"e29-{i}"] = (29.9, 2.0)
     assert late_seconds(lateness) == [[15, 1.4], [29, 2.0]]
     assert late_seconds({}) == []
+
+
+def test_late_runs_are_counted_by_their_job_and_executions_partition() -> None:
+    settings = KadenceSettings(partitions=12, execution_partitions=6)
+    jobs = {f"e{i}": ("acme", f"job-{i}") for i in range(40)}
+    late = {f"e{i}": 0.3 for i in range(40)}  # on time: not counted
+    stalled = [e for e, (t, j) in jobs.items() if partition_for(routing_key(t, j, None), 12) == 5]
+    assert stalled
+    for eid in stalled:
+        late[eid] = 4.0
+    late["unknown"] = 9.0  # no outcome read for it: not counted
+    found = late_by_partition(late, jobs, settings)
+    assert found["job"] == {5: len(stalled)}
+    acme = partition_for(execution_route("acme", "x", {}), 6)  # one tenant: one partition
+    assert found["executions"] == {acme: len(stalled)}
