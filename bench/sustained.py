@@ -9,6 +9,9 @@
 
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
+    python -m bench.sustained --rates 10000 --inbox 250000 --keep-logs   (each worker's inbox
+    bound; the processes' logs left)
+
 For each rate R, a fresh stack (scheduler, reaper, two workers x 64, Kafka topic target) runs
 R jobs that each fire every second (`* * * * * *`, overlap allowed) for `--seconds` s: R
 executions per second whether or not the workers keep up (open loop: the schedule does not
@@ -22,7 +25,9 @@ or is `lost` (neither ran nor was skipped). Each rate ends with one line (bench/
 on time or not, the CPU per execution by process, the same by kind of work in each process
 (`cpu_us_per_execution_by_work`: what each loop charged to `kadence_work_cpu_seconds_total{work}`
 between the same two instants, kadence/work_cpu.py, then the process's other threads) and the
-records per execution by topic.
+records per execution by topic. The runs visible later than 1 s are counted by job partition and
+executions partition (`visible_late_by_partition`): one partition is a stalled partition (a
+scheduler's, or a worker's that stopped reading with its inbox full: `--keep-logs` shows it).
 """
 
 from __future__ import annotations
@@ -81,10 +86,11 @@ def one_rate(
     volume: bool = False,
     schedulers: int = 1,
     profile: bool = False,
+    keep: bool = False,
 ) -> dict[str, Any]:
     """One rate on a fresh stack and namespace; `volume`: also count what it wrote to Kafka,
     records and bytes per execution by topic (bench/topic_volume.py), before the namespace
-    goes."""
+    goes; `keep`: leave the processes' logs."""
     settings = base.model_copy(update={"namespace": f"bench-{uuid.uuid4().hex[:8]}"})
     provision(settings)
     root = Path(tempfile.mkdtemp(prefix="kadence-bench-sustained-"))
@@ -126,7 +132,10 @@ def one_rate(
     finally:
         stack.stop()
         delete_namespace(settings)
-        shutil.rmtree(root, ignore_errors=True)
+        if keep:
+            print(f"the processes' logs: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     first: dict[str, Any] = {}
     for o in got:
         first.setdefault(o.execution_id, o)
@@ -309,7 +318,7 @@ class SteadyCpu:
         return round(self.rate * (self.to_s - self.from_s))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench.sustained", description=__doc__)
     parser.add_argument("--rates", default="100,200,400,600")
     parser.add_argument("--seconds", type=int, default=60)
@@ -331,10 +340,28 @@ def main(argv: list[str] | None = None) -> int:
         help="count the records and bytes written per execution, by topic (default: on)",
     )
     parser.add_argument(
+        "--inbox",
+        type=int,
+        default=None,
+        help="each worker's KADENCE_WORKER_INBOX_MAX_EXECUTIONS (default: the setting's). It "
+        "must hold the worker's share of what is dispatched ahead (docs/configuration.md): "
+        "past it a worker stops reading, and runs due soon wait behind the ones it holds",
+    )
+    parser.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="leave each rate's process logs (inbox full, rebalances, aborts) and say where",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also sample each process with py-spy after the warm-up (needs py-spy)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     base = KadenceSettings(
         bootstrap_servers=args.bootstrap,
@@ -342,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         handler_modules=[HANDLERS],
         target_allow_cidrs=["127.0.0.1/32"],
     )
+    if args.inbox is not None:
+        try:
+            base = KadenceSettings.model_validate(
+                {**base.model_dump(), "worker_inbox_max_executions": args.inbox}
+            )
+        except ValueError as exc:
+            parser.error(f"--inbox: {exc}")
     sink = None
     target: Target = KafkaTarget(topic="out")
     if args.target == "handler":
@@ -362,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                 volume=args.volume,
                 schedulers=args.schedulers,
                 profile=args.profile,
+                keep=args.keep_logs,
             )
             row["wall_s"] = round(time.monotonic() - started, 1)
             row["headline"] = headline(row)
@@ -378,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         "workers": args.workers,
         "schedulers": args.schedulers,
         "worker_concurrency": args.concurrency,
+        "worker_inbox_max_executions": base.worker_inbox_max_executions,
         "rates": rows,
         # what the receiver saw, every rate of this run together (one rate a run to read it
         # per rate): each request's arrival minus its due time, warm-up included

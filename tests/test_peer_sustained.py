@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from bench.cpu import tree_cpu_seconds
 from bench.peers.dbscheduler_sustained import _each_second, _Starts
 from bench.sustained import knee, late_by_partition, late_seconds, summarize
+from bench.sustained import main as sustained_main
 from kadence.client import routing_key
 from kadence.partitioning import execution_route, partition_for
 from kadence.settings import KadenceSettings
@@ -90,3 +93,11 @@ def test_late_runs_are_counted_by_their_job_and_executions_partition() -> None:
     assert found["job"] == {5: len(stalled)}
     acme = partition_for(execution_route("acme", "x", {}), 6)  # one tenant: one partition
     assert found["executions"] == {acme: len(stalled)}
+
+
+def test_an_inbox_bound_the_setting_refuses_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        sustained_main(["--inbox", "5", "--rates", "100"])
+    assert "--inbox:" in capsys.readouterr().err
