@@ -44,7 +44,7 @@ class JobStore:
     def load(self, ctx: ProcessorContext, key: bytes) -> JobState | None:
         """The job under `key` (None: no such job), decoded from the cache when it is there,
         with the successes that wait for it applied (later.py)."""
-        cached = self.held(ctx, key)
+        cached = self.decoded(ctx, key)
         if isinstance(cached, Waiting):
             cached = self._caught_up(ctx, key, cached)
         if cached is not None:
@@ -55,7 +55,7 @@ class JobStore:
         return state
 
     @staticmethod
-    def held(ctx: ProcessorContext, key: bytes) -> JobState | Waiting | None:
+    def decoded(ctx: ProcessorContext, key: bytes) -> JobState | Waiting | None:
         """The job under `key` as kept decoded (with successes waiting for it, perhaps), or
         None when it is not (then only `load` reads it)."""
         cached = ctx.cache.get(key)

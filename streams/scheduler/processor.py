@@ -335,8 +335,8 @@ class SchedulerProcessor:
         neither opens nor closes, the job's wake time stays. True: it waits."""
         key = record.key
         assert key is not None
-        held = self.store.held(ctx, key)
-        waiting = None if held is None else later.admit(held, outcome, now_ms, self.codec)
+        decoded = self.store.decoded(ctx, key)
+        waiting = None if decoded is None else later.admit(decoded, outcome, now_ms, self.codec)
         if waiting is None:
             return False
         base = waiting.base

@@ -197,7 +197,7 @@ def test_a_success_writes_nothing_of_its_own(tmp_path: Path) -> None:
             key
             for task in deferring.scheduler.tasks.values()
             for key in (f"{tenant}/{job}".encode() for tenant, job in JOBS)
-            if isinstance(deferring.processor.store.held(task, key), later.Waiting)
+            if isinstance(deferring.processor.store.decoded(task, key), later.Waiting)
         ]
         assert waiting
         assert deferring.states() == writing.states()

@@ -169,11 +169,11 @@ def test_a_job_whose_success_waits_is_read_caught_up_and_keeps_its_replay_point(
     jobs.write(t, KEY, running(), {}, T0 + MIN)
     waiting = _waiting(running())
     jobs.tenants.begin()
-    assert jobs.held(t, KEY) is not None
+    assert jobs.decoded(t, KEY) is not None
     jobs.tenants.ended(t, KEY)
     jobs.wait(t, KEY, waiting, topic="outcomes", offset=7, now_ms=T0 + MIN)
     assert t.get(b"~inflight/acme") == b"0"  # as the write of the run's end would say
-    assert jobs.held(t, KEY) is waiting
+    assert jobs.decoded(t, KEY) is waiting
     t.deferred.defer(b"acme/other", "outcomes", 9, T0 + MIN, None)  # a younger wait behind it
     loaded = jobs.load(t, KEY)
     assert loaded == later.caught_up(waiting) and loaded is not None
