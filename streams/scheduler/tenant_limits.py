@@ -232,12 +232,7 @@ class TenantRuns:
             self.use.release(*where, key)  # it ran (in its place, or without one), or is gone
         if before_running is None or before_running == running:
             return
-        if not self.use.caps(tenant).in_flight:
-            return
-        counted = INFLIGHT_PREFIX + tenant.encode()
-        total = max(0, self.in_flight(ctx, tenant) + running - before_running)
-        ctx.put(counted, str(total).encode(), None)
-        ctx.cache[counted] = total
+        self._count(ctx, tenant, running - before_running)
 
     def ended(self, ctx: ProcessorContext, key: bytes) -> None:
         """One run of `key`'s job ended and the job is not written now (its success waits:
@@ -245,10 +240,15 @@ class TenantRuns:
         changed nothing else (the job holds no place: later.admit)."""
         tenant = key.split(b"/", 1)[0].decode()
         self.use.release(tenant, ctx.partition, key)
+        self._count(ctx, tenant, -1)
+
+    def _count(self, ctx: ProcessorContext, tenant: str, change: int) -> None:
+        """The tenant's runs in progress on this partition changed by `change` (stored only
+        while it has a cap on them)."""
         if not self.use.caps(tenant).in_flight:
             return
         counted = INFLIGHT_PREFIX + tenant.encode()
-        total = max(0, self.in_flight(ctx, tenant) - 1)
+        total = max(0, self.in_flight(ctx, tenant) + change)
         ctx.put(counted, str(total).encode(), None)
         ctx.cache[counted] = total
 
