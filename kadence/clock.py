@@ -48,8 +48,22 @@ class FakeClock:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+INSTANTS_KEPT = 8_192
+"""Instants whose datetime `ms_to_datetime` keeps (cleared when full): the runs of a second
+share their nominal and due instants and a turn its now, so the scheduler, dispatching
+thousands a second, built the same few datetimes again and again (three per execution)."""
+_INSTANTS: dict[int, datetime] = {}
+
+
 def ms_to_datetime(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
+    """The aware UTC datetime of `ms`, kept: a datetime is immutable, so one is shared."""
+    at = _INSTANTS.get(ms)
+    if at is None:
+        at = _EPOCH + timedelta(milliseconds=ms)
+        if len(_INSTANTS) >= INSTANTS_KEPT:
+            _INSTANTS.clear()
+        _INSTANTS[ms] = at
+    return at
 
 
 def datetime_to_ms(dt: datetime) -> int:
