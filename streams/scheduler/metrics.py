@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,7 +36,7 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.tenant = TenantLabels()
-        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._children: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
         self.dispatch_lateness = Histogram(
             "kadence_scheduler_dispatch_lateness_seconds",
             "When an execution became visible on the executions topic minus its due time "
@@ -91,30 +92,49 @@ class SchedulerMetrics:
 
     def observe(self, record: object) -> None:
         if isinstance(record, ExecutionRequested):
-            late_ms = 0  # dispatched ahead (most runs): not late, and nothing to convert
+            lateness, dispatched, ahead = self._dispatch_children(
+                record.tenant, record.trigger.value
+            )
             if record.dispatched_at > record.due_at:
                 late_ms = datetime_to_ms(record.dispatched_at) - datetime_to_ms(record.due_at)
-            lateness, dispatched = self._dispatch_children(record.tenant, record.trigger.value)
-            lateness.observe(late_ms / 1000)
-            dispatched.inc()
+                lateness.observe(late_ms / 1000)
+                dispatched.inc()
+            elif ahead is not None:  # dispatched ahead (most runs): what observe(0), inc() add
+                for value in ahead:
+                    value.inc(1)
+            else:
+                lateness.observe(0)
+                dispatched.inc()
         elif isinstance(record, HistoryRecord) and record.decision in NOT_RUN:
             self.not_run.labels(self.tenant(record.tenant), record.decision.value).inc()
         elif isinstance(record, DeadLetter):
             self.dead_letters.labels(self.tenant(record.execution.tenant)).inc()
 
-    def _dispatch_children(self, tenant: str, trigger: str) -> tuple[Any, Any]:
+    def _dispatch_children(self, tenant: str, trigger: str) -> tuple[Any, Any, Any]:
         """The (lateness, dispatched) series of a tenant and trigger, looked up once (labels()
-        costs more than the observation; tenants past the label limit share `other`'s)."""
+        costs more than the observation; tenants past the label limit share `other`'s), and
+        the values a run dispatched ahead adds one to (`_ahead`)."""
         children = self._children.get((tenant, trigger))
         if children is None:
             label = self.tenant(tenant)
-            children = (
-                self.dispatch_lateness.labels(label),
-                self.dispatched.labels(label, trigger),
-            )
+            lateness = self.dispatch_lateness.labels(label)
+            dispatched = self.dispatched.labels(label, trigger)
+            children = (lateness, dispatched, _ahead(lateness, dispatched))
             if len(self._children) < CHILDREN_CACHED:
                 self._children[(tenant, trigger)] = children
         return children
+
+
+def _ahead(lateness: Histogram, dispatched: Counter) -> tuple[Any, Any] | None:
+    """The lateness bucket of 0 s and the dispatched count: `lateness.observe(0)` adds one to
+    the first and 0 to the sum, `dispatched.inc()` one to the second, each through checks and
+    a bucket search that cost more than the additions (at every run). None when the client
+    library is not the one this was written for (the observations are made as usual)."""
+    try:
+        bucket = lateness._buckets[bisect.bisect_left(lateness._upper_bounds, 0)]
+        return bucket, dispatched._value
+    except (AttributeError, IndexError):
+        return None
 
 
 class SchedulerCollector(Collector):
