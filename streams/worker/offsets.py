@@ -19,6 +19,7 @@ import bisect
 import itertools
 import logging
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kadence.base36 import base36
@@ -116,10 +117,14 @@ def encode_runs(runs: list[tuple[int, int]], upto: int) -> str:
     text = _k1(runs, upto)
     if text is not None:
         return text
-    text = encode_bitmap(runs, upto)
-    if len(text) <= METADATA_LIMIT:
-        return text
-    log.info("held executions in %d runs: too many to name in the commit", len(runs))
+    return _fitted(encode_bitmap(runs, upto), len(runs))
+
+
+def _fitted(bitmap: str, runs: int) -> str:
+    """`bitmap`, or "" (no list: the next owner re-reads) when it is over METADATA_LIMIT."""
+    if len(bitmap) <= METADATA_LIMIT:
+        return bitmap
+    log.info("held executions in %d runs: too many to name in the commit", runs)
     return ""
 
 
@@ -147,14 +152,26 @@ def _b36(n: int) -> str:
 def encode_bitmap(runs: list[tuple[int, int]], upto: int) -> str:
     """`k2:<upto>:<bitmap>` for sorted (start, length) runs below `upto`; "" when the window
     is over BITMAP_MAX_OFFSETS."""
-    base = runs[0][0]
+    return encode_spans([s for s, _ in runs], [s + n for s, n in runs], upto)
+
+
+def encode_spans(starts: Sequence[int], ends: Sequence[int], upto: int) -> str:
+    """`encode_bitmap` of the runs [starts[i], ends[i]) (a HeldRuns' own lists, no tuple per
+    run). The bitmap is written as the binary digits of the number whose bit i is offset
+    `starts[0] + i`, one string of them parsed at once: or-ing run after run into a number
+    copied it whole at each, and a busy partition holds thousands of runs at every commit."""
+    base = starts[0]
     window = upto - base
     if window > BITMAP_MAX_OFFSETS:
         return ""
-    bits = 0  # bit i: offset base + i held
-    for start, length in runs:
-        bits |= ((1 << length) - 1) << (start - base)
-    raw = bits.to_bytes((window + 7) // 8, "little")
+    digits, at = [], base
+    for start, end in zip(starts, ends, strict=True):
+        if start < at or end <= start:
+            raise ValueError(f"runs must be sorted, apart and non-negative: {start} after {at}")
+        digits.append("0" * (start - at))
+        digits.append("1" * (end - start))
+        at = end
+    raw = int("".join(digits)[::-1], 2).to_bytes((window + 7) // 8, "little")
     packed = base64.urlsafe_b64encode(zlib.compress(raw, 6)).decode().rstrip("=")
     return f"{BITMAP_FORMAT}:{base36(window)}:{packed}"
 
@@ -198,10 +215,21 @@ class CommitPoints:
         last = self._last.get(partition)
         if last is not None and last[0] == key and last[1] is replay:
             return last[2]
-        runs = held.runs() if held is not None else []
-        if owed is not None and owed.starts:
-            runs = merge_runs(runs, owed.runs())
-        point = commit_point(runs, nxt, replay)
+        if (
+            held is not None
+            and len(held.starts) > _K1_MAX_RUNS
+            and replay is None
+            and not (owed is not None and owed.starts)
+        ):  # too many runs for `k1`: the bitmap, from the held runs' own lists
+            point = (
+                held.starts[0],
+                _fitted(encode_spans(held.starts, held.ends, nxt), len(held.starts)),
+            )
+        else:
+            runs = held.runs() if held is not None else []
+            if owed is not None and owed.starts:
+                runs = merge_runs(runs, owed.runs())
+            point = commit_point(runs, nxt, replay)
         self._last[partition] = (key, replay, point)
         return point
 

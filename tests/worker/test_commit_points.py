@@ -157,3 +157,41 @@ def test_runs_out_of_order_are_refused_as_before() -> None:
         encode_runs([(10, 1), (5, 1)], 20)
     with pytest.raises(ValueError, match="non-negative"):
         encode_runs([(10, 1)], 5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(
+        st.tuples(st.integers(1, 30), st.integers(1, 30)),
+        min_size=offsets._K1_MAX_RUNS + 1,
+        max_size=3 * offsets._K1_MAX_RUNS,
+    ),
+    tail=st.integers(0, 1_000),
+    owe=st.booleans(),
+)
+def test_a_partition_in_more_runs_than_k1_names_gets_the_bitmap_of_its_runs(
+    gaps: list[tuple[int, int]], tail: int, owe: bool
+) -> None:
+    """Past what `k1` can name, the commit point is built from the held runs' own lists: the
+    same offset and metadata as from their (start, length) runs, owed offsets merged in."""
+    held, at = HeldRuns(), 5_000
+    for gap, length in gaps:
+        for o in range(at, at + length):
+            held.add(o)
+        at += length + gap
+    owed = None
+    if owe:
+        owed = HeldRuns()
+        owed.add(at - 1)  # in the last gap
+    nxt = at + tail
+    runs = held.runs() if owed is None else merge_runs(held.runs(), owed.runs())
+    point = CommitPoints().of(3, held, owed, nxt, None)
+    assert point == commit_point(runs, nxt, None)
+    assert point[1].startswith(f"{BITMAP_FORMAT}:") or point[1] == ""
+
+
+def test_the_bitmap_of_runs_out_of_order_is_refused() -> None:
+    with pytest.raises(ValueError, match="sorted"):
+        encode_bitmap([(10, 5), (12, 1)], 40)
+    with pytest.raises(ValueError, match="sorted"):
+        offsets.encode_spans([10, 20], [15, 20], 40)
