@@ -30,6 +30,7 @@ from typing import IO
 
 from pydantic import BaseModel, SecretStr
 
+from apps.gc_keeper import start_keeper, sweep_seconds
 from kadence import __version__
 from kadence.errors import KadenceError
 from kadence.provisioning import provision
@@ -114,9 +115,11 @@ def process_main(name: str, doc: str | None, argv: list[str] | None, start: Star
     stop = stop_event()
     try:
         settings = KadenceSettings()
+        sweep_s = sweep_seconds(os.environ.get("KADENCE_GC_SWEEP_S"))
         provision(settings)
         run = start(settings, args.in_memory)
         tune_gc()
+        start_keeper(stop, sweep_s)  # what lives on is frozen as it goes: apps/gc_keeper.py
         print(f"{name} {settings.instance_id}: running on {settings.namespace}", flush=True)
         run(stop)
     except KadenceError as exc:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from apps.gc_keeper import SWEEP_EVERY_S
 from apps.processes import GC_THRESHOLDS
 from kadence import settings, settings_api, settings_pools, settings_worker
 
@@ -90,6 +91,16 @@ TOOL_VARIABLES = (
         "every long-running process at start (apps/processes.py)",
         "The cyclic collector's thresholds, three positive integers as `gc.set_threshold`"
         " takes them; anything else stops the process with an error.",
+    ),
+    ToolVariable(
+        "KADENCE_GC_SWEEP_S",
+        f"`{SWEEP_EVERY_S:g}`",
+        "every long-running process at start (apps/gc_keeper.py)",
+        "Seconds between the full collections of a process whose live objects are frozen as"
+        " it goes (every 25 ms), so that the collector does not walk what it holds again and"
+        " again; garbage in reference cycles waits that long at most. 0: nothing frozen, the"
+        " collector as the thresholds leave it. 0 to 86400, else the process stops with an"
+        " error.",
     ),
 )
 """Keep in step with the code: the test fails on a `KADENCE_*` name read but not listed."""
