@@ -49,9 +49,14 @@ def cpu_per_execution_us(
 
 
 WORK_SAMPLE = re.compile(r'^kadence_work_cpu_seconds_total\{work="([^"]*)"\} (\S+)$', re.M)
+GC_SAMPLE = re.compile(r'^kadence_gc_seconds_total\{generation="[0-9]"\} (\S+)$', re.M)
 OTHER_THREADS = "other threads"
 """A process's CPU outside its loop thread (librdkafka's threads, a worker's invocation pool):
 its CPU from /proc less what its loop charged to the kinds of work."""
+COLLECTOR = "collector"
+"""What Python's cyclic collector took of the process's CPU, in any thread
+(`kadence_gc_seconds_total`, kadence/gc_time.py): already inside the kinds and other threads,
+not added to them."""
 
 
 def work_seconds(port: int, timeout_s: float = 5.0) -> dict[str, float]:
@@ -62,7 +67,11 @@ def work_seconds(port: int, timeout_s: float = 5.0) -> dict[str, float]:
             text = r.read().decode()
     except OSError:
         return {}
-    return {work: float(value) for work, value in WORK_SAMPLE.findall(text)}
+    out = {work: float(value) for work, value in WORK_SAMPLE.findall(text)}
+    collected = GC_SAMPLE.findall(text)
+    if collected:
+        out[COLLECTOR] = sum(map(float, collected))
+    return out
 
 
 def summed(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
@@ -81,19 +90,23 @@ def work_per_execution_us(
     cpu_us: Mapping[str, float | None],
 ) -> dict[str, dict[str, float]]:
     """Each process's loop CPU per execution by kind of work, in microseconds, most first, then
-    `other threads` (its CPU per execution in `cpu_us` less the kinds' sum) when it has one."""
+    `other threads` (its CPU per execution in `cpu_us` less the kinds' sum) when it has one,
+    then `collector` (part of those, in any thread) when the process counts it."""
     out: dict[str, dict[str, float]] = {}
     if executions <= 0:
         return out
     for name, end in after.items():
         start = before.get(name, {})
         kinds = {w: (s - start.get(w, 0.0)) * 1e6 / executions for w, s in end.items()}
+        collector = kinds.pop(COLLECTOR, None)
         ordered: dict[str, float] = {
             w: round(us) for w, us in sorted(kinds.items(), key=lambda wu: -wu[1])
         }
         whole = cpu_us.get(name)
         if whole is not None and kinds:
             ordered[OTHER_THREADS] = round(whole - sum(kinds.values()))
+        if collector is not None:
+            ordered[COLLECTOR] = round(collector)
         out[name] = ordered
     return out
 

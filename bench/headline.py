@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.cpu import OTHER_THREADS
+from bench.cpu import COLLECTOR, OTHER_THREADS
+
+LAST = (OTHER_THREADS, COLLECTOR)
+"""Shown after a process's kinds of work, not among them."""
 
 PROCESS_ORDER = ("scheduler", "workers", "broker", "reaper")
 
@@ -33,18 +36,22 @@ def cpu_part(cpu: dict[str, Any]) -> str:
 
 def work_part(by_work: dict[str, dict[str, Any]]) -> str:
     """`scheduler outcomes 61, fire 49, ...; workers read 29, ...`: the processes by their usual
-    order, each one's kinds of work most first (as measured), `other threads` last; kinds under
-    half a microsecond are left out (the row has them)."""
+    order, each one's kinds of work most first (as measured), `other threads` last, then what
+    the collector took of all that; kinds under half a microsecond are left out (the row has
+    them)."""
     named = [p for p in PROCESS_ORDER if p in by_work]
     named += sorted(p for p in by_work if p not in PROCESS_ORDER)
     parts = []
     for process in named:
         kinds = by_work[process]
-        shown = [k for k in kinds if k != OTHER_THREADS and abs(kinds[k]) >= 0.5]
+        shown = [k for k in kinds if k not in LAST and abs(kinds[k]) >= 0.5]
         shown.sort(key=lambda k: -kinds[k])
         shown += [OTHER_THREADS] if OTHER_THREADS in kinds else []
         if shown:
-            parts.append(f"{process} " + ", ".join(f"{k} {_n(kinds[k])}" for k in shown))
+            part = f"{process} " + ", ".join(f"{k} {_n(kinds[k])}" for k in shown)
+            if COLLECTOR in kinds:  # part of the above, not added to it
+                part += f" (of which the collector {_n(kinds[COLLECTOR])})"
+            parts.append(part)
     return "; ".join(parts)
 
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from kadence import __version__
+from kadence import __version__, gc_time
 
 log = logging.getLogger(__name__)
 ANY_PORT = -1
@@ -34,6 +34,8 @@ def serve(port: int, registry: CollectorRegistry, host: str = "127.0.0.1") -> in
     if not port:
         return None
     build_info(registry)
+    gc_time.watch()
+    registry.register(gc_time.GcTime())
     server, _thread = start_http_server(max(port, 0), addr=host, registry=registry)
     bound_host, bound = server.server_address[:2]
     log.info("metrics listening on %s:%d", bound_host, bound)

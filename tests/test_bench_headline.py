@@ -125,6 +125,17 @@ def test_the_kinds_per_execution_are_what_each_loop_charged_between_the_two_scra
     assert work_per_execution_us(before, after, 0, cpu_us) == {}
 
 
+def test_the_collector_s_share_is_shown_apart_and_not_added_to_the_kinds() -> None:
+    before = {"workers": {"read": 0.5, "collector": 0.25}}
+    after = {"workers": {"read": 0.79, "claim": 0.1, "collector": 0.35}}
+    got = work_per_execution_us(before, after, 10_000, {"workers": 60})
+    assert got == {"workers": {"read": 29, "claim": 10, "other threads": 21, "collector": 10}}
+    assert list(got["workers"])[-2:] == ["other threads", "collector"]
+    assert (
+        work_part(got) == "workers read 29, claim 10, other threads 21 (of which the collector 10)"
+    )
+
+
 def exposition() -> bytes:
     """A process's metrics as prometheus_client serves them: the loop's kinds among others."""
     registry = CollectorRegistry()
@@ -132,6 +143,9 @@ def exposition() -> bytes:
     work.labels("commit").inc(1.5)
     work.labels("scheduler-control").inc(0.25)
     Counter("kadence_worker_lease_renewals", "renewals", registry=registry).inc(3)
+    spent = Counter("kadence_gc_seconds", "collector", ["generation"], registry=registry)
+    spent.labels("0").inc(0.5)
+    spent.labels("2").inc(0.25)
     return generate_latest(registry)
 
 
@@ -150,7 +164,8 @@ def test_a_process_kinds_are_read_from_its_metrics_and_none_when_it_does_not_ans
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        assert work_seconds(port) == {"commit": 1.5, "scheduler-control": 0.25}
+        got = work_seconds(port)
+        assert got == {"commit": 1.5, "scheduler-control": 0.25, "collector": 0.75}
     finally:
         server.shutdown()
         server.server_close()
