@@ -4,12 +4,12 @@ collector did in the process (kadence/gc_time.py), on every served registry."""
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kadence import gc_time, metrics
+from tests.served import PORT, without_a_server
 
 
 def samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
@@ -46,16 +46,10 @@ def test_each_collection_is_counted_with_the_cpu_it_took() -> None:
 
 
 def test_a_served_registry_has_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Server:
-        server_address = ("127.0.0.1", 9100)
-
-    def start_http_server(port: int, addr: str, registry: CollectorRegistry) -> tuple[Any, None]:
-        return Server(), None
-
-    monkeypatch.setattr(metrics, "start_http_server", start_http_server)
+    without_a_server(monkeypatch)
     registry = CollectorRegistry()
     assert b"kadence_gc_" not in generate_latest(registry)
-    assert metrics.serve(9100, registry) == 9100
+    assert metrics.serve(PORT, registry) == PORT
     text = generate_latest(registry).decode()
     assert 'kadence_gc_seconds_total{generation="2"}' in text
     assert 'kadence_gc_collections_total{generation="0"}' in text

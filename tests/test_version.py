@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,6 +20,7 @@ from apps.api.app import create_app
 from apps.processes import log_version
 from kadence import __version__, metrics
 from kadence.settings import KadenceSettings
+from tests.served import PORT, without_a_server
 
 REPO = Path(__file__).resolve().parents[1]
 SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
@@ -70,16 +70,10 @@ def _exported(registry: CollectorRegistry) -> list[str]:
 
 
 def test_every_served_registry_exports_the_build_info(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Server:
-        server_address = ("127.0.0.1", 9100)
-
-    def start_http_server(port: int, addr: str, registry: CollectorRegistry) -> tuple[Any, None]:
-        return Server(), None
-
-    monkeypatch.setattr(metrics, "start_http_server", start_http_server)
+    without_a_server(monkeypatch)
     registry = CollectorRegistry()
     assert _exported(registry) == []
-    assert metrics.serve(9100, registry) == 9100
+    assert metrics.serve(PORT, registry) == PORT
     assert _exported(registry) == [f'kadence_build_info{{version="{__version__}"}} 1.0']
 
 
