@@ -25,7 +25,8 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from kadence.errors import KadenceError
 
@@ -34,6 +35,8 @@ FREEZE_EVERY_S = 0.025
 """How often what is alive is frozen: a run held for its due time is frozen within this."""
 SWEEP_EVERY_S = 600.0
 """Seconds between full collections (the default of KADENCE_GC_SWEEP_S)."""
+MAX_SWEEP_S = 86_400.0
+"""The most KADENCE_GC_SWEEP_S may be: a day."""
 
 
 def sweep_seconds(text: str | None) -> float:
@@ -44,9 +47,9 @@ def sweep_seconds(text: str | None) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value <= 86_400:  # (NaN compares false: refused too)
+    if not 0 <= value <= MAX_SWEEP_S:  # (NaN compares false: refused too)
         raise KadenceError(
-            f"KADENCE_GC_SWEEP_S={text!r}: seconds between full collections, 0 to 86400"
+            f"KADENCE_GC_SWEEP_S={text!r}: seconds between full collections, 0 to {MAX_SWEEP_S:.0f}"
             " (0: the collector as it is, nothing frozen)"
         )
     return value
@@ -99,3 +102,18 @@ def start_keeper(stop: threading.Event, sweep_s: float) -> threading.Thread | No
     thread.daemon = True
     thread.start()
     return thread
+
+
+@contextmanager
+def keeping(sweep_s: float) -> Iterator[None]:
+    """The keeper for a block (a benchmark run in a process that goes on, a test's): stopped at
+    its end and everything unfrozen, so the process's collector sees all of it again."""
+    stop = threading.Event()
+    thread = start_keeper(stop, sweep_s)
+    try:
+        yield
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join()
+        gc.unfreeze()

@@ -188,7 +188,7 @@ def throughput(
         "last_outcome_after_due_s": round(span, 2),
         "start_lateness_s": percentiles(lateness),
         "visible_lateness_s": percentiles(watcher.lateness()),
-        "duplicated_records": watcher.duplicates(),
+        "duplicated_records": watcher.duplicates,
         "early": sum(1 for x in lateness if x < 0),
         "lost": n - len(first),
         "duplicated_outcomes": len(ids) - len(first),

@@ -84,6 +84,8 @@ def headline(row: dict[str, Any]) -> str:
         line += f" | CPU µs/exec: {cpu_part(row['cpu_us_per_execution'])}"
     if row.get("cpu_us_per_execution_by_work"):
         line += f" | CPU µs/exec by work: {work_part(row['cpu_us_per_execution_by_work'])}"
+    if row.get("bench_cpu_us_per_execution"):  # on the same cores, not in the total
+        line += f" | the bench's own CPU µs/exec: {cpu_part(row['bench_cpu_us_per_execution'])}"
     if "written_per_execution" in row:
         line += f" | records/exec: {records_part(row['written_per_execution'])}"
     return line

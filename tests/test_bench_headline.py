@@ -170,3 +170,15 @@ def test_a_process_kinds_are_read_from_its_metrics_and_none_when_it_does_not_ans
         server.shutdown()
         server.server_close()
     assert work_seconds(port, timeout_s=1) == {}  # nobody listens there now
+
+
+def test_the_bench_own_readers_are_shown_apart_and_not_in_the_total() -> None:
+    """The outcome reader and the visible watcher run on the same cores as the stack: their CPU
+    is said, after the stack's, and not added to it."""
+    own = {"outcome reader": 21, "visible watcher": 9}
+    line = headline(row(bench_cpu_us_per_execution=own))
+    assert (
+        " | CPU µs/exec: scheduler 212, workers 140, broker 87, reaper 5 = 444"
+        " | the bench's own CPU µs/exec: outcome reader 21, visible watcher 9 | records/exec: "
+    ) in line
+    assert "bench's own" not in headline(row(bench_cpu_us_per_execution={}))  # not measured

@@ -106,6 +106,29 @@ def test_the_keeper_thread_freezes_as_it_goes_and_stops_when_told() -> None:
     assert got["off"] is True  # KADENCE_GC_SWEEP_S=0: no keeper
 
 
+BLOCK = """
+import gc, json, threading, time
+from apps.gc_keeper import keeping
+before = threading.active_count()
+with keeping(600):
+    held = [{"n": [i]} for i in range(10_000)]
+    deadline = time.monotonic() + 10
+    while gc.get_freeze_count() < 20_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inside = gc.get_freeze_count()
+print(json.dumps({"inside": inside, "after": gc.get_freeze_count(),
+                  "threads": threading.active_count() - before}))
+"""
+
+
+def test_a_block_keeps_and_gives_the_collector_everything_back_at_its_end() -> None:
+    """As bench.sustained runs a rate in a process that goes on (a test's): frozen inside,
+    nothing frozen and no keeper thread after."""
+    got = in_child(BLOCK)
+    assert got["inside"] >= 20_000  # type: ignore[operator]
+    assert got == {"inside": got["inside"], "after": 0, "threads": 0}
+
+
 def test_sweep_seconds_from_the_environment() -> None:
     assert sweep_seconds(None) == sweep_seconds("") == SWEEP_EVERY_S
     assert sweep_seconds("0") == 0

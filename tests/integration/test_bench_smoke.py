@@ -91,6 +91,10 @@ def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target:
     if target == "kafka":  # read back by a read_committed consumer: when, and exactly once
         assert row["visible_lateness_s"]["p99"] < 1.0
         assert row["duplicated_records"] == 0
+        # the bench's own readers on the same cores, measured apart from the stack
+        assert row["bench_cpu_us_per_execution"].keys() == {"outcome reader", "visible watcher"}
+        assert row["bench_cpu_us_per_execution"]["visible watcher"] > 0
+        assert " | the bench's own CPU µs/exec: outcome reader " in row["headline"]
 
 
 @pytest.mark.slow
