@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer
 
 from apps.processes import ChildProcess
 from kadence.headers import ATTEMPT, DUE_AT, EXECUTION_ID
@@ -46,17 +46,22 @@ class Stamps:
         self.seen: dict[str, float] = {}
         self.duplicates = 0
         self._attempts: set[str] = set()
+        self._dues: dict[bytes, float] = {}
 
     def take(self, batch: list[Any], now: float) -> None:
+        dues = self._dues
         for m in batch:
             if m.error() is not None:
                 continue
-            h = _headers(m)
-            eid = h[EXECUTION_ID]
+            h = dict(m.headers() or ())  # only the three it needs are decoded
+            eid = h[EXECUTION_ID].decode()
             if eid not in self.seen:
-                due = datetime.fromisoformat(h[DUE_AT].replace("Z", "+00:00"))
-                self.seen[eid] = now - due.timestamp()
-            attempt = f"{eid}#{h[ATTEMPT]}"
+                raw = h[DUE_AT]
+                due = dues.get(raw)
+                if due is None:  # the runs of one second share their due time
+                    due = dues[raw] = datetime.fromisoformat(raw.decode()).timestamp()
+                self.seen[eid] = now - due
+            attempt = f"{eid}#{h[ATTEMPT].decode()}"
             if attempt in self._attempts:
                 self.duplicates += 1
             else:
@@ -198,12 +203,6 @@ class Watcher:
     def lateness(self) -> list[float]:
         """Per execution: its record first readable minus its due time (s)."""
         return list(self.seen.values())
-
-
-def _headers(m: Message) -> dict[str, str]:
-    raw = m.headers() or []
-    pairs = raw.items() if isinstance(raw, dict) else raw
-    return {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in pairs if v is not None}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 
 from bench.cpu import tree_cpu_seconds
 from bench.peers.dbscheduler_sustained import _each_second, _Starts
-from bench.sustained import knee, late_by_partition, late_seconds, summarize
+from bench.sustained import knee, late_by_partition, late_seconds, summarize, tail_seconds
 from bench.sustained import main as sustained_main
 from kadence.client import routing_key
 from kadence.partitioning import execution_route, partition_for
@@ -34,6 +34,20 @@ def test_a_rate_on_time_late_or_lossy() -> None:
     assert not summarize(2, 30, 1000.0, _runs(2, 30, 0.2), also_steady=1.2)["on_time"]
     rows = [{"rate_per_s": 10, "on_time": True}, {"rate_per_s": 20, "on_time": False}]
     assert knee(rows) == 10 and knee([]) is None
+
+
+def test_a_run_of_the_tail_that_never_started_is_lost_and_fails_the_rate() -> None:
+    """The jobs go on after the window for the look-ahead (tail_seconds): their runs are not
+    judged for lateness, but one that never started is lost like any other."""
+    whole = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), unstarted_after=0)
+    assert whole["on_time"] and whole["lost"] == 0
+    lost = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), unstarted_after=3)
+    assert (lost["lost"], lost["on_time"]) == (3, False)
+    skipped = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), skipped=3, unstarted_after=3)
+    assert (skipped["lost"], skipped["skipped_late"]) == (0, 3)  # skipped on purpose, after
+    assert skipped["on_time"]  # the window (the tail's lateness is not judged)
+    assert tail_seconds(KadenceSettings(dispatch_ahead_ms=30_000)) == 30
+    assert tail_seconds(KadenceSettings(dispatch_ahead_ms=1_500)) == 2
 
 
 def test_growing_lateness_is_not_on_time() -> None:
