@@ -74,6 +74,23 @@ def work_seconds(port: int, timeout_s: float = 5.0) -> dict[str, float]:
     return out
 
 
+LAG_SAMPLE = re.compile(
+    r'^kadence_consumer_lag_records\{group="[^"]*",topic="([^"]*)"\} (\S+)$', re.M
+)
+
+
+def lag_records(port: int, timeout_s: float = 5.0) -> dict[str, int]:
+    """The records a process's consumer has yet to read, by topic (its
+    `kadence_consumer_lag_records`), read from its metrics on 127.0.0.1:`port`; {} when they
+    cannot be read."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {topic: round(float(n)) for topic, n in LAG_SAMPLE.findall(text)}
+
+
 def summed(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Several processes' seconds by kind of work, added kind by kind."""
     total: dict[str, float] = {}

@@ -80,6 +80,9 @@ def headline(row: dict[str, Any]) -> str:
         line += f", {_n(row['skipped_late'])} skipped late (missed-run policy)"
     if row.get("lost"):
         line += f", {_n(row['lost'])} LOST"
+    behind = (row.get("scheduler_behind_at_end") or {}).get("outcomes", 0)
+    if behind:  # outcomes left for after the window: their CPU is not in the figures below
+        line += f", the scheduler {_n(behind)} outcome records behind at the window's end"
     if "cpu_us_per_execution" in row:
         line += f" | CPU µs/exec: {cpu_part(row['cpu_us_per_execution'])}"
     if row.get("cpu_us_per_execution_by_work"):

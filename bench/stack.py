@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from apps.processes import ChildProcess
-from bench.cpu import broker_pids, cpu_seconds, pid_cpu_seconds, summed, work_seconds
+from bench.cpu import (
+    broker_pids,
+    cpu_seconds,
+    lag_records,
+    pid_cpu_seconds,
+    summed,
+    work_seconds,
+)
 from kadence.settings import KadenceSettings
 
 
@@ -40,6 +47,7 @@ class Stack:
             for i in range(workers)
         ]
         self._ports: dict[int, int] = {}
+        self.namespace = settings.namespace
 
     def start(self) -> Stack:
         for proc in (*self.schedulers, self.reaper, *self.workers):
@@ -83,10 +91,26 @@ class Stack:
 
     def _work_seconds(self, proc: ChildProcess) -> dict[str, float]:
         """`proc`'s loop CPU by kind of work (its metrics port read from its log once)."""
+        port = self._port(proc)
+        return {} if port is None else work_seconds(port)
+
+    def _port(self, proc: ChildProcess) -> int | None:
         key = id(proc)
         if key not in self._ports:
             try:
                 self._ports[key] = proc.listening("metrics", timeout=30)
             except (TimeoutError, RuntimeError):  # no metrics, or it exited
-                return {}
-        return work_seconds(self._ports[key])
+                return None
+        return self._ports[key]
+
+    def schedulers_behind(self) -> dict[str, int]:
+        """The records the schedulers have yet to read, by topic without the namespace (their
+        `kadence_consumer_lag_records`, summed): work a window's end leaves for later."""
+        behind: dict[str, int] = {}
+        prefix = self.namespace + "."
+        for proc in self.schedulers:
+            port = self._port(proc)
+            for topic, n in (lag_records(port) if port is not None else {}).items():
+                name = topic.removeprefix(prefix)
+                behind[name] = behind.get(name, 0) + n
+        return behind

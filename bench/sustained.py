@@ -212,6 +212,7 @@ def one_rate(
         "cpu_us_per_execution": cpu.per_execution_us(),
         "cpu_us_per_execution_by_work": cpu.by_work_us(),
         "bench_cpu_us_per_execution": cpu.own_us(),
+        "scheduler_behind_at_end": cpu.behind,
         **({"py_spy": cpu.profiled} if cpu.profiled else {}),
         **(
             {} if written is None else {"written_per_execution": per_execution(written, expect_all)}
@@ -340,6 +341,9 @@ class SteadyCpu:
         in the stack's total."""
         self.samples: list[dict[str, float]] = []
         self.own_samples: list[dict[str, float]] = []
+        self.behind: dict[str, int] = {}
+        """What the schedulers had yet to read at the window's end, by topic: work the window
+        left for later and did not count (the outcomes, when a scheduler falls behind)."""
         self.work_samples: list[dict[str, dict[str, float]]] = []
         self.sampler = None if profile is None else Sampler(profile, stack.pids())
         """py-spy over the same window (`--profile`): where each process's Python time goes."""
@@ -355,6 +359,8 @@ class SteadyCpu:
             time.sleep(max(0.0, at - time.time()))
             self.samples.append(self.stack.cpu_s())
             self.own_samples.append({k: pid_cpu_seconds(pid) for k, pid in self.own.items()})
+            if len(self.samples) == 2:
+                self.behind = self.stack.schedulers_behind()
             self.work_samples.append(self.stack.work_s())
             if self.sampler is not None and len(self.samples) == 1:
                 self.sampler.start()
