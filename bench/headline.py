@@ -80,6 +80,9 @@ def headline(row: dict[str, Any]) -> str:
         line += f", {_n(row['skipped_late'])} skipped late (missed-run policy)"
     if row.get("lost"):
         line += f", {_n(row['lost'])} LOST"
+    pauses = sum((row.get("inbox_full") or {}).values())
+    if pauses:  # reading paused: runs due soon waited behind what the worker held
+        line += f", a worker's inbox full {_n(pauses)} times (reading paused)"
     behind = (row.get("scheduler_behind_at_end") or {}).get("outcomes", 0)
     if behind:  # outcomes left for after the window: their CPU is not in the figures below
         line += f", the scheduler {_n(behind)} outcome records behind at the window's end"

@@ -17,6 +17,10 @@ from bench.cpu import (
 )
 from kadence.settings import KadenceSettings
 
+INBOX_FULL = "): reading paused"
+"""How the worker's line ends when its inbox is full and it stops reading: `inbox full (N
+executions, B bytes): reading paused` (streams/worker/backlog.py)."""
+
 
 class Stack:
     def __init__(
@@ -102,6 +106,11 @@ class Stack:
             except (TimeoutError, RuntimeError):  # no metrics, or it exited
                 return None
         return self._ports[key]
+
+    def inbox_pauses(self) -> dict[str, int]:
+        """How many times each worker stopped reading with its inbox full so far, from its log
+        (streams/worker/backlog.py): runs due soon wait behind what it holds meanwhile."""
+        return {f"w{i}": w.output().count(INBOX_FULL) for i, w in enumerate(self.workers)}
 
     def schedulers_behind(self) -> dict[str, int]:
         """The records the schedulers have yet to read, by topic without the namespace (their

@@ -149,6 +149,7 @@ def one_rate(
         if watcher is not None:
             watcher.stop()
         started_all = len({o.execution_id for o in got})
+        pauses = stack.inbox_pauses()
         skipped = misfire_skips.skipped(settings) if started_all < expect_all else 0
         written = topic_volume.volume(settings) if volume else None
     finally:
@@ -213,6 +214,7 @@ def one_rate(
         "cpu_us_per_execution_by_work": cpu.by_work_us(),
         "bench_cpu_us_per_execution": cpu.own_us(),
         "scheduler_behind_at_end": cpu.behind,
+        "inbox_full": pauses,
         **({"py_spy": cpu.profiled} if cpu.profiled else {}),
         **(
             {} if written is None else {"written_per_execution": per_execution(written, expect_all)}

@@ -198,3 +198,11 @@ def test_the_bench_own_readers_are_shown_apart_and_not_in_the_total() -> None:
         " | the bench's own CPU µs/exec: outcome reader 21, visible watcher 9 | records/exec: "
     ) in line
     assert "bench's own" not in headline(row(bench_cpu_us_per_execution={}))  # not measured
+
+
+def test_a_worker_that_stopped_reading_with_its_inbox_full_is_said() -> None:
+    """Runs due soon wait behind what a full worker holds: the knee is then the inbox bound's
+    (at 8 000/s the worker of partitions 6-11 carried 65 % of B2's 20 tenants)."""
+    line = headline(row(inbox_full={"w0": 0, "w1": 38}))
+    assert "3 028/s done, a worker's inbox full 38 times (reading paused) |" in line
+    assert "inbox" not in headline(row(inbox_full={"w0": 0, "w1": 0}))

@@ -75,6 +75,7 @@ def test_sustained_benchmark_smoke(kafka_bootstrap: str, tmp_path: Path, target:
     assert (row["rate_per_s"], row["expected"], row["lost"]) == (20, 240, 0)
     assert row["tail_s"] == 30  # the jobs went on for the look-ahead: 600 more runs, not judged
     assert row["scheduler_behind_at_end"]["outcomes"] >= 0  # read from the scheduler's metrics
+    assert row["inbox_full"] == {"w0": 0, "w1": 0}  # from the workers' logs: never full here
     assert row["early"] == 0  # no run started before its due time
     assert row["on_time"] and result["knee_per_s"] == 20
     assert row["cpu_us_per_execution"]["total"] > 0  # every process's CPU, the broker's too
