@@ -32,6 +32,9 @@ from kadence.settings import KadenceSettings
 
 READY_S = 60.0
 """How long `Watcher.start` waits for the watching process to subscribe."""
+READY = "visible watcher subscribed"
+READING = "visible watcher reading"
+"""What the watching process prints once subscribed, and at its first record."""
 
 
 class Stopping(Protocol):
@@ -105,10 +108,6 @@ def consumer_of(settings: KadenceSettings, topic: str) -> Consumer:
     return consumer
 
 
-READY = "visible watcher subscribed"
-READING = "visible watcher reading"
-
-
 class SayOnce:
     """A `reading` for `watch` that prints its line the first time it is set."""
 
@@ -132,7 +131,6 @@ def main() -> None:
     consumer = consumer_of(KadenceSettings(), topic)
     stamps = Stamps()
     print(READY, flush=True)
-
     try:
         watch(consumer, stop, stamps, SayOnce(READING))
     finally:
