@@ -59,13 +59,21 @@ COLLECTOR = "collector"
 not added to them."""
 
 
+def scraped(port: int, timeout_s: float = 5.0) -> str | None:
+    """What a process serves on 127.0.0.1:`port`/metrics; None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
+            text: str = r.read().decode()
+    except OSError:
+        return None
+    return text
+
+
 def work_seconds(port: int, timeout_s: float = 5.0) -> dict[str, float]:
     """The loop CPU seconds a process has charged so far, by kind of work, read from its
     metrics on 127.0.0.1:`port`; {} when they cannot be read."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
-            text = r.read().decode()
-    except OSError:
+    text = scraped(port, timeout_s)
+    if text is None:
         return {}
     out = {work: float(value) for work, value in WORK_SAMPLE.findall(text)}
     collected = GC_SAMPLE.findall(text)
@@ -83,10 +91,8 @@ def lag_records(port: int, timeout_s: float = 5.0) -> dict[str, int]:
     """The records a process's consumer has yet to read, by topic (its
     `kadence_consumer_lag_records`), read from its metrics on 127.0.0.1:`port`; {} when they
     cannot be read."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
-            text = r.read().decode()
-    except OSError:
+    text = scraped(port, timeout_s)
+    if text is None:
         return {}
     return {topic: round(float(n)) for topic, n in LAG_SAMPLE.findall(text)}
 
