@@ -142,6 +142,8 @@ class Backlog:
             self.consumer.pause(assigned)
         self.paused, self._paused_at = True, self.inbox.assignments
         count, size = self.inbox.count, self.inbox.size
+        if self.metrics is not None:
+            self.metrics.reading_paused.inc()
         log.info("inbox full (%d executions, %d bytes): reading paused", count, size)
 
     def _resume(self) -> None:

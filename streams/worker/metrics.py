@@ -78,6 +78,14 @@ class WorkerMetrics:
             registry=self.registry,
         )
 
+        self.reading_paused = Counter(
+            "kadence_worker_reading_paused",
+            "Times this worker stopped reading with its inbox full (runs due soon wait behind "
+            "what it holds until it resumes): more than now and then, and its inbox is smaller "
+            "than its share of what the schedulers dispatch ahead",
+            registry=self.registry,
+        )
+
         self.due_not_started = Gauge(
             "kadence_worker_due_not_started",
             "Executions due and not started that this worker holds (read, waiting for a slot "
