@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from bench.cpu import lag_records, work_per_execution_us, work_seconds
 from bench.headline import cpu_part, headline, records_part, work_part
+from bench.stack import INBOX_FULL, Stack
 from kadence.metrics import LagCollector, LagTracker
+from kadence.settings import KadenceSettings
 
 
 def row(**kw: Any) -> dict[str, Any]:
@@ -206,3 +209,14 @@ def test_a_worker_that_stopped_reading_with_its_inbox_full_is_said() -> None:
     line = headline(row(inbox_full={"w0": 0, "w1": 38}))
     assert "3 028/s done, a worker's inbox full 38 times (reading paused) |" in line
     assert "inbox" not in headline(row(inbox_full={"w0": 0, "w1": 0}))
+
+
+def test_a_worker_pauses_are_counted_in_its_own_log(tmp_path: Path) -> None:
+    """bench.stack reads each worker's log for the line its inbox writes when full."""
+    stack = Stack(KadenceSettings(), tmp_path, workers=2)
+    line = "INFO streams.worker.backlog inbox full (100000 executions, 15062034 bytes)"
+    (tmp_path / "w1.log").write_text(
+        f"{line}{INBOX_FULL}\nINFO inbox down to 74200 executions: reading resumed\n"
+        f"{line}{INBOX_FULL}\nINFO inbox full: 12 executions of tenants at their cap let go\n"
+    )
+    assert stack.inbox_pauses() == {"w0": 0, "w1": 2}

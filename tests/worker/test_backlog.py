@@ -5,11 +5,14 @@ is only what was owed: nothing is lost, nothing claimed is read twice."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from confluent_kafka import TopicPartition
 
+from bench.stack import INBOX_FULL
 from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
 from kadence.metrics import LagTracker
@@ -225,9 +228,13 @@ def test_past_the_bound_reading_pauses_and_what_cannot_start_is_let_go() -> None
     assert owed_in_commit(stack.inbox, 0) == (0, frozenset(range(150)))  # 4 held, 146 owed
 
 
-def test_each_time_reading_pauses_with_the_inbox_full_is_counted() -> None:
+def test_each_time_reading_pauses_with_the_inbox_full_is_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """`kadence_worker_reading_paused_total`: the signal that a worker's inbox is smaller than
-    its share of the look-ahead (B2 at 8 000/s: 38 pauses in 4 minutes on one worker)."""
+    its share of the look-ahead (B2 at 8 000/s: 38 pauses in 4 minutes on one worker). The log
+    line says it too, as bench.stack counts it (INBOX_FULL)."""
+    caplog.set_level(logging.INFO, logger="streams.worker.backlog")
     metrics = WorkerMetrics()
     stack = Stack.of({0: [ex("small", n, due_s=60) for n in range(250)]}, metrics=metrics)
 
@@ -245,6 +252,7 @@ def test_each_time_reading_pauses_with_the_inbox_full_is_counted() -> None:
     assert not stack.consumer.paused and paused() == 1
     stack.turn()  # read up to the bound again
     assert stack.consumer.paused == {0} and paused() == 2
+    assert caplog.text.count(INBOX_FULL) == 2
 
 
 def test_a_revocation_read_while_its_execution_is_owed_still_revokes_it() -> None:
