@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.cpu import COLLECTOR, OTHER_THREADS
+from bench.misfire_skips import NOTICED_BUCKET_S
 
 LAST = (OTHER_THREADS, COLLECTOR)
 """Shown after a process's kinds of work, not among them."""
@@ -68,6 +69,20 @@ def records_part(written: dict[str, Any]) -> str:
     return f"{parts} = {every['records']:.2g} ({_n(every['bytes'])} B)"
 
 
+def _where(row: dict[str, Any]) -> str:
+    """Where and when the skipped runs were decided: how many jobs, on which job partitions,
+    how many seconds after the window's start."""
+    detail = row.get("skipped_late_detail")
+    if not detail:
+        return ""
+    partitions = ",".join(str(p) for p in detail["by_job_partition"])
+    noticed = [int(s) for s in detail["noticed_s_after_start"]]
+    return (
+        f": {_n(detail['jobs'])} jobs on job partitions {partitions},"
+        f" decided {min(noticed)}-{max(noticed) + NOTICED_BUCKET_S} s after the start"
+    )
+
+
 def headline(row: dict[str, Any]) -> str:
     """The line for one rate's row of bench.sustained."""
     verdict = "on time" if row.get("on_time") else "NOT on time"
@@ -77,7 +92,7 @@ def headline(row: dict[str, Any]) -> str:
     if "completed_per_s" in row:
         line += f", {_n(row['completed_per_s'])}/s done"
     if row.get("skipped_late"):  # never started, on purpose: bench/misfire_skips.py
-        line += f", {_n(row['skipped_late'])} skipped late (missed-run policy)"
+        line += f", {_n(row['skipped_late'])} skipped late (missed-run policy{_where(row)})"
     if row.get("lost"):
         line += f", {_n(row['lost'])} LOST"
     pauses = sum((row.get("inbox_full") or {}).values())

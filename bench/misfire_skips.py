@@ -7,8 +7,12 @@ is not lost: a bench counts it apart, and LOST is what neither ran nor was skipp
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from kadence.client import routing_key
 from kadence.codec import Codec
 from kadence.models import Decision, HistoryRecord
+from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from testkit.topic_reader import read_to_end
@@ -34,14 +38,66 @@ def occurrences(record: HistoryRecord, every_ms: int) -> int:
     return 1
 
 
-def skipped(settings: KadenceSettings, every_ms: int = 1_000, timeout_s: float = 300) -> int:
+NOTICED_BUCKET_S = 10
+"""The width of the buckets in which `Skips.noticed` counts when a skip was decided."""
+
+
+@dataclass
+class Skips:
+    """What a missed-run policy skipped, and where and when: a stalled job partition shows as
+    one partition, a scheduler behind on all of them as every one; `noticed` says whether it
+    was one episode or spread over the run."""
+
+    start_s: float
+    """The instant `noticed` counts from (the window's start)."""
+    total: int = 0
+    by_job_partition: dict[int, int] = field(default_factory=dict)
+    noticed: dict[int, int] = field(default_factory=dict)
+    """Occurrences skipped, by when the scheduler decided it (seconds after `start_s`, in
+    buckets of NOTICED_BUCKET_S, by each bucket's first second)."""
+    late_when_noticed_s: list[float] = field(default_factory=list)
+    """How long after its due time each listed skip was decided (not the summaries')."""
+    jobs: set[str] = field(default_factory=set)
+
+    def add(self, record: HistoryRecord, every_ms: int, partitions: int) -> None:
+        n = occurrences(record, every_ms)
+        if not n:
+            return
+        self.total += n
+        p = partition_for(routing_key(record.tenant, record.job_id, None), partitions)
+        self.by_job_partition[p] = self.by_job_partition.get(p, 0) + n
+        at = record.at.timestamp()
+        bucket = int((at - self.start_s) // NOTICED_BUCKET_S) * NOTICED_BUCKET_S
+        self.noticed[bucket] = self.noticed.get(bucket, 0) + n
+        if record.due_at is not None and n == 1:
+            self.late_when_noticed_s.append(at - record.due_at.timestamp())
+        self.jobs.add(record.key)
+
+    def as_row(self) -> dict[str, object]:
+        """The row's `skipped_late_detail` (empty when nothing was skipped)."""
+        if not self.total:
+            return {}
+        late = sorted(self.late_when_noticed_s)
+        return {
+            "by_job_partition": dict(sorted(self.by_job_partition.items())),
+            "noticed_s_after_start": dict(sorted(self.noticed.items())),
+            "late_when_noticed_s": (
+                {"min": round(late[0], 2), "max": round(late[-1], 2)} if late else {}
+            ),
+            "jobs": len(self.jobs),
+        }
+
+
+def skips(
+    settings: KadenceSettings, start_s: float, every_ms: int = 1_000, timeout_s: float = 300
+) -> Skips:
     """The occurrences skipped by a missed-run policy in `settings`' namespace (its history
-    topic, read to its end)."""
+    topic, read to its end), counted from `start_s`."""
     codec = Codec()
-    total = 0
+    found = Skips(start_s)
     history = Topics(settings).history
     for msg in read_to_end(settings.bootstrap_servers, history, timeout_s):
         value = msg.value()
         if value is not None and isinstance(record := codec.decode(value), HistoryRecord):
-            total += occurrences(record, every_ms)
-    return total
+            found.add(record, every_ms, settings.partitions)
+    return found

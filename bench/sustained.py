@@ -150,7 +150,11 @@ def one_rate(
             watcher.stop()
         started_all = len({o.execution_id for o in got})
         pauses = stack.inbox_pauses()
-        skipped = misfire_skips.skipped(settings) if started_all < expect_all else 0
+        skips = (
+            misfire_skips.skips(settings, start.timestamp())
+            if started_all < expect_all
+            else misfire_skips.Skips(start.timestamp())
+        )
         written = topic_volume.volume(settings) if volume else None
     finally:
         if watcher is not None:
@@ -199,7 +203,7 @@ def one_rate(
         start_s,
         runs,
         also_steady=visible_p99,
-        skipped=skipped,
+        skipped=skips.total,
         unstarted_after=rate * tail - (started_all - len(first)),
     )
     on_time = row.pop("on_time")
@@ -208,6 +212,7 @@ def one_rate(
         "seconds": seconds,
         **row,
         "tail_s": tail,
+        **({"skipped_late_detail": d} if (d := skips.as_row()) else {}),
         "duplicated_outcomes": len(got) - started_all,
         **visible,
         "cpu_us_per_execution": cpu.per_execution_us(),

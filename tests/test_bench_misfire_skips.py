@@ -1,0 +1,68 @@
+"""bench/misfire_skips.py's profile of what a missed-run policy skipped (`Skips`): how many,
+on which job partitions, decided when and how late, from history records as the scheduler
+writes them. No broker: the records are built here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bench.headline import headline
+from bench.misfire_skips import Skips
+from kadence.client import routing_key
+from kadence.models import Decision, HistoryRecord
+from kadence.partitioning import partition_for
+
+START = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
+PARTITIONS = 12
+
+
+def skip(job: str, due_s: float, noticed_s: float, **details: str) -> HistoryRecord:
+    return HistoryRecord(
+        tenant="t1",
+        job_id=job,
+        decision=Decision.coalesced,
+        at=START + timedelta(seconds=noticed_s),
+        due_at=START + timedelta(seconds=due_s),
+        details=details,
+    )
+
+
+def test_skips_are_counted_by_job_partition_by_when_decided_and_by_how_late() -> None:
+    found = Skips(START.timestamp())
+    for due in range(100, 130):
+        found.add(skip("a", due, 165.5), 1_000, PARTITIONS)
+    found.add(skip("b", 200, 242, unlisted="5"), 1_000, PARTITIONS)  # a summary: 5, no lateness
+    fired = HistoryRecord(tenant="t1", job_id="c", decision=Decision.fired, at=START)
+    found.add(fired, 1_000, PARTITIONS)  # skips nothing: not counted anywhere
+    a = partition_for(routing_key("t1", "a", None), PARTITIONS)
+    b = partition_for(routing_key("t1", "b", None), PARTITIONS)
+    assert found.total == 35
+    detail = found.as_row()
+    expect: dict[int, int] = {a: 30}
+    expect[b] = expect.get(b, 0) + 5
+    assert detail["by_job_partition"] == dict(sorted(expect.items()))
+    assert detail["noticed_s_after_start"] == {160: 30, 240: 5}
+    assert detail["late_when_noticed_s"] == {"min": 36.5, "max": 65.5}
+    assert detail["jobs"] == 2
+
+
+def test_nothing_skipped_adds_nothing_to_the_row() -> None:
+    assert Skips(START.timestamp()).as_row() == {}
+
+
+def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
+    found = Skips(START.timestamp())
+    for due in range(100, 103):
+        found.add(skip("a", due, 131), 1_000, PARTITIONS)
+    row = {
+        "rate_per_s": 8000,
+        "on_time": False,
+        "p99_after_warm_up_s": 0.6,
+        "skipped_late": found.total,
+        "skipped_late_detail": found.as_row(),
+    }
+    a = partition_for(routing_key("t1", "a", None), PARTITIONS)
+    assert headline(row) == (
+        f"8000/s NOT on time: p99 0.6 s, 3 skipped late (missed-run policy: 1 jobs on job "
+        f"partitions {a}, decided 130-140 s after the start)"
+    )
