@@ -77,9 +77,15 @@ def _where(row: dict[str, Any]) -> str:
         return ""
     partitions = ",".join(str(p) for p in detail["by_job_partition"])
     noticed = [int(s) for s in detail["noticed_s_after_start"]]
+    others = ", ".join(
+        f"{name} {_n(n)}"
+        for name, n in detail.get("decisions", {}).items()
+        if name not in ("coalesced", "missed")
+    )
     return (
         f": {_n(detail['jobs'])} jobs on job partitions {partitions},"
         f" decided {min(noticed)}-{max(noticed) + NOTICED_BUCKET_S} s after the start"
+        + (f"; history also says {others}" if others else "")
     )
 
 

@@ -18,6 +18,8 @@ from kadence.topics import Topics
 from testkit.topic_reader import read_to_end
 
 SKIPS = frozenset({Decision.coalesced, Decision.missed})
+ROUTINE = frozenset({Decision.fired, Decision.succeeded})
+"""Decisions every run of a bench has; `Skips.decisions` counts the others."""
 
 
 def occurrences(record: HistoryRecord, every_ms: int) -> int:
@@ -58,8 +60,14 @@ class Skips:
     late_when_noticed_s: list[float] = field(default_factory=list)
     """How long after its due time each listed skip was decided (not the summaries')."""
     jobs: set[str] = field(default_factory=set)
+    decisions: dict[str, int] = field(default_factory=dict)
+    """History records by decision, but `fired` and `succeeded`: what else the scheduler decided
+    in the run (`throttled`: jobs that began to wait for their tenant's caps)."""
 
     def add(self, record: HistoryRecord, every_ms: int, partitions: int) -> None:
+        if record.decision not in ROUTINE:
+            name = record.decision.value
+            self.decisions[name] = self.decisions.get(name, 0) + 1
         n = occurrences(record, every_ms)
         if not n:
             return
@@ -85,6 +93,7 @@ class Skips:
                 {"min": round(late[0], 2), "max": round(late[-1], 2)} if late else {}
             ),
             "jobs": len(self.jobs),
+            "decisions": dict(sorted(self.decisions.items())),
         }
 
 

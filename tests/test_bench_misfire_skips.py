@@ -34,6 +34,8 @@ def test_skips_are_counted_by_job_partition_by_when_decided_and_by_how_late() ->
     found.add(skip("b", 200, 242, unlisted="5"), 1_000, PARTITIONS)  # a summary: 5, no lateness
     fired = HistoryRecord(tenant="t1", job_id="c", decision=Decision.fired, at=START)
     found.add(fired, 1_000, PARTITIONS)  # skips nothing: not counted anywhere
+    waits = HistoryRecord(tenant="t1", job_id="c", decision=Decision.throttled, at=START)
+    found.add(waits, 1_000, PARTITIONS)  # skips nothing either, but is said
     a = partition_for(routing_key("t1", "a", None), PARTITIONS)
     b = partition_for(routing_key("t1", "b", None), PARTITIONS)
     assert found.total == 35
@@ -44,6 +46,7 @@ def test_skips_are_counted_by_job_partition_by_when_decided_and_by_how_late() ->
     assert detail["noticed_s_after_start"] == {160: 30, 240: 5}
     assert detail["late_when_noticed_s"] == {"min": 36.5, "max": 65.5}
     assert detail["jobs"] == 2
+    assert detail["decisions"] == {"coalesced": 31, "throttled": 1}
 
 
 def test_nothing_skipped_adds_nothing_to_the_row() -> None:
@@ -54,6 +57,8 @@ def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
     found = Skips(START.timestamp())
     for due in range(100, 103):
         found.add(skip("a", due, 131), 1_000, PARTITIONS)
+    waits = HistoryRecord(tenant="t1", job_id="a", decision=Decision.throttled, at=START)
+    found.add(waits, 1_000, PARTITIONS)
     row = {
         "rate_per_s": 8000,
         "on_time": False,
@@ -64,5 +69,5 @@ def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
     a = partition_for(routing_key("t1", "a", None), PARTITIONS)
     assert headline(row) == (
         f"8000/s NOT on time: p99 0.6 s, 3 skipped late (missed-run policy: 1 jobs on job "
-        f"partitions {a}, decided 130-140 s after the start)"
+        f"partitions {a}, decided 130-140 s after the start; history also says throttled 1)"
     )
