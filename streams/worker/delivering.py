@@ -116,10 +116,12 @@ class Deliveries:
         return ex.target.kind in self._delivers
 
     def prepare(self, item: Item) -> None:
-        """Build `item`'s record while it waits for its due time (when its topic is known)."""
+        """Build `item`'s record and its outcome while it waits for its due time (the record
+        when its topic is known)."""
         if not item.leaseless:
             return
         ex = item.execution
+        item.outcome = self.outcomes.prepare(ex)
         try:
             item.prepared = self._delivers[ex.target.kind](ex, item.record)
         except Exception:  # the turn at its due time tries again, and says what failed

@@ -30,6 +30,9 @@ class Item:
     prepared: Delivery | None = None
     """A leaseless execution's record, built while it waited for its due time (so the turn at
     its due time only produces it): streams/worker/delivering.py."""
+    outcome: tuple[int, tuple[bytes, ...]] | None = None
+    """A leaseless execution's `succeeded` outcome but its start, made with `prepared`: its
+    partition and bytes (streams/worker/outcome_bytes.py, `Prepared`)."""
     lane: Lane | None = None
     """The destination whose rate limit its run keeps (None: none): kadence/throttle.py."""
     waited_from: int = 0

@@ -118,6 +118,29 @@ def joiner(parts: list[Piece]) -> Callable[[ExecutionRequested, bytes], bytes]:
     return env["join"]  # type: ignore[no-any-return]
 
 
+def splitter(parts: list[Piece]) -> Callable[[ExecutionRequested], tuple[bytes, ...]]:
+    """`execution -> chunks`: what `joiner(parts)` writes but the instants, as the bytes
+    between them, so that `instant.join(chunks)` is the record (both instants are the run's
+    start). Made while the execution waits for its due time; its due turn only joins."""
+    env: dict[str, Any] = {}
+    chunks: list[list[str]] = [[]]
+    for i, part in enumerate(parts):
+        if part is None:
+            chunks.append([])
+            continue
+        env[name := f"p{i}"] = part
+        chunks[-1].append(name if isinstance(part, bytes) else f"{name}(ex)")
+    joined = ", ".join(f"b''.join(({', '.join(terms)},))" if terms else "b''" for terms in chunks)
+    source = f"def split(ex):\n    return ({joined},)\n"
+    exec(compile(source, "<outcome_bytes split>", "exec"), env)  # noqa: S102 - our source
+    return env["split"]  # type: ignore[no-any-return]
+
+
+Prepared = tuple[int, tuple[bytes, ...]]
+"""A delivered run's outcome made ahead (`DeliveredOutcomes.prepare`): its partition and the
+bytes of its value around the instants."""
+
+
 class DeliveredOutcomes:
     """The outcome records of delivered runs for one worker (`worker_id`) and one codec."""
 
@@ -127,16 +150,32 @@ class DeliveredOutcomes:
         parsed, fp = codec.schemas.current[ExecutionOutcome.avro_fullname()]
         found = pieces(parsed, MAGIC + fp, worker_id)
         self._join = joiner(found) if found is not None else None
+        self._split = splitter(found) if found is not None else None
         self._partitions: dict[str, int] = {}
         self._type_schema = [
             (TYPE, ExecutionOutcome.avro_name.encode()),
             (SCHEMA, fp.hex().encode()),
         ]
 
+    def prepare(self, ex: ExecutionRequested) -> Prepared | None:
+        """What `value` needs of `ex` but its start, made while `ex` waits for its due time
+        (the due turn, which a burst makes the busiest, then only joins it with the start's
+        bytes); None when the template does not take it (its due turn writes it)."""
+        if self._split is None:
+            return None
+        try:
+            return self._partition(ex), self._split(ex)
+        except Exception:  # `record` says what does not fit
+            return None
+
     def record(self, run: ActiveRun) -> Record:
         """The `succeeded` outcome of delivered `run`, started (and ended) at `started_ms`."""
         ex = run.execution
         key = ex.key.encode()
+        prepared = run.item.outcome
+        if prepared is not None:
+            value = avro_fast.write_long(run.started_ms).join(prepared[1])
+            return self.topic, prepared[0], key, value, self._headers(ex)
         try:
             value = self._value(ex, run.started_ms)
         except Exception:  # the generic path encodes it or says what does not fit
@@ -148,6 +187,9 @@ class DeliveredOutcomes:
     def value(self, run: ActiveRun) -> tuple[int, bytes] | None:
         """The partition and value of `record(run)`, without its key and headers (an entry
         of a batch needs neither); None when the template does not take it."""
+        prepared = run.item.outcome
+        if prepared is not None:
+            return prepared[0], avro_fast.write_long(run.started_ms).join(prepared[1])
         ex = run.execution
         try:
             return self._partition(ex), self._value(ex, run.started_ms)

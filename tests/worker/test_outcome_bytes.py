@@ -102,3 +102,50 @@ def test_without_a_template_the_generic_path_writes_it(
         patch.setattr(outcome_bytes, "pieces", lambda *_: None)
         outcomes = DeliveredOutcomes(CODEC, "w", SETTINGS)
     assert outcomes.record(run) == generic(run, "w")
+
+
+@settings(max_examples=300, deadline=None)
+@given(ex=executions, worker_id=workers, started=instants)
+def test_an_outcome_made_ahead_is_the_one_its_due_turn_would_write(
+    ex: ExecutionRequested, worker_id: str, started: datetime
+) -> None:
+    """`prepare` (while the execution waits) and a join at its start give the record the
+    template writes at the due turn, and the generic path's."""
+    outcomes = DeliveredOutcomes(CODEC, worker_id, SETTINGS)
+    run = delivered(ex, started)
+    at_due = outcomes.record(run), outcomes.value(run)
+    run.item.outcome = outcomes.prepare(ex)
+    assert run.item.outcome is not None
+    assert outcomes.record(run) == at_due[0] == generic(run, worker_id)
+    assert outcomes.value(run) == at_due[1]
+
+
+@given(ex=executions, started=instants)
+def test_a_run_made_ahead_writes_nothing_of_its_execution_at_its_due_turn(
+    ex: ExecutionRequested, started: datetime
+) -> None:
+    """The due turn only joins: neither the execution's fields nor its partition are written
+    or hashed again (a burst's 100 000 one-off jobs each miss the partition cache)."""
+    outcomes = DeliveredOutcomes(CODEC, "w", SETTINGS)
+    run = delivered(ex, started)
+    want = outcomes.value(run)
+    run.item.outcome = outcomes.prepare(ex)
+
+    def written_again(*_: object) -> bytes:
+        raise AssertionError("written at the due turn")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(outcomes, "_join", written_again)
+        patch.setattr(outcome_bytes, "partition_for", written_again)
+        outcomes._partitions.clear()
+        assert outcomes.value(run) == want
+        assert outcomes.record(run) == generic(run, "w")
+
+
+@given(ex=executions)
+def test_what_the_template_does_not_take_is_not_made_ahead(ex: ExecutionRequested) -> None:
+    wide = ex.model_copy(update={"attempt": 1 << 64})
+    assert DeliveredOutcomes(CODEC, "w", SETTINGS).prepare(wide) is None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(outcome_bytes, "pieces", lambda *_: None)
+        assert DeliveredOutcomes(CODEC, "w", SETTINGS).prepare(ex) is None
