@@ -28,7 +28,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -193,8 +193,21 @@ def throughput(
         "lost": n - len(first),
         "duplicated_outcomes": len(ids) - len(first),
         "cpu_us_per_execution": cpu_per_execution_us(cpu_before, cpu_after, len(first)),
+        "by_worker": by_worker(first.values()),
         **({"py_spy": profiled} if profiled else {}),
         **(signal.summary(due.timestamp()) if signal is not None else {}),
+    }
+
+
+def by_worker(outcomes: Iterable[ExecutionOutcome]) -> dict[str, dict[str, Any]]:
+    """Each worker's runs and their start lateness: a burst lasts as long as the worker with
+    the most of it (executions partitions are keyed by tenant, and tenants hash unevenly)."""
+    late: dict[str, list[float]] = {}
+    for o in outcomes:
+        late.setdefault(o.worker_id, []).append((o.started_at - o.due_at).total_seconds())
+    return {
+        worker: {"runs": len(values), "start_lateness_s": percentiles(values)}
+        for worker, values in sorted(late.items())
     }
 
 
@@ -332,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead", type=int, default=60, help="throughput: seconds from start to T")
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="leave the processes' logs (the path is printed)"
+    )
     args = parser.parse_args(argv)
     settings = KadenceSettings(
         bootstrap_servers=args.bootstrap,
@@ -362,7 +378,10 @@ def main(argv: list[str] | None = None) -> int:
             result = recovery(settings, root, args.jobs)
     finally:
         delete_namespace(settings)
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep_logs:
+            print(f"the processes' logs: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     args.results.mkdir(parents=True, exist_ok=True)
     noisy_name = f"-{args.fairness}-c{args.concurrency}"
     if args.tenant_max_running is not None:

@@ -41,6 +41,8 @@ def test_execution_throughput_benchmark_smoke(kafka_bootstrap: str, tmp_path: Pa
     assert result["lost"] == 0
     assert result["executions_per_s"] > 0
     assert result["early"] == 0  # no run started before its due time
+    workers = result["by_worker"]  # every run once, by the worker that started it
+    assert sum(w["runs"] for w in workers.values()) == 300 and 1 <= len(workers) <= 2
     cpu = result["cpu_us_per_execution"]  # the per-process cost issue 16 sets out to cut
     assert set(cpu) == {"scheduler", "reaper", "workers", "broker"}
     assert all(cpu[name] > 0 for name in ("scheduler", "reaper", "workers"))
