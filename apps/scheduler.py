@@ -73,7 +73,10 @@ def wire(
         replay_topics=(topics.outcomes,),  # also at 0: what an earlier run left is replayed
         write_behind_ms=settings.write_behind_ms,
     )
-    return Runner(cfg, processor, clock, clients)
+    runner = Runner(cfg, processor, clock, clients)
+    # a tenant's runs per second are counted over the partitions the process owns together
+    processor.tenants.use.owned = lambda: len(runner.tasks)
+    return runner
 
 
 def build(settings: KadenceSettings, in_memory: bool = False) -> Runner:

@@ -108,8 +108,9 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     """Scheduled runs one tenant's jobs may fire per second of due time; past it an occurrence
     waits, it is not skipped: its job records `throttled` (naming the cap; once a minute at
     most) and runs in the first second with room, under its missed-run policy (docs/scheduler.md,
-    "A tenant's caps"). Counted per scheduler
-    partition, each allowing its share (this over KADENCE_PARTITIONS, rounded up). 0: no cap."""
+    "A tenant's caps"). Counted per scheduler process over the job partitions it owns together,
+    each process allowing its share (this times its partitions over KADENCE_PARTITIONS, rounded
+    up). 0: no cap."""
     tenant_fires_per_s_by_tenant: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
         default_factory=dict
     )
@@ -117,7 +118,8 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     tenant_max_in_flight: Annotated[int, Field(ge=0, le=100_000_000)] = 50_000
     """Runs of one tenant in progress at once (fired, no final outcome yet) past which its
     scheduled occurrences wait (`throttled`, as for `tenant_fires_per_s`) until runs end;
-    counted per scheduler partition like `tenant_fires_per_s`. 0: no cap."""
+    counted per scheduler partition, each allowing its share (this over KADENCE_PARTITIONS,
+    rounded up). 0: no cap."""
     tenant_max_in_flight_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
         default_factory=dict
     )

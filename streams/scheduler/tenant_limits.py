@@ -11,9 +11,13 @@ Late by then, an occurrence follows its job's missed-run policy, as after an out
 default the latest one fires). A run counts in the second it may start: its due second, or
 the second it fired in when that is later.
 
-Counted per scheduler partition, as the retry circuit's failures are: each partition allows
-its share of the tenant's cap (the cap over the partitions, rounded up), which holds the tenant
-to the cap overall when its jobs spread over the partitions, as job keys do. Only scheduled
+Runs per second are counted per scheduler process, over all the job partitions it owns
+together: it allows its share of the tenant's cap (the cap times the partitions it owns over
+all of them, rounded up), which holds the tenant to the cap overall. Counting them per
+partition (each its share of the cap) held back a tenant within its cap: job keys hash unevenly,
+and 2 000 jobs of one tenant due in one second put up to 210 on a partition whose share was
+167, so 3 136 of B1's 100 000 one-off runs waited a second or more. Runs in progress are
+counted per partition (`~inflight/<tenant>`, in its store), each allowing its share. Only scheduled
 occurrences (on time, caught up, dispatched ahead) wait: a trigger, a retry, a replay or a
 backfill is the tenant's explicit request, bounded by the API's quotas and the backfill pace.
 What a process counts per second is in its memory: a restarted process may let one cap's worth
@@ -23,7 +27,7 @@ more start in that second.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from streams.runtime.context import ProcessorContext
@@ -43,17 +47,23 @@ class TenantCaps:
     in_flight: int = 0
 
     @classmethod
-    def share(cls, fires_per_s: int, in_flight: int, partitions: int) -> TenantCaps:
-        """A partition's share of tenant-wide caps."""
+    def share(
+        cls, fires_per_s: int, in_flight: int, partitions: int, owned: int | None = None
+    ) -> TenantCaps:
+        """The share of tenant-wide caps of a process owning `owned` of `partitions` job
+        partitions (all of them by default): runs per second over those partitions together,
+        runs in progress on each one."""
+        mine = partitions if owned is None else max(1, min(owned, partitions))
         return cls(
-            math.ceil(fires_per_s / partitions) if fires_per_s else 0,
+            math.ceil(fires_per_s * mine / partitions) if fires_per_s else 0,
             math.ceil(in_flight / partitions) if in_flight else 0,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class TenantLoad:
-    """What the tenant's jobs on this partition used of their caps, as a step starts."""
+    """What the tenant's jobs used of their caps, as a step starts: runs per second on the
+    process's partitions, runs in progress on this one."""
 
     caps: TenantCaps = field(default_factory=TenantCaps)
     fired: Mapping[int, int] = field(default_factory=dict)
@@ -61,7 +71,7 @@ class TenantLoad:
     reserved: Mapping[int, int] = field(default_factory=dict)
     """Places in a second held by jobs that wait for it."""
     running: int = 0
-    """Runs in progress (fired, no final outcome yet)."""
+    """Runs in progress on this partition (fired, no final outcome yet)."""
     now_ms: int = 0
 
     def why_not(
@@ -77,7 +87,7 @@ class TenantLoad:
             taken = used + self.reserved.get(second, 0) - (1 if mine else 0)
             if taken >= caps.fires_per_s:
                 return (
-                    f"the tenant's jobs on this scheduler partition already start {used} runs "
+                    f"the tenant's jobs on this scheduler process already start {used} runs "
                     f"in this second ({taken - used} more places are held by jobs that waited),"
                     f" its share {caps.fires_per_s} of the tenant's cap "
                     "(KADENCE_TENANT_FIRES_PER_S); spread the jobs (spread_s) or ask for a "
@@ -106,68 +116,85 @@ class TenantLoad:
 
 @dataclass
 class TenantUse:
-    """What each tenant's jobs started and reserved per second, per partition, in this
-    process's memory."""
+    """What each tenant's jobs started and reserved per second on this process's partitions,
+    in its memory."""
 
     fires_per_s: int = 0
     fires_by_tenant: Mapping[str, int] = field(default_factory=dict)
     in_flight: int = 0
     in_flight_by_tenant: Mapping[str, int] = field(default_factory=dict)
     partitions: int = 1
-    _fired: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
-    _reserved: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
-    _holders: dict[tuple[str, int], dict[bytes, int]] = field(default_factory=dict)
+    owned: Callable[[], int] | None = None
+    """How many job partitions the process owns now (None: all of them)."""
+    _fired: dict[str, dict[int, int]] = field(default_factory=dict)
+    _reserved: dict[str, dict[int, int]] = field(default_factory=dict)
+    _holders: dict[str, dict[bytes, int]] = field(default_factory=dict)
     """Which job holds a place in which second: a place is given back once, whatever writes
     the job has after it."""
-    _caps: dict[str, TenantCaps] = field(default_factory=dict)
+    _caps: dict[tuple[str, int], TenantCaps] = field(default_factory=dict)
+    _pruned: dict[str, int] = field(default_factory=dict)
+    """The second each tenant's counts were last pruned in."""
 
     def caps(self, tenant: str) -> TenantCaps:
-        """The tenant's caps on one partition (from the settings: computed once a tenant)."""
-        caps = self._caps.get(tenant)
+        """The tenant's caps on this process (from the settings and the partitions it owns:
+        computed once a tenant and a number of partitions)."""
+        owned = self.partitions if self.owned is None else self.owned()
+        caps = self._caps.get((tenant, owned))
         if caps is None:
             caps = TenantCaps.share(
                 self.fires_by_tenant.get(tenant, self.fires_per_s),
                 self.in_flight_by_tenant.get(tenant, self.in_flight),
                 self.partitions,
+                owned,
             )
             if len(self._caps) >= CAPS_KEPT:  # tenants seen long ago: computed again if seen
                 self._caps.clear()
-            self._caps[tenant] = caps
+            self._caps[(tenant, owned)] = caps
         return caps
 
-    def load(self, tenant: str, partition: int, running: int, now_ms: int) -> TenantLoad:
-        where = (tenant, partition)
+    def load(self, tenant: str, running: int, now_ms: int) -> TenantLoad:
+        """The tenant's use, with `running` runs in progress on the partition asking."""
         return TenantLoad(
             self.caps(tenant),
-            self._fired.get(where, {}),
-            self._reserved.get(where, {}),
+            self._fired.get(tenant, {}),
+            self._reserved.get(tenant, {}),
             max(0, running),
             now_ms,
         )
 
-    def fired(self, tenant: str, partition: int, seconds: Mapping[int, int]) -> None:
-        """Count scheduled runs started (per second they may start in)."""
-        mine = self._fired.setdefault((tenant, partition), {})
+    def fired(self, tenant: str, seconds: Mapping[int, int], now_ms: int) -> None:
+        """Count scheduled runs started (per second they may start in); the seconds past are
+        forgotten (they were kept for ever: a tenant that never waited for its cap added one
+        for every second its jobs fired, megabytes a day in a scheduler that ran on)."""
+        mine = self._fired.setdefault(tenant, {})
         for second, n in seconds.items():
             mine[second] = mine.get(second, 0) + n
+        self._prune(tenant, now_ms // 1000)
 
-    def reserve(self, tenant: str, partition: int, job: bytes, second: int, now_ms: int) -> None:
+    def reserve(self, tenant: str, job: bytes, second: int, now_ms: int) -> None:
         """`job` holds a place in `second` (in place of any it held)."""
-        self.release(tenant, partition, job)
-        self._holders.setdefault((tenant, partition), {})[job] = second
-        places = self._reserved.setdefault((tenant, partition), {})
+        self.release(tenant, job)
+        self._holders.setdefault(tenant, {})[job] = second
+        places = self._reserved.setdefault(tenant, {})
         places[second] = places.get(second, 0) + 1
-        self._prune((tenant, partition), now_ms // 1000)
+        self._prune(tenant, now_ms // 1000)
 
-    def release(self, tenant: str, partition: int, job: bytes) -> None:
+    def release(self, tenant: str, job: bytes) -> None:
         """`job` gives back the place it holds, if any (it ran, or was deleted)."""
-        holders = self._holders.get((tenant, partition))
+        holders = self._holders.get(tenant)
         second = holders.pop(job, None) if holders else None
-        places = self._reserved.get((tenant, partition))
+        places = self._reserved.get(tenant)
         if second is not None and places and places.get(second, 0) > 0:
             places[second] -= 1
 
-    def _prune(self, where: tuple[str, int], now_s: int) -> None:
+    def _prune(self, where: str, now_s: int) -> None:
+        """Forget `where`'s seconds before the last one (at most once a second a tenant), and
+        the tenants quiet for a while."""
+        if self._pruned.get(where) == now_s:
+            return
+        if len(self._pruned) >= CAPS_KEPT:
+            self._pruned.clear()
+        self._pruned[where] = now_s
         for table in (self._fired, self._reserved):
             seconds = table.get(where)
             if seconds and min(seconds) < now_s - 1:
@@ -207,7 +234,7 @@ class TenantRuns:
         self._before[key] = (0, None) if state is None else (len(state.running), state.held_ms)
 
     def load(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> TenantLoad:
-        return self.use.load(tenant, ctx.partition, self.in_flight(ctx, tenant), now_ms)
+        return self.use.load(tenant, self.in_flight(ctx, tenant), now_ms)
 
     def written(
         self,
@@ -223,13 +250,12 @@ class TenantRuns:
         tenant = key.split(b"/", 1)[0].decode()
         before_running, before_held = self._before.get(key, (None, None))
         self._before[key] = (running, held_ms)
-        where = (tenant, ctx.partition)
         if scheduled:
-            self.use.fired(*where, scheduled)
+            self.use.fired(tenant, scheduled, now_ms)
         if held_ms is not None and held_ms != before_held and held_ms > now_ms:
-            self.use.reserve(*where, key, held_ms // 1000, now_ms)  # waits for that second
+            self.use.reserve(tenant, key, held_ms // 1000, now_ms)  # waits for that second
         elif scheduled or held_ms is None:
-            self.use.release(*where, key)  # it ran (in its place, or without one), or is gone
+            self.use.release(tenant, key)  # it ran (in its place, or without one), or is gone
         if before_running is None or before_running == running:
             return
         self._count(ctx, tenant, running - before_running)
@@ -239,7 +265,7 @@ class TenantRuns:
         later.py): what `written` does for a write that took one run out of `running` and
         changed nothing else (the job holds no place: later.admit)."""
         tenant = key.split(b"/", 1)[0].decode()
-        self.use.release(tenant, ctx.partition, key)
+        self.use.release(tenant, key)
         self._count(ctx, tenant, -1)
 
     def _count(self, ctx: ProcessorContext, tenant: str, change: int) -> None:

@@ -4,11 +4,14 @@ per-second jobs is held to its runs per second and its runs in progress; what it
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kadence.client import routing_key
 from kadence.clock import ms_to_datetime
 from kadence.models import (
     Decision,
@@ -18,8 +21,15 @@ from kadence.models import (
     OutcomeStatus,
     ScheduleDefinition,
 )
+from kadence.partitioning import partition_for
+from kadence.settings import KadenceSettings
 from kadence.timeengine.identity import execution_id
+from kadence.topics import Topics
+from streams.runtime.records import InputRecord
 from streams.runtime.store import MemoryStore, Store
+from streams.runtime.task import Task
+from streams.scheduler.config import SchedulerConfig
+from streams.scheduler.processor import SchedulerProcessor
 from streams.scheduler.state import load_state
 from streams.scheduler.tenant_limits import TenantCaps, TenantLoad, TenantUse
 from tests.scheduler.test_breaker import CODEC, Scheduler
@@ -222,7 +232,7 @@ def test_a_run_is_refused_exactly_when_a_cap_is_reached(
     """The rule, against its plain statement: a run counts in the second it may start (its
     due second, or now when that is later); it may fire while the runs started there and the
     places others reserved there leave room; a job that reserved this second uses its own."""
-    caps = TenantCaps.share(fires * partitions, in_flight * partitions, partitions)
+    caps = TenantCaps.share(fires * partitions, in_flight * partitions, partitions, owned=1)
     assert (caps.fires_per_s, caps.in_flight) == (fires, in_flight)
     load = TenantLoad(caps, used, reserved, running, now_s * 1000)
     why = load.why_not(due_s * 1000 + 500, {}, 0, mine=mine)
@@ -242,19 +252,43 @@ def test_a_run_is_refused_exactly_when_a_cap_is_reached(
 def test_places_are_reserved_and_given_back() -> None:
     """A place is held by one job and given back once, whatever writes follow."""
     use = TenantUse(fires_per_s=2, partitions=1)
-    use.fired("acme", 0, {10: 2})
-    use.reserve("acme", 0, b"acme/a", 11, 10_000)
-    use.reserve("acme", 0, b"acme/b", 11, 10_000)
-    assert use.load("acme", 0, 0, 10_000).next_place({}) == 12  # second 11 is held by two
-    use.reserve("acme", 0, b"acme/b", 13, 10_000)  # b moved on: 11 has room for one more
-    assert use.load("acme", 0, 0, 10_000).reserved == {11: 1, 13: 1}
-    use.release("acme", 0, b"acme/a")
-    use.release("acme", 0, b"acme/a")  # once only
-    assert use.load("acme", 0, 0, 11_000).reserved == {11: 0, 13: 1}
-    use.fired("acme", 0, {200: 1})
-    use.reserve("acme", 0, b"acme/c", 201, 200_000)
-    load = use.load("acme", 0, 0, 200_000)
+    use.fired("acme", {10: 2}, 10_000)
+    use.reserve("acme", b"acme/a", 11, 10_000)
+    use.reserve("acme", b"acme/b", 11, 10_000)
+    assert use.load("acme", 0, 10_000).next_place({}) == 12  # second 11 is held by two
+    use.reserve("acme", b"acme/b", 13, 10_000)  # b moved on: 11 has room for one more
+    assert use.load("acme", 0, 10_000).reserved == {11: 1, 13: 1}
+    use.release("acme", b"acme/a")
+    use.release("acme", b"acme/a")  # once only
+    assert use.load("acme", 0, 11_000).reserved == {11: 0, 13: 1}
+    use.fired("acme", {200: 1}, 200_000)
+    use.reserve("acme", b"acme/c", 201, 200_000)
+    load = use.load("acme", 0, 200_000)
     assert 10 not in load.fired and 11 not in load.reserved  # old seconds forgotten
+
+
+def test_the_seconds_counted_are_forgotten_once_past_without_a_job_waiting() -> None:
+    """A tenant under its cap never reserves a place: its counts per second were kept for
+    ever, one for every second its jobs fired (8 MB a tenant and partition a day)."""
+    use = TenantUse(fires_per_s=2_000, partitions=12)
+    for second in range(10_000):
+        use.fired("acme", {second: 5, second + 30: 5}, second * 1_000 + 400)  # on time, ahead
+    kept = use.load("acme", 0, 10_000_000).fired
+    assert len(kept) <= 33  # the second before, this one and the 30 dispatched ahead
+    assert kept[9_999 + 30] == 5 and kept[9_999] == 10  # nothing still needed is lost
+
+
+def test_a_process_counts_a_tenant_s_runs_per_second_over_the_partitions_it_owns() -> None:
+    """Its share of the cap: the cap times the partitions it owns over all of them, rounded
+    up; all of them when it owns every partition (or says nothing), one at least."""
+    owned = [12]
+    use = TenantUse(fires_per_s=2_000, in_flight=50_000, partitions=12, owned=lambda: owned[0])
+    assert use.caps("acme") == TenantCaps(2_000, 4_167)  # runs in progress: per partition
+    owned[0] = 5
+    assert use.caps("acme") == TenantCaps(834, 4_167)
+    owned[0] = 0
+    assert use.caps("acme") == TenantCaps(167, 4_167)
+    assert TenantUse(fires_per_s=7, partitions=3).caps("acme").fires_per_s == 7
 
 
 @settings(max_examples=40, deadline=None)
@@ -315,3 +349,42 @@ def test_the_caps_hold_and_nothing_is_lost_or_doubled(
         if h.tenant == "capped" and h.decision in (Decision.coalesced, Decision.missed)
     )
     assert len(due - ran) <= passed_over  # what did not run was told
+
+
+def test_a_tenant_within_its_cap_is_not_held_back_by_how_its_jobs_hash() -> None:
+    """One process owning every job partition: a tenant's runs of one second fire up to its
+    cap however its job keys spread over the partitions, and only the ones past the cap wait.
+    With a share of the cap per partition, those on partitions its keys favour waited (B1's
+    100 000 one-offs: 3 136 of them, a second or more late)."""
+    partitions, cap, due = 12, 60, T0 + 10_000
+    topics = Topics(KadenceSettings(partitions=partitions))
+    cfg = SchedulerConfig(topics, partitions, 1, "2025b", tenant_fires_per_s=cap)
+    proc = SchedulerProcessor(cfg, CODEC)
+    out: list[tuple[Any, ...]] = []
+    tasks = [Task(p, MemoryStore(), T0, 60_000) for p in range(partitions)]
+    for task in tasks:
+        task._emit = lambda *a: out.append(a)
+        task.changelog = topics.scheduler_changelog
+    jobs = [f"j{i}" for i in range(cap + 3)]
+    where = {j: partition_for(routing_key("acme", j, None), partitions) for j in jobs}
+    spread = Counter(where[j] for j in jobs[:cap])
+    assert max(spread.values()) > math.ceil(cap / partitions)  # a share each would hold back
+    for offset, job in enumerate(jobs):
+        d = ScheduleDefinition(
+            tenant="acme", job_id=job, version=1, target=KafkaTarget(topic="o"),
+            schedule={"kind": "once", "run_at": ms_to_datetime(due)},
+        )  # fmt: skip
+        task = tasks[where[job]]
+        record = InputRecord(topics.schedules, task.partition, offset, d.key.encode(),
+                             CODEC.encode(d), [], T0)  # fmt: skip
+        proc.process(task, record, T0)
+    for task in tasks:
+        for key in task.due(due, 1_000):
+            proc.fire(task, key, due)
+    decoded = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t != topics.scheduler_changelog]
+    fired = [r for r in decoded if isinstance(r, ExecutionRequested)]
+    waits = [
+        r for r in decoded if isinstance(r, HistoryRecord) and r.decision is Decision.throttled
+    ]
+    assert len(fired) == cap and all(r.dispatched_at == r.due_at for r in fired)
+    assert len(waits) == 3 and {r.job_id for r in fired}.isdisjoint(r.job_id for r in waits)
