@@ -10,6 +10,11 @@ from kadence.models import ExecutionRequested
 from kadence.targets import Delivery
 from kadence.throttle import Lane
 
+Prepared = tuple[int, tuple[bytes, ...]]
+"""A delivered run's `succeeded` outcome made while its execution waited
+(streams/worker/outcome_bytes.py, `DeliveredOutcomes.prepare`): its outcomes partition and the
+bytes of its value around the instants."""
+
 
 @dataclass(eq=False)
 class Item:
@@ -30,9 +35,8 @@ class Item:
     prepared: Delivery | None = None
     """A leaseless execution's record, built while it waited for its due time (so the turn at
     its due time only produces it): streams/worker/delivering.py."""
-    outcome: tuple[int, tuple[bytes, ...]] | None = None
-    """A leaseless execution's `succeeded` outcome but its start, made with `prepared`: its
-    partition and bytes (streams/worker/outcome_bytes.py, `Prepared`)."""
+    outcome: Prepared | None = None
+    """A leaseless execution's `succeeded` outcome but its start, made with `prepared`."""
     lane: Lane | None = None
     """The destination whose rate limit its run keeps (None: none): kadence/throttle.py."""
     waited_from: int = 0

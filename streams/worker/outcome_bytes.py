@@ -37,6 +37,7 @@ from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
 from kadence.topics import Topics
 from streams.worker.active import ActiveRun
+from streams.worker.item import Prepared
 from streams.worker.records import delivered_outcome
 
 Record = tuple[str, int, bytes, bytes, Headers]
@@ -134,11 +135,6 @@ def splitter(parts: list[Piece]) -> Callable[[ExecutionRequested], tuple[bytes, 
     source = f"def split(ex):\n    return ({joined},)\n"
     exec(compile(source, "<outcome_bytes split>", "exec"), env)  # noqa: S102 - our source
     return env["split"]  # type: ignore[no-any-return]
-
-
-Prepared = tuple[int, tuple[bytes, ...]]
-"""A delivered run's outcome made ahead (`DeliveredOutcomes.prepare`): its partition and the
-bytes of its value around the instants."""
 
 
 class DeliveredOutcomes:
