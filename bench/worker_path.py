@@ -246,13 +246,13 @@ def main() -> None:
     )
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _outcomes_in(value: bytes | None, headers: Headers | None) -> int:
     """Outcomes one record of the outcomes topic carries: a batch's count (the Avro array's
     first block count, after the single-object header), else one."""
     if value is not None and (TYPE, ExecutionOutcomes.avro_name.encode()) in (headers or []):
         return avro_fast.read_long(value, HEADER_LEN)[0]
     return 1
+
+
+if __name__ == "__main__":
+    main()
