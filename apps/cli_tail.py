@@ -18,9 +18,10 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, Top
 
 from apps.tail_target import HEAD_SHOWN, record_json, target_record, tenant_topic
 from connectors.consumer import tenant_group
+from kadence import batches
 from kadence.codec import Codec
 from kadence.errors import DecodeError, InvalidInputError, TopicError
-from kadence.models import ExecutionOutcomes, WireModel
+from kadence.models import ExecutionBatch, ExecutionOutcomes, WireModel
 from kadence.settings import KadenceSettings
 from kadence.topics import ALL_TOPICS
 
@@ -141,8 +142,24 @@ def _render(  # noqa: PLR0917 - one record's parts
                     _shown(o.key, f"{where}.{i}", _doc(o), as_json, partition, offset, i)
                     for i, o in enumerate(record.outcomes)
                 )
+            if isinstance(record, ExecutionBatch):  # a scheduler's batch: a line per execution
+                return "\n".join(
+                    _shown(k, f"{where}.{i}", doc, as_json, partition, offset, i)
+                    for i, doc in enumerate(_entry_docs(codec, record))
+                )
             doc = _doc(record)
     return _shown(k, where, doc, as_json, partition, offset)
+
+
+def _entry_docs(codec: Codec, batch: ExecutionBatch) -> list[dict[str, Any]]:
+    """Each execution of a batch as its own record would show, or why it is unreadable."""
+    docs = []
+    for i in range(len(batch.executions)):
+        try:
+            docs.append(_doc(batches.entry(codec, batch, i)))
+        except DecodeError as exc:
+            docs.append({"type": "undecodable", "error": str(exc)})
+    return docs
 
 
 def _doc(record: WireModel) -> dict[str, Any]:
@@ -159,7 +176,7 @@ def _shown(  # noqa: PLR0917 - one line's parts
     entry: int | None = None,
 ) -> str:
     """One line: `[partition]@offset key type field=value ...`, or a JSON document; an
-    outcome of a batch says which (`[p]@offset.i`, `"entry": i`)."""
+    outcome or an execution of a batch says which (`[p]@offset.i`, `"entry": i`)."""
     if as_json:
         place = {"partition": partition, "offset": offset}
         if entry is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kadence.codec import Codec
 from kadence.models import (
     Backfill,
     CancelRun,
@@ -12,6 +13,7 @@ from kadence.models import (
     DeadLetterReason,
     Decision,
     ErrorInfo,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionOutcomes,
     ExecutionRequested,
@@ -39,6 +41,7 @@ from kadence.models.connections import ConnectionKind, ConnectionRecord
 
 T0 = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)
 _EXEC_ID = "acme/nightly-report@2026-03-29T00:30:00.000Z"
+_OTHER_ID = "acme/ledger-close@2026-03-29T00:30:00.000Z"
 
 
 def schedule_definition() -> ScheduleDefinition:
@@ -150,6 +153,14 @@ def examples() -> dict[str, WireModel]:
                 headers={"retry-after": "120"},
                 body=b"maintenance until 01:32",
             ),
+        ),
+        ExecutionBatch(
+            tenant=ex.tenant,
+            due_at=ex.due_at,
+            executions=[
+                Codec().encode(ex.model_copy(update={"execution_id": eid, "job_id": job}))
+                for eid, job in ((_EXEC_ID, ex.job_id), (_OTHER_ID, "ledger-close"))
+            ],
         ),
         ExecutionOutcomes(
             outcomes=[

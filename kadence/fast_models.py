@@ -31,6 +31,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from kadence.models import (
     Decision,
     ErrorInfo,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionOutcomes,
     ExecutionRequested,
@@ -56,6 +57,8 @@ from kadence.models.base import (
     POOL_RE,
 )
 from kadence.models.execution import (
+    MAX_BATCH_BYTES,
+    MAX_EXECUTIONS_PER_BATCH,
     MAX_HELD_RANGES,
     MAX_HELD_RUNS,
     MAX_LEASE_TTL_MS,
@@ -243,6 +246,18 @@ def execution_outcomes(d: dict[str, Any]) -> ExecutionOutcomes | None:
     return _make(ExecutionOutcomes, {"outcomes": built})  # type: ignore[no-any-return]
 
 
+def execution_batch(d: dict[str, Any]) -> ExecutionBatch | None:
+    """A batch of executions: its entries are bytes, decoded one by one by their reader."""
+    entries = d["executions"]
+    if not (
+        2 <= len(entries) <= MAX_EXECUTIONS_PER_BATCH
+        and _ident(d["tenant"])
+        and all(0 < len(e) <= MAX_BATCH_BYTES for e in entries)
+    ):
+        return None
+    return _make(ExecutionBatch, d)  # type: ignore[no-any-return]
+
+
 def _counts_ok(d: dict[str, Any]) -> bool:
     """A history record's optional run fields, as its model bounds them."""
     attempt, delivery, eid = d["attempt"], d["delivery"], d["execution_id"]
@@ -348,6 +363,7 @@ BUILDERS: dict[type[WireModel], Builder] = {
     ExecutionRequested: execution_requested,
     ExecutionOutcome: execution_outcome,
     ExecutionOutcomes: execution_outcomes,
+    ExecutionBatch: execution_batch,
     HistoryRecord: history_record,
     LeaseEvent: lease_event,
     LeaseSnapshot: lease_snapshot,
@@ -356,6 +372,7 @@ SIGNATURES: dict[type[WireModel], str] = {
     ExecutionRequested: "0c04be9e1faf0986",  # targets go through pydantic (models/targets.py)
     ExecutionOutcome: "7a5c67b77780e0a0",
     ExecutionOutcomes: "c61947a38b5c57d2",  # its outcomes as ExecutionOutcome's
+    ExecutionBatch: "1d70c16216af14b2",  # its entries are bytes, decoded by their reader
     HistoryRecord: "b0d029e19b02a316",
     LeaseEvent: "f6ca37fd731b2cc8",  # its execution (models/targets.py)
     LeaseSnapshot: "ae0c40e00316ce19",

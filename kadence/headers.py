@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from kadence.models import (
     DeadLetter,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
@@ -25,6 +26,8 @@ EXECUTION_ID = "kadence-execution-id"
 DUE_AT = "kadence-due-at"
 ATTEMPT = "kadence-attempt"
 DELIVERY = "kadence-delivery"
+COUNT = "kadence-count"
+"""On an ExecutionBatch: how many executions it carries."""
 GUARANTEE = "kadence-guarantee"
 """On a tenant's Kafka-target record: `exactly-once` (written in the worker's transaction) or
 `at-least-once` (the claimed path: a duplicate with the same execution id may follow)."""
@@ -118,7 +121,9 @@ def generic_headers(record: WireModel, fingerprint: bytes) -> Headers:
         out.append((DELIVERY, str(inner.delivery).encode()))
     if isinstance(inner, ExecutionRevoked):
         out.append((EXECUTION_ID, inner.execution_id.encode()))
-    if isinstance(inner, ExecutionRequested | ExecutionOutcome | ExecutionRevoked):
+    if isinstance(inner, ExecutionBatch):
+        out.append((COUNT, str(len(inner.executions)).encode()))
+    if isinstance(inner, ExecutionRequested | ExecutionOutcome | ExecutionRevoked | ExecutionBatch):
         out.append((DUE_AT, iso_utc(inner.due_at).encode()))
     return out
 

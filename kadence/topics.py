@@ -18,6 +18,7 @@ from kadence.models import (
     TOPIC_COMMAND_TYPES,
     ConnectionRecord,
     DeadLetter,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionOutcomes,
     ExecutionRequested,
@@ -149,8 +150,9 @@ EXECUTIONS = TopicSpec(
     "tenant",
     "delete",
     PartitionGroup.executions,
-    (ExecutionRequested, ExecutionRevoked),
-    purpose="executions to run (and revocations of ones dispatched ahead), drained by the workers",
+    (ExecutionRequested, ExecutionRevoked, ExecutionBatch),
+    purpose="executions to run (one a record, or several due together in a batch; and"
+    " revocations of ones dispatched ahead), drained by the workers",
 )
 REAPER_CHANGELOG = TopicSpec(
     "reaper-changelog",

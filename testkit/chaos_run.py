@@ -21,6 +21,7 @@ from typing import Any
 
 from apps.processes import ChildProcess
 from infra.kafka.kafkactl import BrokerConfig
+from kadence.batches import records_in
 from kadence.client import KadenceClient
 from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
@@ -37,7 +38,6 @@ from kadence.models import (
     PauseJob,
     ResumeJob,
     ScheduleDefinition,
-    entries_of,
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
@@ -291,7 +291,7 @@ class Run:
         out = []
         for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, timeout_s):
             try:
-                out += entries_of(CODEC.decode(m.value()))
+                out += records_in(CODEC, CODEC.decode(m.value()))
             except DecodeError:
                 continue
         return out

@@ -126,6 +126,33 @@ class ExecutionRevoked(WireModel):
         return job_key(self.tenant, self.job_id)
 
 
+MAX_EXECUTIONS_PER_BATCH = 1_000
+"""Executions one `ExecutionBatch` record carries at most (the scheduler also keeps each record
+under MAX_BATCH_BYTES: streams/scheduler/batching.py)."""
+MAX_BATCH_BYTES = 512 * 1024
+"""The executions of one `ExecutionBatch` together, in bytes, at most: half the broker's
+default record limit, so that a batch never meets it whatever its headers."""
+
+
+class ExecutionBatch(WireModel):
+    """Several executions of one tenant due at the same instant, in one record on an executions
+    topic (docs/execution.md, "Executions in batches"). Each entry is an ExecutionRequested
+    exactly as a record of its own would carry it (single-object encoded), so a worker reads
+    and forwards each one as it would a record of its own. Keyed by the tenant, as those are.
+    A worker moves a batch's executions together: delivered in one transaction, or claimed
+    together (one lease reference, the batch's offset)."""
+
+    avro_name = "ExecutionBatch"
+
+    tenant: Identifier
+    due_at: UtcDatetime
+    """The due instant every entry has."""
+    executions: Annotated[
+        list[Annotated[bytes, Field(min_length=1, max_length=MAX_BATCH_BYTES)]],
+        Field(min_length=2, max_length=MAX_EXECUTIONS_PER_BATCH),
+    ]
+
+
 class LeaseEventKind(StrEnum):
     acquired = "acquired"
     renewed = "renewed"

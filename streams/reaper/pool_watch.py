@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, Gauge
 
+from kadence.batches import executions_in
 from kadence.clock import Clock, ms_to_datetime
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -193,8 +194,7 @@ class PoolWatch:
                         record = EXECUTIONS.decode(self.codec, msg.value())
                     except DecodeError:  # not ours to judge here: the worker rejects it
                         continue
-                    if isinstance(record, ExecutionRequested):
-                        out.append(record)
+                    out += executions_in(self.codec, record)
         return out[:MAX_REPORTED]
 
     def _write(self, records: list[HistoryRecord]) -> None:

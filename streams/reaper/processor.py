@@ -3,7 +3,8 @@
 Input: `leases`. A `LeaseSnapshot` (keyed `worker/incarnation`) lists everything one worker
 process holds, by (executions partition, offset): one entry per incarnation keeps its latest
 ranges and their expiries (`snapshots`); an expired ref is read back from `executions` through
-the `ExecutionReader` port. A `LeaseEvent` (keyed by execution id; workers of earlier releases,
+the `ExecutionReader` port (a batch's executions are claimed together, under its offset: each
+is handed on). A `LeaseEvent` (keyed by execution id; workers of earlier releases,
 or `lease_format=events`) keeps one entry per execution with its delivery, worker, expiry and
 the execution itself (`leases`). When a lease expires without a release (the worker writes its
 outcome and the release in one transaction):
@@ -21,10 +22,17 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kadence import batches
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import headers_for
-from kadence.models import ExecutionRequested, LeaseEvent, LeaseSnapshot, WireModel
+from kadence.models import (
+    ExecutionBatch,
+    ExecutionRequested,
+    LeaseEvent,
+    LeaseSnapshot,
+    WireModel,
+)
 from kadence.models.base import DEFAULT_POOL
 from kadence.partitioning import execution_route, partition_for
 from kadence.pools import pool_topic
@@ -166,17 +174,48 @@ class ReaperProcessor:
                 why = f"is a {type(record).__name__}, not an execution"
             except DecodeError as exc:
                 why = f"is not a readable execution ({exc.code}: {exc})"
-        if isinstance(record, ExecutionRequested):
-            expiry = leases.decide(
-                record,
-                delivery=record.delivery,
-                worker=held.worker,
-                expires_ms=expires_ms,
-                now_ms=now_ms,
-                redelivery_cap=self.cfg.redelivery_cap,
-            )
-            self._write(ctx, expiry)
+        if isinstance(record, ExecutionBatch):  # claimed together: each is handed on
+            for i in range(len(record.executions)):
+                try:
+                    ex = batches.entry(self.codec, record, i)
+                except DecodeError as exc:
+                    why = f"has an unreadable execution at entry {i} ({exc.code}: {exc})"
+                    self._quarantine(ctx, ref, held, why, record, now_ms)
+                    continue
+                self._expire(ctx, ex, held, expires_ms, now_ms)
             return
+        if isinstance(record, ExecutionRequested):
+            self._expire(ctx, record, held, expires_ms, now_ms)
+            return
+        self._quarantine(ctx, ref, held, why, record, now_ms)
+
+    def _expire(
+        self,
+        ctx: ProcessorContext,
+        ex: ExecutionRequested,
+        held: Held,
+        expires_ms: int,
+        now_ms: int,
+    ) -> None:
+        expiry = leases.decide(
+            ex,
+            delivery=ex.delivery,
+            worker=held.worker,
+            expires_ms=expires_ms,
+            now_ms=now_ms,
+            redelivery_cap=self.cfg.redelivery_cap,
+        )
+        self._write(ctx, expiry)
+
+    def _quarantine(  # noqa: PLR0917 - one expired reference's parts
+        self,
+        ctx: ProcessorContext,
+        ref: snapshots.Ref,
+        held: Held,
+        why: str,
+        record: object,
+        now_ms: int,
+    ) -> None:
         reason, history = snapshots.unusable(ref, held.worker, why, record, now_ms)
         log.error("%s; quarantined", reason)
         self.metrics.failures.labels("quarantined").inc()

@@ -129,6 +129,29 @@ class Deliveries:
 
     def _claimed_instead(self, item: Item) -> None:
         item.leaseless = False
+        if item.head is not None:  # a batch's executions move together
+            item.head.leaseless = False
+            for other in item.head.batch or ():
+                other.leaseless = False
+
+    def route_batch(self, head: Item, txn: TxnWork, now: int) -> bool:
+        """Put every execution of the due batch `head` holds in `txn`, or the batch back in the
+        inbox (one of them waits for its topic); False: they are to be claimed, all together.
+        A batch is never split between transactions (its offset is passed once all of it is):
+        it may take `txn` past `per_txn` by less than a batch."""
+        assert head.batch is not None
+        taken = [self._take(item, now) for item in head.batch]
+        if any(t is None for t in taken):
+            self._claimed_instead(head.batch[0])
+            return False
+        if any(not isinstance(t, Delivered) for t in taken):
+            for t in taken:  # a refusal to report stays for when the batch goes
+                if isinstance(t, Delivered) and t.refused is not None:
+                    self._refused[t.run.execution.execution_id] = t.refused
+            self.inbox.hold(head)
+            return True
+        txn.deliveries += [t for t in taken if isinstance(t, Delivered)]
+        return True
 
     def route(self, item: Item, txn: TxnWork, now: int) -> bool:
         """Put due `item` in `txn` with its record, or back in the inbox (its topic is not

@@ -81,18 +81,20 @@ class Budget:
         return self.slots > 0 and (not caps[0] or tenant_busy < caps[0])
 
     def take(self, item: Item, tenant: str) -> bool:
-        """Count `item` in; whether it took a slot."""
+        """Count `item` in (a batch: each of its executions, so it may take a budget past 0 by
+        less than a batch); whether it took slots."""
+        n = item.weight
         if item.leaseless:
             if self.leaseless is not None:
-                self.leaseless -= 1
+                self.leaseless -= n
             return False
         if not item.claimed:
-            self.room -= 1
+            self.room -= n
         if self.slotless(item):
-            self.loose -= 1
-            self.loose_busy[tenant] = self.loose_busy.get(tenant, 0) + 1
+            self.loose -= n
+            self.loose_busy[tenant] = self.loose_busy.get(tenant, 0) + n
             return False
-        self.slots -= 1
+        self.slots -= n
         return True
 
 

@@ -126,6 +126,46 @@ class Inbox(Waiting):
         self._wait(item)
         return item
 
+    def add_batch(
+        self,
+        partition: int,
+        offset: int,
+        entries: list[tuple[ExecutionRequested, bytes]],
+        *,
+        leaseless: bool,
+    ) -> Item | None:
+        """Hold the executions of a batch read at `offset` (each with its bytes), all due at the
+        same instant, as one item that moves them together (`Item.batch`); None if it is let go
+        instead (`refuses`: all of them, owed as one record). They take no destination's rate
+        limit (the scheduler batches none that has one)."""
+        first = entries[0][0]
+        due = due_ms(first.due_at)
+        items = [
+            Item(partition, offset, ex, due, record=raw, leaseless=leaseless) for ex, raw in entries
+        ]
+        head = Item(
+            partition,
+            offset,
+            first,
+            due,
+            leaseless=leaseless,
+            batch=items,
+            weight=len(items),
+            nbytes=sum(i.nbytes for i in items),
+        )
+        for item in items:
+            item.head = head
+        self.read(partition, offset)
+        if self.full() or self.refuses(head):
+            self.owed.add(partition, offset, first.tenant)
+            again = self.owed.rereading.get(partition)
+            if again is not None and not any(map(self._hungry, again)):
+                self.owed.abandoned.add(partition)
+            return None
+        self._keep(head)
+        self._wait(head)
+        return head
+
     def full(self) -> bool:
         return 0 < self.max_count <= self.count or 0 < self.max_size <= self.size
 
@@ -234,20 +274,20 @@ class Inbox(Waiting):
         opened[item.offset] = item
         self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
         tenant = item.execution.tenant
-        self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + 1
-        self.count += 1
-        self.size += len(item.record or b"")
+        self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + item.weight
+        self.count += item.weight
+        self.size += item.nbytes
 
     def _unkeep(self, item: Item) -> None:
         if self._open.get(item.partition, {}).pop(item.offset, None) is None:
             return
         self._held[item.partition].remove(item.offset)
         tenant = item.execution.tenant
-        self._by_tenant[tenant] -= 1
+        self._by_tenant[tenant] -= item.weight
         if not self._by_tenant[tenant]:
             del self._by_tenant[tenant]
-        self.count -= 1
-        self.size -= len(item.record or b"")
+        self.count -= item.weight
+        self.size -= item.nbytes
 
     def read(self, partition: int, offset: int) -> None:
         """A record was read (also one with nothing to hold: a revocation, a bad record)."""
@@ -265,6 +305,9 @@ class Inbox(Waiting):
         dropped = False
         for items in self._open.values():
             for item in list(items.values()):
+                if item.batch is not None:
+                    dropped |= self._revoke_in(item, rev)
+                    continue
                 ex = item.execution
                 same = ex.execution_id == rev.execution_id
                 if same and ex.definition_version <= rev.definition_version:
@@ -272,6 +315,31 @@ class Inbox(Waiting):
                     self._close(item)
                     dropped = True
         return dropped
+
+    def _revoke_in(self, head: Item, rev: ExecutionRevoked) -> bool:
+        """Take the executions `rev` revokes out of the batch `head` holds (the batch goes once
+        none is left); whether one was."""
+        assert head.batch is not None
+        gone = [
+            i
+            for i in head.batch
+            if i.execution.execution_id == rev.execution_id
+            and i.execution.definition_version <= rev.definition_version
+        ]
+        if not gone:
+            return False
+        self._unkeep(head)
+        for item in gone:
+            head.batch.remove(item)
+            head.weight -= 1
+            head.nbytes -= item.nbytes
+            item.held = False
+        if head.batch:
+            head.execution = head.batch[0].execution
+            self._keep(head)
+        else:
+            self._close(head)
+        return True
 
     def due(
         self,
@@ -338,7 +406,7 @@ class Inbox(Waiting):
             if item.lane is not None and self._throttled(item):
                 continue  # it waits for its destination's next start (waiting.py)
             if budget.take(item, tenant):
-                busy[tenant] = busy.get(tenant, 0) + 1
+                busy[tenant] = busy.get(tenant, 0) + item.weight
             self._unkeep(item)
             self._close(item)
             out.append(item)
@@ -363,7 +431,12 @@ class Inbox(Waiting):
         self._offer(item)
 
     def hold(self, item: Item) -> None:
-        """Back into the inbox (its claim did not commit)."""
+        """Back into the inbox (its claim did not commit); an execution of a batch puts its
+        whole batch back, once."""
+        if item.head is not None:
+            item = item.head
+            if item.held:
+                return
         if item.partition not in self._next:
             return  # the partition is gone
         item.held = True

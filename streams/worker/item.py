@@ -1,4 +1,4 @@
-"""An execution a worker has read, as its inbox holds it."""
+"""An execution a worker has read, as its inbox holds it (or a batch of them, moving together)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,20 @@ class Item:
     """When it began to wait for its destination's rate limit (0: it has not waited)."""
     throttled_ms: int = 0
     """How long it waited for it before it started."""
+    batch: list[Item] | None = None
+    """An ExecutionBatch held as one item (its `execution` the first of them): its executions,
+    one item each, all of its partition, offset and due time, that move together (delivered in
+    one transaction, or claimed together). None: a record of one execution."""
+    head: Item | None = None
+    """Of an execution of a batch: the item that holds the batch."""
+    weight: int = 1
+    """Executions it stands for (a batch's that are left)."""
+    nbytes: int = 0
+    """Their bytes as read (`record`'s length, or the batch's entries')."""
+
+    def __post_init__(self) -> None:
+        if not self.nbytes and self.record:
+            self.nbytes = len(self.record)
 
 
 DUE_KEPT = 8_192

@@ -32,12 +32,14 @@ from datetime import timedelta
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from kadence import batches
 from kadence.clock import Clock
 from kadence.codec import Codec
 from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.metrics import LagTracker
 from kadence.models import (
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
@@ -184,6 +186,9 @@ class Worker:
         claiming: set[str] = set()
         paced = self.holdings.paced()
         for item in self.due(now, paced):
+            if item.batch is not None:
+                self._due_batch(item, txn, now, claiming)
+                continue
             ex = item.execution
             ahead = self.holdings.starting(item)
             if ahead is not None:
@@ -211,6 +216,22 @@ class Worker:
             self.commit(txn, now, offsets)
         self.summary.tick(now, len(self.runs))
 
+    def _due_batch(self, head: Item, txn: TxnWork, now: int, claiming: set[str]) -> None:
+        """A due batch: its executions delivered in `txn`, or all claimed in it (one that is
+        ours already, or being claimed, is left out: it runs once)."""
+        assert head.batch is not None
+        runs = self.runs
+        ours = [i for i in head.batch if (e := i.execution.execution_id) in runs or e in claiming]
+        for item in ours:
+            head.batch.remove(item)
+            head.weight -= 1
+            head.nbytes -= item.nbytes
+        if not head.batch:
+            return
+        claiming.update(i.execution.execution_id for i in head.batch)
+        if not self.deliveries.route_batch(head, txn, now):
+            txn.claims += [claim(item, now) for item in head.batch]
+
     def due(self, now: int, paced: bool = False) -> list[Item]:
         """What may start or be claimed now: runs needing a pool thread within the free slots,
         and every run within what one lease snapshot is sure to list (`Holdings.room`; none
@@ -237,7 +258,10 @@ class Worker:
             self.inbox.read(partition, offset)
             return
         try:
-            self._take(record, partition, offset, msg.value())
+            if isinstance(record, ExecutionBatch):
+                self._take_batch(msg, record, partition, offset)
+            else:
+                self._take(record, partition, offset, msg.value())
         except Exception as exc:  # a bug on one record must not crash-loop the worker
             log.exception("executions[%d]@%d could not be taken; rejected", partition, offset)
             self._reject(msg, "processing_error", f"{type(exc).__name__}: {exc}")
@@ -269,6 +293,37 @@ class Worker:
         if item is not None and item.leaseless:
             self.deliveries.prepare(item)
         self._prepare(record)
+
+    def _take_batch(
+        self, msg: MessageLike, batch: ExecutionBatch, partition: int, offset: int
+    ) -> None:
+        """Hold a batch's executions as one item; an entry that is not one of them is rejected
+        alone (the record on `rejected`, the entry named), the others are taken."""
+        entries: list[tuple[ExecutionRequested, bytes]] = []
+        for i, raw in enumerate(batch.executions):
+            try:
+                ex = batches.entry(self.codec, batch, i)
+            except DecodeError as exc:
+                self._reject(msg, exc.code, f"entry {i}: {exc}")
+                continue
+            if getattr(ex.target, "rate_limit", None) is not None:
+                why = f"entry {i} ({ex.execution_id}) has a rate limit; a batch's have none"
+                self._reject(msg, "invalid_batch_entry", why)
+                continue
+            self.holdings.saw(ex)
+            current = self.runs.get(ex.execution_id)
+            if current is None or ex.delivery > current.execution.delivery:
+                entries.append((ex, raw))
+        if not entries:
+            self.inbox.read(partition, offset)
+            return
+        leaseless = all(self.deliveries.takes(ex) for ex, _ in entries)
+        head = self.inbox.add_batch(partition, offset, entries, leaseless=leaseless)
+        if head is not None and head.leaseless and head.batch is not None:
+            for item in head.batch:
+                self.deliveries.prepare(item)
+        for ex, _ in entries:
+            self._prepare(ex)
 
     def _prepare(self, ex: ExecutionRequested) -> None:
         """Let the target get ready while the execution waits for its due time."""

@@ -65,8 +65,9 @@ class Waiting:
         return False
 
     def _offer(self, item: Item) -> None:
-        """Index `item` for claims ahead, unless it is leaseless or indexed already."""
-        if item.leaseless or item.offered:
+        """Index `item` for claims ahead, unless it is leaseless, a batch (claimed at its due
+        time, all together) or indexed already."""
+        if item.leaseless or item.offered or item.batch is not None:
             return
         item.offered = True
         bucket = self._ahead.get(item.due_ms)
@@ -138,7 +139,7 @@ class Waiting:
             for item in items:
                 if item.held:
                     tenant = item.execution.tenant
-                    out[tenant] = out.get(tenant, 0) + 1
+                    out[tenant] = out.get(tenant, 0) + item.weight
         return out
 
     def next_due_ms(self) -> int | None:

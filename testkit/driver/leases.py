@@ -10,6 +10,7 @@ look at `snapshots` instead).
 
 from __future__ import annotations
 
+from kadence.batches import executions_in
 from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
 from kadence.models import ExecutionRequested, LeaseEvent, LeaseEventKind, LeaseSnapshot
@@ -29,11 +30,11 @@ def snapshots(cluster: Cluster, topics: Topics) -> list[LeaseSnapshot]:
 def lease_facts(cluster: Cluster, topics: Topics) -> list[LeaseFact]:
     """Every lease event, or what the snapshots stand for, in time order."""
     codec = Codec()
-    refs: dict[tuple[int, int], ExecutionRequested] = {}
+    refs: dict[tuple[int, int], list[ExecutionRequested]] = {}
     for m in cluster.messages(topics.executions):
-        record = EXECUTIONS.decode(codec, m.value())
-        if isinstance(record, ExecutionRequested):
-            refs[(m.partition() or 0, m.offset() or 0)] = record
+        found = executions_in(codec, EXECUTIONS.decode(codec, m.value()))
+        if found:  # a batch's executions are held by one reference, its offset
+            refs[(m.partition() or 0, m.offset() or 0)] = found
     timed: list[tuple[int, LeaseFact]] = []
     previous: dict[str, set[tuple[int, int]]] = {}
     for m in cluster.messages(topics.leases):
@@ -47,7 +48,6 @@ def lease_facts(cluster: Cluster, topics: Topics) -> list[LeaseFact]:
         before = previous.get(record.key, set())
         previous[record.key] = held
         for ref in sorted(held | before):
-            ex = refs[ref]
             kind = (
                 LeaseEventKind.released
                 if ref not in held
@@ -55,5 +55,5 @@ def lease_facts(cluster: Cluster, topics: Topics) -> list[LeaseFact]:
                 if ref in before
                 else LeaseEventKind.acquired
             )
-            timed.append((at, (kind, ex.execution_id, ex.delivery)))
+            timed += [(at, (kind, ex.execution_id, ex.delivery)) for ex in refs[ref]]
     return [fact for _, fact in sorted(timed, key=lambda t: t[0])]

@@ -16,6 +16,7 @@ from typing import TypeVar
 from apps import reaper as reaper_app
 from apps import scheduler as scheduler_app
 from apps import views as views_app
+from kadence.batches import records_in
 from kadence.client import routing_key
 from kadence.codec import Codec
 from kadence.errors import DecodeError
@@ -30,7 +31,6 @@ from kadence.models import (
     LeaseSnapshot,
     ScheduleDefinition,
     WireModel,
-    entries_of,
 )
 from kadence.models.commands import Command
 from kadence.partitioning import partition_for
@@ -189,7 +189,7 @@ class DriverStack:
                 record = self.codec.decode(value)
             except DecodeError:
                 continue
-            out += [r for r in entries_of(record) if isinstance(r, kind)]
+            out += [r for r in records_in(self.codec, record) if isinstance(r, kind)]
         return out
 
     def executions(self) -> list[ExecutionRequested]:

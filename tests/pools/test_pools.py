@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from kadence.acls import Operation, Pattern, Resource, Role, role_grants, tenant_grants
 from kadence.codec import Codec
 from kadence.models import (
+    ExecutionBatch,
     ExecutionRequested,
     ExecutionRevoked,
     HandlerTarget,
@@ -114,6 +115,7 @@ def test_each_pool_has_its_executions_topic_and_group() -> None:
     assert topics.spec_of("kadence.executions.gpu").records == (
         ExecutionRequested,
         ExecutionRevoked,
+        ExecutionBatch,
     )
     assert workers_group("kadence", "default") == "kadence.workers"  # as before pools
     assert workers_group("kadence", "gpu") == "kadence.workers.gpu"

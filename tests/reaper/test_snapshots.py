@@ -18,6 +18,7 @@ from kadence.clock import datetime_to_ms
 from kadence.codec import Codec
 from kadence.models import (
     Decision,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
@@ -153,6 +154,24 @@ def test_an_expired_snapshot_redelivers_each_run_it_held_by_reference(h: Harness
     history = h.records(HistoryRecord)
     assert [r.decision for r in history] == [Decision.redelivered] * 2
     assert "delivery 1 (worker w1) expired" in (history[0].reason or "")
+
+
+def test_an_expired_batch_redelivers_each_of_its_executions_as_a_record_of_its_own(
+    h: Harness,
+) -> None:
+    """A worker claims a batch's executions together, under the batch's offset: once that
+    lease runs out each is handed on (an unreadable entry is quarantined, the rest go on)."""
+    entries = [CODEC.encode(execution(f"b{i}")) for i in range(3)]
+    batch = ExecutionBatch(tenant="acme", due_at=T, executions=[*entries, b"\xc3\x01junk"])
+    h.reader.log[(0, 9)] = CODEC.encode(batch)
+    h.snapshot(T_MS, (0, 9, 1))
+    h.tick(T_MS + TTL + LEASE_GRACE_MS)
+    again = h.records(ExecutionRequested)
+    assert [(e.job_id, e.delivery, e.trigger) for e in again] == [
+        (f"b{i}", 2, "redelivery") for i in range(3)
+    ]
+    assert [r.decision for r in h.records(HistoryRecord)] == [Decision.redelivered] * 3
+    assert h.failures() == 1
 
 
 def test_a_later_snapshot_renews_and_absence_releases(h: Harness) -> None:
