@@ -51,6 +51,7 @@ def wire(
             tenant_in_flight=settings.tenant_max_in_flight,
             tenant_in_flight_by_tenant=settings.tenant_max_in_flight_by_tenant,
             write_behind=settings.write_behind_ms > 0,
+            execution_batches=settings.execution_batches,
             breaker=BreakerConfig(
                 failure_ratio=settings.breaker_failure_ratio,
                 min_attempts=settings.breaker_min_attempts,

@@ -3,7 +3,7 @@ units of work, the timer horizon. Nothing else (no store, batch, wheel or produc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -62,9 +62,13 @@ class ProcessorContext(Protocol):
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
+        *,
+        group: Hashable | None = None,
     ) -> None:
         """Produce a record in the open transaction (sized against `record_limit` first); a
-        None value is a tombstone."""
+        None value is a tombstone. With a `group`, and a processor that coalesces: written
+        with the others of its group as one record when the transaction commits
+        (streams/runtime/coalescing.py)."""
         ...
 
     def commit_soon(self) -> None:

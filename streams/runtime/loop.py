@@ -42,7 +42,7 @@ from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
-from streams.runtime.processor import Processor, Splitting
+from streams.runtime.processor import Coalescing, Processor, Splitting
 from streams.runtime.records import InputRecord, record_of
 from streams.runtime.replays import Replays
 from streams.runtime.restore import restore_all
@@ -138,6 +138,8 @@ class Runner:
             task._emit = self._produce
             task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
             task.replay_topics = self.cfg.replay_topics
+            if isinstance(self.processor, Coalescing):
+                task.coalescer = self.processor.coalescer(task.record_limit)
             task.load_window(self.clock.now_ms())
             self.tasks[p] = task
         starts = self.replays.starts({p: self.tasks[p] for p in new}, self._committed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from streams.runtime.coalescing import Coalescer
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 
@@ -61,4 +62,15 @@ class Splitting(Protocol):
         """The units `record` holds: itself (maybe with `decoded` set), or one per entry, each
         keyed as its own record would be. Never raises: what cannot be split is returned whole
         (`process` then refuses it with the reason)."""
+        ...
+
+
+@runtime_checkable
+class Coalescing(Protocol):
+    """A processor some of whose records are written together (`ProcessorContext.forward` with
+    a group: streams/runtime/coalescing.py)."""
+
+    def coalescer(self, record_limit: int) -> Coalescer | None:
+        """A new task's coalescer (None: groups are ignored), its records within
+        `record_limit` bytes."""
         ...

@@ -10,12 +10,13 @@ from the batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kadence.log_limit import LogLimit
 from kadence.sizing import RECORD_LIMIT, check_fits
+from streams.runtime.coalescing import Coalescer
 from streams.runtime.context import Headers
 from streams.runtime.deferred import Deferred, Entry, replay_key
 from streams.runtime.store import Batch, Store, pack, payload_of, wake_of
@@ -32,9 +33,10 @@ class _Unit:
     undo: dict[bytes, tuple[bool, bytes | None]] = field(default_factory=dict)
     deferred: dict[bytes, Entry | None] = field(default_factory=dict)
     """Keys whose deferred entry it changed, and the entry before it (deferred.py)."""
-    staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers]] = field(
-        default_factory=list
+    staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers, Hashable | None]] = (
+        field(default_factory=list)
     )
+    """Its records, each with its group (`forward`)."""
 
 
 class Task:
@@ -56,6 +58,9 @@ class Task:
         )
         """Where finished units' records go: the runner's transactional produce (tests collect
         them here)."""
+        self.coalescer: Coalescer | None = None
+        """Where records forwarded with a group wait for the commit (None: written at once,
+        their group ignored): streams/runtime/coalescing.py."""
         self.changelog: str = ""
         self.maintenance_pending = True
         """The processor's `maintain` runs, in bounded steps, until it reports done."""
@@ -142,7 +147,10 @@ class Task:
 
     def changelog_records(self) -> None:
         """Send the open batch to the changelog, one record per key: its last value, or a
-        tombstone. Called by the runner just before the transaction commits."""
+        tombstone; and the groups that wait (`coalescer`). Called by the runner just before
+        the transaction commits."""
+        if self.coalescer is not None:
+            self.coalescer.flush(self._emit)
         for key, value in self.batch.values.items():
             self._emit(self.changelog, self.partition, key, value, [])
 
@@ -164,10 +172,12 @@ class Task:
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
+        *,
+        group: Hashable | None = None,
     ) -> None:
         """Produce a record in the open transaction (sized against `record_limit` first); a
-        None value is a tombstone."""
-        self._send(topic, partition, key, value, headers)
+        None value is a tombstone. `group`: see ProcessorContext.forward."""
+        self._send(topic, partition, key, value, headers, group=group)
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:
         """Up to `limit` stored keys greater than `after`, in order (a resumable full scan of
@@ -185,10 +195,29 @@ class Task:
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
+        *,
+        group: Hashable | None = None,
     ) -> None:
         check_fits(topic, key, value, headers, self.record_limit)
         if self._units:
-            self._units[-1].staged.append((topic, partition, key, value, headers))
+            self._units[-1].staged.append((topic, partition, key, value, headers, group))
+        else:
+            self._out(topic, partition, key, value, headers, group)
+
+    def _out(  # noqa: PLR0917 - a record's parts
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        group: Hashable | None,
+    ) -> None:
+        """A finished unit's record: written, or kept with its group for the commit (as is a
+        record that must follow groups kept on its partition)."""
+        coalescer = self.coalescer
+        if coalescer is not None and (group is not None or coalescer.waits(topic, partition)):
+            coalescer.add((topic, partition, key, value, headers), group)
         else:
             self._emit(topic, partition, key, value, headers)
 
@@ -228,7 +257,7 @@ class Task:
             outer.staged.extend(unit.staged)
             return
         for record in unit.staged:
-            self._emit(*record)
+            self._out(*record)
 
     def _rollback(self) -> None:
         unit = self._units.pop()
@@ -294,6 +323,8 @@ class Task:
 
     def reset_after_abort(self, now_ms: int) -> None:
         self.maintenance_pending = True
+        if self.coalescer is not None:
+            self.coalescer.clear()
         self._units.clear()
         self.batch = Batch()
         self._ahead.clear()

@@ -46,6 +46,7 @@ from kadence.models import (
     TriggerNow,
 )
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
+from streams.runtime.coalescing import Coalescer
 from streams.runtime.context import ProcessorContext
 from streams.runtime.records import InputRecord
 from streams.runtime.reject import reject, why_refused
@@ -59,6 +60,7 @@ from streams.scheduler import (
     outcomes,
     write_behind,
 )
+from streams.scheduler.batching import ExecutionBatches, group_of
 from streams.scheduler.breaker import Breaker, after_outcome
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.group_keeping import GROUP_PREFIX, Groups
@@ -68,7 +70,7 @@ from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
 from streams.scheduler.state import JobState
-from streams.scheduler.step import Effects, Emit, Facts, Refused, keyed_history
+from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
 from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
 
@@ -108,6 +110,7 @@ class SchedulerProcessor:
         self.breakers = Breakers(codec, cfg.topics, cfg.job_partitions, self.metrics)
         self.pace = BackfillPace(cfg.backfill_per_tenant_per_s)
         self.output = Output(cfg, codec)
+        self.batches = ExecutionBatches(codec) if cfg.execution_batches else None
         self.held = HeldCommands(cfg.command_hold_ms, cfg.topics.commands)
 
     # -- inputs ------------------------------------------------------------------------------
@@ -547,10 +550,19 @@ class SchedulerProcessor:
     # -- output ------------------------------------------------------------------------------
 
     def _forward(self, ctx: ProcessorContext, out: Sequence[Emit | None]) -> None:
+        batches = self.batches is not None
         for emit in out:
             if emit is not None:
-                ctx.forward(*self.output.encoded(ctx.partition, emit.sink, emit.record, emit.pool))
+                record = self.output.encoded(ctx.partition, emit.sink, emit.record, emit.pool)
+                if batches and emit.sink is Sink.executions:
+                    ctx.forward(*record, group=group_of(emit.record))
+                else:
+                    ctx.forward(*record)
                 self.metrics.observe(emit.record)
+
+    def coalescer(self, record_limit: int) -> Coalescer | None:
+        """A new task's coalescer: executions in batches (batching.py), when they are on."""
+        return None if self.batches is None else self.batches.coalescer(record_limit)
 
     def _reject(
         self, ctx: ProcessorContext, record: InputRecord, code: str, reason: str, now_ms: int
