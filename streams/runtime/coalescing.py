@@ -45,6 +45,9 @@ class Coalescer:
         self._open: dict[tuple[str, int | None], dict[tuple[bytes | None, Hashable], _Group]] = {}
         """(topic, partition) -> the groups that still take records (none across a record
         without a group)."""
+        self.count = 0
+        """Records that wait (the runner commits a transaction that produced enough, these
+        included)."""
 
     def waits(self, topic: str, partition: int | None) -> bool:
         """Whether groups wait on this partition of `topic` (a record without a group that goes
@@ -53,6 +56,7 @@ class Coalescer:
 
     def add(self, record: Record, group: Hashable | None) -> None:
         topic, partition, key, value, _headers = record
+        self.count += 1
         where = (topic, partition)
         queue = self._queues.setdefault(where, [])
         if group is None:
@@ -92,3 +96,4 @@ class Coalescer:
     def clear(self) -> None:
         self._queues.clear()
         self._open.clear()
+        self.count = 0

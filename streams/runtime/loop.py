@@ -287,14 +287,19 @@ class Runner:
 
     def _settle(self, *, commit: bool = True) -> bool:
         """After each unit: abandon a transaction that cannot commit, commit one that produced
-        `commit_max_output` records (not between two entries of one record: `commit` False).
+        `commit_max_output` records, those held for its commit included (not between two
+        entries of one record: `commit` False).
         False: it was aborted, the rest of the turn must not run."""
         if self._broken is not None:
             self._abandon(self._broken)
             return False
-        if commit and self._produced >= self.cfg.commit_max_output:
+        if commit and self._produced + self._waiting() >= self.cfg.commit_max_output:
             return self._commit()
         return True
+
+    def _waiting(self) -> int:
+        """Records the open transaction holds for its commit (coalescing.py)."""
+        return sum(t.coalescer.count for t in self.tasks.values() if t.coalescer is not None)
 
     def _poll_timeout_s(self) -> float:
         """How long an idle turn waits for input: not past the open transaction's commit."""

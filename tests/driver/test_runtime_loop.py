@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.runtime.coalescing import Coalescer
 from streams.runtime.config import RunnerConfig
 from streams.runtime.context import ProcessorContext
 from streams.runtime.loop import Runner
@@ -205,6 +206,33 @@ def test_a_transaction_that_produced_enough_commits_mid_turn(
     # one output per record (the changelog is written at the commit): a commit every third
     assert visible == [0, 0, 0, 3, 3, 3, 6]
     assert len(outputs(driver)) == 7
+    assert driver.cluster.committed("app")[(IN, 0)] == 7
+
+
+class Grouping(Counter):
+    """Forwards each count with a group: held for the commit, all of a key as one record."""
+
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        assert record.key is not None
+        ctx.forward(OUT, ctx.partition, b"g", record.key, [], group=1)
+        self.during()
+
+    def coalescer(self, record_limit: int) -> Coalescer:
+        return Coalescer(lambda _k, _g, values: (b"+".join(values), []), 100, record_limit)
+
+
+def test_records_held_for_the_commit_count_towards_what_a_transaction_produced(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    """A coalescing processor's grouped records wait for the commit (one record per group),
+    and a transaction holding `commit_max_output` of them commits, as if they were written."""
+    driver, grouping = topics, Grouping()
+    cfg = config("a", state_dir)
+    runner = driver.runner(RunnerConfig(**{**vars(cfg), "commit_max_output": 3}), grouping)
+    driver.turn(runner)  # assigned
+    feed(driver, *[f"k{i}".encode() for i in range(7)])
+    driver.turn(runner)
+    assert [m.value() for m in driver.messages(OUT)] == [b"k0+k1+k2", b"k3+k4+k5", b"k6"]
     assert driver.cluster.committed("app")[(IN, 0)] == 7
 
 

@@ -44,7 +44,9 @@ def test_a_transactions_records_of_a_group_are_one_record_at_its_commit() -> Non
     t.forward("ex", 0, b"globex", b"d", [], group=1)  # another key
     t.forward("ex", 1, b"acme", b"e", [], group=1)  # another partition
     assert values(out) == [("history", 3, b"h")]
+    assert t.coalescer is not None and t.coalescer.count == 5  # what the runner counts
     t.changelog_records()
+    assert t.coalescer.count == 0
     assert values(out)[1:] == [
         ("ex", 0, b"a+b"),
         ("ex", 0, b"c"),  # a group of one is the record as it was
