@@ -9,6 +9,7 @@
 
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
+    python -m bench.sustained --rates 8000 --batches   (KADENCE_EXECUTION_BATCHES on)
     python -m bench.sustained --rates 10000 --inbox 250000 --keep-logs   (each worker's inbox
     bound; the processes' logs left)
 
@@ -436,6 +437,12 @@ def _parser() -> argparse.ArgumentParser:
         help="leave each rate's process logs (inbox full, rebalances, aborts) and say where",
     )
     parser.add_argument(
+        "--batches",
+        action="store_true",
+        help="KADENCE_EXECUTION_BATCHES on: a tenant's Kafka-topic runs due at one instant and "
+        "dispatched in one transaction go out as one ExecutionBatch record",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also sample each process with py-spy after the warm-up (needs py-spy)",
@@ -451,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         worker_concurrency=args.concurrency,
         handler_modules=[HANDLERS],
         target_allow_cidrs=["127.0.0.1/32"],
+        execution_batches=args.batches,
     )
     if args.inbox is not None:
         try:
@@ -501,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         "schedulers": args.schedulers,
         "worker_concurrency": args.concurrency,
         "worker_inbox_max_executions": base.worker_inbox_max_executions,
+        "execution_batches": base.execution_batches,
         "rates": rows,
         # what the receiver saw, every rate of this run together (one rate a run to read it
         # per rate): each request's arrival minus its due time, warm-up included

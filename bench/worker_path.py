@@ -2,7 +2,7 @@
 
     python -m bench.worker_path [--executions 20000] [--tenants 10] [--rounds 3]
                                 [--payload 64] [--seconds 0] [--per-turn 0]
-                                [--profile] [--top 25] [--outcome-record]
+                                [--profile] [--top 25] [--outcome-record] [--batch N]
 
 Loads `--executions` ExecutionRequested records (Kafka-topic target, exactly once, Avro, a
 `--payload`-byte payload, `--tenants` tenants, two executions partitions) into the executions
@@ -19,6 +19,8 @@ Prints the process CPU time spent inside `Worker.turn` per execution, per round 
 (loading the records and counting the outcomes are outside it). The in-memory cluster's own
 work (memkafka's produce, read, commit) is inside it: compare two commits with the same
 command, not with a broker's figure.
+`--batch N`: a tenant's executions of one due instant and partition go out N a record, as
+ExecutionBatch records (KADENCE_EXECUTION_BATCHES), instead of a record each.
 `--profile`: the last round under cProfile, its top functions by cumulative time.
 `--outcome-record`: only a delivered run's outcome record, written the generic way (model,
 encode, headers, partition) and from the template (streams/worker/outcome_bytes.py),
@@ -36,7 +38,7 @@ import itertools
 import pstats
 import statistics
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from connectors.kafka_topic import KafkaTopicCaller
@@ -44,9 +46,16 @@ from kadence import avro_fast
 from kadence.clock import ms_to_datetime
 from kadence.codec import HEADER_LEN, Codec
 from kadence.headers import TYPE, Headers, headers_for
-from kadence.models import ExecutionOutcome, ExecutionOutcomes, ExecutionRequested, KafkaTarget
+from kadence.models import (
+    MAX_EXECUTIONS_PER_BATCH,
+    ExecutionOutcome,
+    ExecutionOutcomes,
+    ExecutionRequested,
+    KafkaTarget,
+)
 from kadence.partitioning import partition_for
 from kadence.settings import KadenceSettings
+from streams.scheduler.batching import ExecutionBatches
 from streams.worker.active import ActiveRun
 from streams.worker.delivering import NO_STOP
 from streams.worker.inbox import Item
@@ -103,11 +112,27 @@ class _Round:
             kafka._known.add(driver.create_topic(kafka.topic_for(ex)))
         fp = driver.codec.schema_fingerprint(ExecutionRequested)
         records = []
+        groups: dict[tuple[bytes, datetime, int], list[bytes]] = {}
         for i in range(self.n):
             due_ms = START_MS + (1_000 * (1 + i % args.seconds) if args.seconds else 0)
             ex = execution(i, args.tenants, due_ms, payload)
+            if args.batch > 1:  # a tenant's executions of one due instant, `--batch` a record
+                groups.setdefault((ex.tenant.encode(), ex.due_at, i % 2), []).append(
+                    driver.codec.encode(ex)
+                )
+                continue
             headers = headers_for(ex, fp)
             records.append((driver.codec.encode(ex), ex.routing_key.encode(), headers, i % 2))
+        batches = ExecutionBatches(driver.codec)
+        for (key, due, partition), values in groups.items():
+            for at in range(0, len(values), args.batch):
+                chunk = values[at : at + args.batch]
+                if len(chunk) == 1:  # as the scheduler writes a group of one: a record
+                    one = driver.codec.decode_as(chunk[0], ExecutionRequested)
+                    records.append((chunk[0], key, headers_for(one, fp), partition))
+                    continue
+                value, headers = batches.combine(key, due, chunk)
+                records.append((value, key, headers, partition))
         self.unread = iter(records)
         if not args.per_turn:
             self.load(self.n)
@@ -207,6 +232,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=0)
     parser.add_argument("--per-turn", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=1, help="executions a record (1: one)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--outcome-record", action="store_true")
@@ -219,6 +245,8 @@ def main() -> None:
         parser.error("--tenants: 1 to --executions")
     if not 0 <= args.per_turn <= args.executions:
         parser.error("--per-turn: 0 to --executions")
+    if not 1 <= args.batch <= MAX_EXECUTIONS_PER_BATCH:
+        parser.error(f"--batch: 1 to {MAX_EXECUTIONS_PER_BATCH}")
     if not 0 <= args.seconds <= MAX_SECONDS:
         parser.error(f"--seconds: 0 to {MAX_SECONDS}")
     if args.rounds < 1:
@@ -242,7 +270,8 @@ def main() -> None:
         f"worker CPU per execution: median {statistics.median(plain):.1f} us "
         f"({args.executions} executions, {args.tenants} tenants, {args.payload}-byte payload"
         f"{f', due over {args.seconds} s, read ahead' if args.seconds else ''}"
-        f"{f', {args.per_turn} written a turn' if args.per_turn else ''})"
+        f"{f', {args.per_turn} written a turn' if args.per_turn else ''}"
+        f"{f', up to {args.batch} a record' if args.batch > 1 else ''})"
     )
 
 

@@ -10,10 +10,14 @@ import pytest
 from bench.worker_path import _Round
 
 
-@pytest.mark.parametrize(("seconds", "per_turn"), [(0, 0), (2, 25)])
-def test_a_round_writes_every_record_and_times_the_turns(seconds: int, per_turn: int) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "per_turn", "batch"), [(0, 0, 1), (2, 25, 1), (0, 0, 7), (2, 5, 40)]
+)
+def test_a_round_writes_every_record_and_times_the_turns(
+    seconds: int, per_turn: int, batch: int
+) -> None:
     args = argparse.Namespace(
-        executions=200, tenants=3, payload=16, seconds=seconds, per_turn=per_turn
+        executions=200, tenants=3, payload=16, seconds=seconds, per_turn=per_turn, batch=batch
     )
     bench = _Round(args, None)
     assert bench.run() > 0
