@@ -1,5 +1,8 @@
 """Records a processor marks as one group, written as one record when the transaction commits.
 
+One coalescer serves every task of a runner (their transaction is one): a group takes the
+records of all the partitions the process owns (a tenant's runs fired by jobs of any of them).
+
 A processor forwards a record with a group (`ProcessorContext.forward(..., group=g)`): the
 records of a partition of a topic with the same key and group, in one transaction, become one
 record that `combine` makes of their values (a group of one is written as it was), in groups of
@@ -32,7 +35,7 @@ class _Group:
 
 
 class Coalescer:
-    """One task's groups waiting for the transaction's commit."""
+    """A runner's groups waiting for the transaction's commit."""
 
     def __init__(self, combine: Combine, max_entries: int, max_bytes: int) -> None:
         if max_entries < 1 or max_bytes < 1:

@@ -40,6 +40,7 @@ from streams.kafkaio.ports import ConsumerLike, MessageLike
 from streams.kafkaio.reading import usable
 from streams.kafkaio.retry import retrying
 from streams.kafkaio.session import Outcome, TransactionalSession
+from streams.runtime.coalescing import Coalescer
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
 from streams.runtime.processor import Coalescing, Processor, Splitting
@@ -97,6 +98,9 @@ class Runner:
         """Input records and timer firings in the open transaction."""
         self._produced = 0
         """Records produced in the open transaction."""
+        self._coalescer: Coalescer | None = None
+        """Every task's, one for the process (its transaction is every task's): groups of
+        records from all the partitions it owns (coalescing.py)."""
         self._broken: KafkaException | None = None
         """Why a record of the open transaction could not be produced: it must not commit."""
         self._in_turn = False
@@ -139,7 +143,9 @@ class Runner:
             task.prefetch = lambda key, task=task: self.processor.prefetch(task, key)  # type: ignore[misc]
             task.replay_topics = self.cfg.replay_topics
             if isinstance(self.processor, Coalescing):
-                task.coalescer = self.processor.coalescer(task.record_limit)
+                if self._coalescer is None:
+                    self._coalescer = self.processor.coalescer(task.record_limit)
+                task.coalescer = self._coalescer
             task.load_window(self.clock.now_ms())
             self.tasks[p] = task
         starts = self.replays.starts({p: self.tasks[p] for p in new}, self._committed)
@@ -299,7 +305,7 @@ class Runner:
 
     def _waiting(self) -> int:
         """Records the open transaction holds for its commit (coalescing.py)."""
-        return sum(t.coalescer.count for t in self.tasks.values() if t.coalescer is not None)
+        return 0 if self._coalescer is None else self._coalescer.count
 
     def _poll_timeout_s(self) -> float:
         """How long an idle turn waits for input: not past the open transaction's commit."""

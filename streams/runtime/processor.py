@@ -71,6 +71,7 @@ class Coalescing(Protocol):
     a group: streams/runtime/coalescing.py)."""
 
     def coalescer(self, record_limit: int) -> Coalescer | None:
-        """A new task's coalescer (None: groups are ignored), its records within
-        `record_limit` bytes."""
+        """The coalescer of the process's tasks, one for all of them (None: groups are
+        ignored), its records within `record_limit` bytes: a group takes the records of every
+        partition the process owns, as its transaction does."""
         ...

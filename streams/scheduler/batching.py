@@ -2,11 +2,12 @@
 (`KADENCE_EXECUTION_BATCHES`; docs/execution.md, "Executions in batches").
 
 The scheduler forwards each such execution with its due instant as its group; the runtime keeps
-the groups of a transaction and writes each as one record when it commits
-(streams/runtime/coalescing.py): one record on the executions partition for what was a record
-each. A worker delivers a batch's executions together, in one transaction, which is why only
-executions due at the same instant share one, and only those with a Kafka-topic target (each
-is delivered in the worker's own transaction, and takes no destination's rate limit).
+the groups of a transaction, over every job partition the process owns, and writes each as one
+record when it commits (streams/runtime/coalescing.py): one record on the executions partition
+for what was a record each. A worker delivers a batch's executions together, in one
+transaction, which is why only executions due at the same instant share one, and only those
+with a Kafka-topic target (each is delivered in the worker's own transaction, and takes no
+destination's rate limit).
 
 A batch's bytes are written here rather than by the codec: the entries are the executions'
 single-object bytes as the scheduler encoded them, and an Avro array of bytes is a count, each
@@ -50,8 +51,8 @@ class ExecutionBatches:
         self._schema = (SCHEMA, fp.hex().encode())
 
     def coalescer(self, record_limit: int) -> Coalescer:
-        """A task's coalescer: batches of MAX_EXECUTIONS_PER_BATCH and MAX_BATCH_BYTES at most
-        (half `record_limit` at most, for a broker configured for smaller records)."""
+        """The runner's coalescer: batches of MAX_EXECUTIONS_PER_BATCH and MAX_BATCH_BYTES at
+        most (half `record_limit` at most, for a broker configured for smaller records)."""
         limit = min(MAX_BATCH_BYTES, record_limit // 2)
         return Coalescer(self.combine, MAX_EXECUTIONS_PER_BATCH, limit)
 

@@ -561,7 +561,7 @@ class SchedulerProcessor:
                 self.metrics.observe(emit.record)
 
     def coalescer(self, record_limit: int) -> Coalescer | None:
-        """A new task's coalescer: executions in batches (batching.py), when they are on."""
+        """The tasks' coalescer: executions in batches (batching.py), when they are on."""
         return None if self.batches is None else self.batches.coalescer(record_limit)
 
     def _reject(

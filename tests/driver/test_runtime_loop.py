@@ -210,11 +210,12 @@ def test_a_transaction_that_produced_enough_commits_mid_turn(
 
 
 class Grouping(Counter):
-    """Forwards each count with a group: held for the commit, all of a key as one record."""
+    """Forwards each input's key with a group, to partition 0 of OUT whatever its own: held for
+    the commit, all of a transaction as one record."""
 
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         assert record.key is not None
-        ctx.forward(OUT, ctx.partition, b"g", record.key, [], group=1)
+        ctx.forward(OUT, 0, b"g", record.key, [], group=1)
         self.during()
 
     def coalescer(self, record_limit: int) -> Coalescer:
@@ -234,6 +235,22 @@ def test_records_held_for_the_commit_count_towards_what_a_transaction_produced(
     driver.turn(runner)
     assert [m.value() for m in driver.messages(OUT)] == [b"k0+k1+k2", b"k3+k4+k5", b"k6"]
     assert driver.cluster.committed("app")[(IN, 0)] == 7
+
+
+def test_a_group_takes_the_records_of_every_partition_the_runner_owns(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    """One transaction spans every task of the runner: so does a group (one coalescer)."""
+    driver, grouping = topics, Grouping()
+    runner = driver.runner(config("a", state_dir), grouping)
+    driver.turn(runner)  # assigned both partitions
+    assert len(runner.tasks) == 2
+    assert runner.tasks[0].coalescer is runner.tasks[1].coalescer is not None
+    driver.produce(IN, b"x", key=b"p0", partition=0)
+    driver.produce(IN, b"x", key=b"p1", partition=1)
+    driver.turn(runner)
+    [one] = [m.value() or b"" for m in driver.messages(OUT)]
+    assert sorted(one.split(b"+")) == [b"p0", b"p1"]
 
 
 def test_a_zombie_that_lost_its_partitions_mid_turn_commits_nothing(
