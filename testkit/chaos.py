@@ -1,4 +1,5 @@
-"""`python -m testkit.chaos --seed N [--scenario NAME ...]` (`make chaos SEED=n`).
+"""`python -m testkit.chaos --seed N [--scenario NAME ...] [--batches]` (`make chaos SEED=n`,
+`BATCHES=1`: the schedulers write executions in batches, KADENCE_EXECUTION_BATCHES).
 
 Runs the short chaos scenarios against the local broker and prints each checker report; exits
 1 if any finds a lost, early, phantom or differently-keyed duplicate execution.
@@ -21,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=KadenceSettings().bootstrap_servers)
     parser.add_argument("--soak", action="store_true", help="the 10-minute soak instead")
     parser.add_argument(
+        "--batches", action="store_true", help="executions in batches (KADENCE_EXECUTION_BATCHES)"
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep process logs and topics of passing scenarios too"
     )
     args = parser.parse_args(argv)
@@ -28,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {"soak": soak} if args.soak else {n: SHORT[n] for n in args.scenario or SHORT}
     for name, scenario in chosen.items():
         root = Path(tempfile.mkdtemp(prefix=f"kadence-chaos-{name}-"))
-        run = new_run(name, args.seed, args.bootstrap, root).start()
+        run = new_run(name, args.seed, args.bootstrap, root, batches=args.batches).start()
         try:
             report = scenario(run)
         finally:

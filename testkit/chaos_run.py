@@ -29,6 +29,7 @@ from kadence.errors import DecodeError
 from kadence.models import (
     DeadLetter,
     Decision,
+    ExecutionBatch,
     ExecutionOutcome,
     ExecutionRequested,
     ExecutionRevoked,
@@ -41,7 +42,7 @@ from kadence.models import (
 )
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
-from kadence.topics import Topics, target_topic
+from kadence.topics import EXECUTIONS, Topics, target_topic
 from testkit import history_io
 from testkit.checker import Event, Report, check
 from testkit.netproxy import NetProxy
@@ -55,6 +56,10 @@ TENANTS = ("t0", "t1", "t2")
 KAFKA = "kafka"
 """In `Run.jobs`' paths: the job writes to its tenant's Kafka topic KAFKA_TOPIC instead."""
 KAFKA_TOPIC = "chaos"
+PATHS = ("/ok", "/ok", "/slow?s=2", "/flaky", KAFKA)
+"""The kinds of job of `Run.jobs`, in turn (job i has PATHS[i % 5], tenant i % 3)."""
+BATCH_PATHS = ("/ok", KAFKA, "/slow?s=2", KAFKA, "/flaky", KAFKA)
+"""Its kinds with executions in batches: with 12 jobs, each tenant has two Kafka-topic jobs."""
 INTENDED_EXITS = frozenset({0, -signal.SIGTERM, -signal.SIGKILL})
 """A clean stop, and the kill -9 scenarios send."""
 RESULTS = Path(__file__).resolve().parents[1] / ".run" / "chaos"
@@ -91,6 +96,8 @@ class Run:
     via_proxy: bool = False
     """Schedulers and workers reach the broker through a NetProxy (the reaper and the harness
     itself directly), so a scenario can cut, stall or slow their network."""
+    batches: bool = False
+    """The schedulers write executions in batches (`KADENCE_EXECUTION_BATCHES`)."""
     rng: random.Random = field(init=False)
     schedulers: list[SchedulerProcess] = field(init=False)
     worker_procs: list[WorkerProcess] = field(init=False)
@@ -107,6 +114,7 @@ class Run:
             namespace=f"chaos-{self.name}-{uuid.uuid4().hex[:6]}",
             partitions=3,
             execution_partitions=3,
+            execution_batches=self.batches,
         )
         self.settings = execution_settings(base)
         provision(self.settings)
@@ -174,12 +182,15 @@ class Run:
         seconds: int,
         lead_s: int = 5,
         expression: Callable[[int], str] = lambda _i: "* * * * * *",
-        paths: tuple[str, ...] = ("/ok", "/ok", "/slow?s=2", "/flaky", KAFKA),
+        paths: tuple[str, ...] | None = None,
     ) -> tuple[list[ScheduleDefinition], int]:
         """n jobs (every second unless `expression` says otherwise) for `seconds` s from `lead_s`
         s ahead; by default a fifth of them slow (a run overlaps the next ones), a fifth flaky
         (fail their first attempt, then succeed) and a fifth writing to the tenant's Kafka
-        topic `chaos` (read back read_committed: exactly once)."""
+        topic `chaos` (read back read_committed: exactly once). With `batches`, half of them
+        write to it (`BATCH_PATHS`): every tenant has two, due at the same instants."""
+        if paths is None:
+            paths = BATCH_PATHS if self.batches else PATHS
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lead_s)
         end = start + timedelta(seconds=seconds - 1)
         defs = []
@@ -285,6 +296,17 @@ class Run:
         return out
 
     # -- the history -------------------------------------------------------------------------
+
+    def batches_written(self) -> int:
+        """ExecutionBatch records on the executions topic (a run with `batches`)."""
+        topic = Topics(self.settings).executions
+        found = 0
+        for m in read_topic(self.settings.bootstrap_servers, topic, 10**7, 5):
+            try:
+                found += isinstance(EXECUTIONS.decode(CODEC, m.value()), ExecutionBatch)
+            except DecodeError:
+                continue
+        return found
 
     def _records(self, topic: str, timeout_s: float) -> list[Any]:
         """Every decodable record (the poison scenario writes garbage on purpose)."""
