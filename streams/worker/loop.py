@@ -300,16 +300,22 @@ class Worker:
         """Hold a batch's executions as one item; an entry that is not one of them is rejected
         alone (the record on `rejected`, the entry named), the others are taken."""
         entries: list[tuple[ExecutionRequested, bytes]] = []
+        seen: set[str] = set()
         for i, raw in enumerate(batch.executions):
             try:
                 ex = batches.entry(self.codec, batch, i)
             except DecodeError as exc:
                 self._reject(msg, exc.code, f"entry {i}: {exc}")
                 continue
+            why = None
             if getattr(ex.target, "rate_limit", None) is not None:
                 why = f"entry {i} ({ex.execution_id}) has a rate limit; a batch's have none"
+            elif ex.execution_id in seen:
+                why = f"entry {i} repeats {ex.execution_id}, an earlier entry of the batch"
+            if why is not None:
                 self._reject(msg, "invalid_batch_entry", why)
                 continue
+            seen.add(ex.execution_id)
             self.holdings.saw(ex)
             current = self.runs.get(ex.execution_id)
             if current is None or ex.delivery > current.execution.delivery:

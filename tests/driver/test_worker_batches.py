@@ -227,16 +227,23 @@ def test_an_entry_that_is_not_an_execution_of_the_batch_is_rejected_alone(
         update={"target": HttpTarget(url="https://example.com", rate_limit=RateLimit(per_second=1))}
     )
     record = batch(good, good).model_copy(
-        update={"executions": [CODEC.encode(good), b"\xc3\x01junk", CODEC.encode(limited)]}
+        update={
+            "executions": [
+                CODEC.encode(good),
+                b"\xc3\x01junk",
+                CODEC.encode(limited),
+                CODEC.encode(good),  # a forged repeat: delivered once
+            ]
+        }
     )
     driver.send(topics.executions, record, key="acme", partition=0)
     driver.turn(worker, times=2)
     assert delivered(driver) == [CODEC.encode(good)]
     rejected = driver.records(topics.rejected, REJECTED)
     reasons = sorted(getattr(r, "reason", "") for r in rejected)
-    assert len(reasons) == 2
-    assert reasons[0].startswith("entry 1") and reasons[1].startswith("entry 2")
-    assert "rate limit" in reasons[1]
+    assert len(reasons) == 3
+    assert [r[:7] for r in reasons] == ["entry 1", "entry 2", "entry 3"]
+    assert "rate limit" in reasons[1] and "repeats" in reasons[2]
 
 
 def test_without_exactly_once_a_batch_is_claimed_together_at_its_due_time(
