@@ -39,11 +39,6 @@ def entry(codec: Codec, batch: ExecutionBatch, index: int) -> ExecutionRequested
     return ex
 
 
-def entries(codec: Codec, batch: ExecutionBatch) -> list[ExecutionRequested]:
-    """Every entry of `batch`, decoded (`entry`: the first that is not one raises)."""
-    return [entry(codec, batch, i) for i in range(len(batch.executions))]
-
-
 def executions_in(codec: Codec, record: WireModel) -> list[ExecutionRequested]:
     """The executions an executions record carries: the record itself, a batch's entries (an
     unreadable entry left out), or none (a revocation)."""
@@ -64,5 +59,5 @@ def records_in(codec: Codec, record: WireModel) -> list[WireModel]:
     """What a decoded record says, one model each: a batch's executions or outcomes (an
     unreadable execution left out), or the record itself."""
     if isinstance(record, ExecutionBatch):
-        return list(executions_in(codec, record))
+        return [*executions_in(codec, record)]
     return entries_of(record)

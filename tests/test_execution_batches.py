@@ -28,6 +28,11 @@ from kadence.topics import EXECUTIONS
 CODEC = Codec()
 
 
+def entries(batch: ExecutionBatch) -> list[ExecutionRequested]:
+    """Every entry decoded, the first that is not one of the batch's executions raising."""
+    return [batches.entry(CODEC, batch, i) for i in range(len(batch.executions))]
+
+
 def _batch() -> ExecutionBatch:
     batch = examples()["ExecutionBatch"]
     assert isinstance(batch, ExecutionBatch)
@@ -38,7 +43,7 @@ def test_a_batch_read_from_the_topic_gives_its_executions_in_order() -> None:
     batch = _batch()
     read = EXECUTIONS.decode(CODEC, CODEC.encode(batch))
     assert isinstance(read, ExecutionBatch)
-    got = batches.entries(CODEC, read)
+    got = entries(read)
     assert [e.execution_id for e in got] == [
         CODEC.decode_as(raw, ExecutionRequested).execution_id for raw in batch.executions
     ]
@@ -57,7 +62,7 @@ def test_an_entry_of_another_tenant_or_instant_or_not_avro_is_refused_by_name() 
     for bad, said in ((later, "due at"), (other, "'globex'"), (as_json, "not an Avro record")):
         mixed = batch.model_copy(update={"executions": [batch.executions[0], bad]})
         with pytest.raises(DecodeError, match=said) as err:
-            batches.entries(CODEC, mixed)
+            entries(mixed)
         assert err.value.code == "invalid_batch_entry"
         assert "entry 1" in str(err.value)
         assert batches.executions_in(CODEC, mixed) == [ex]  # the readable one still counts
@@ -104,11 +109,11 @@ def test_tail_prints_a_line_per_execution_at_its_entry() -> None:
     value = CODEC.encode(batch)
     key = batch.tenant.encode()
     docs = [json.loads(line) for line in _render(CODEC, key, value, 4, 9, True).splitlines()]
-    entries = batches.entries(CODEC, batch)
+    runs = entries(batch)
     assert [(d["key"], d["partition"], d["offset"], d["entry"]) for d in docs] == [
-        (batch.tenant, 4, 9, i) for i in range(len(entries))
+        (batch.tenant, 4, 9, i) for i in range(len(runs))
     ]
-    assert [d["execution_id"] for d in docs] == [e.execution_id for e in entries]
+    assert [d["execution_id"] for d in docs] == [e.execution_id for e in runs]
     assert {d["type"] for d in docs} == {"ExecutionRequested"}
     text = _render(CODEC, key, value, 4, 9, False).splitlines()
     assert [line.split(" ", 2)[:2] for line in text] == [["[4]@9.0", "acme"], ["[4]@9.1", "acme"]]

@@ -79,12 +79,10 @@ class Coalescer:
         found.records.append(record)
         found.size += size
 
-    def flush(self, emit: Emit) -> int:
-        """Write everything that waits, in order; how many records that took."""
-        written = 0
+    def flush(self, emit: Emit) -> None:
+        """Write everything that waits, in order."""
         for (topic, partition), queue in self._queues.items():
             for item in queue:
-                written += 1
                 if not isinstance(item, _Group):
                     emit(*item)
                 elif len(item.records) == 1:
@@ -94,7 +92,6 @@ class Coalescer:
                     value, headers = self.combine(item.key, item.group, values)
                     emit(topic, partition, item.key, value, headers)
         self.clear()
-        return written
 
     def clear(self) -> None:
         self._queues.clear()
