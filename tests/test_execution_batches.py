@@ -21,9 +21,9 @@ from kadence.models import (
     MAX_EXECUTIONS_PER_BATCH,
     ExecutionBatch,
     ExecutionRequested,
-    ExecutionRevoked,
 )
 from kadence.topics import EXECUTIONS
+from testkit.outcomes import revocation_of
 
 CODEC = Codec()
 
@@ -70,16 +70,7 @@ def test_an_entry_of_another_tenant_or_instant_or_not_avro_is_refused_by_name() 
 
 def test_a_revocation_carries_no_execution() -> None:
     ex = CODEC.decode_as(_batch().executions[0], ExecutionRequested)
-    rev = ExecutionRevoked(
-        execution_id=ex.execution_id,
-        tenant=ex.tenant,
-        job_id=ex.job_id,
-        definition_version=1,
-        due_at=ex.due_at,
-        revoked_at=ex.due_at,
-        reason="paused",
-    )
-    assert batches.executions_in(CODEC, rev) == []
+    assert batches.executions_in(CODEC, revocation_of(ex)) == []
 
 
 def test_the_model_bounds_a_batch() -> None:

@@ -21,7 +21,6 @@ from kadence.clock import ms_to_datetime
 from kadence.models import (
     ExecutionOutcome,
     ExecutionRequested,
-    ExecutionRevoked,
     HandlerTarget,
     HttpTarget,
     OutcomeStatus,
@@ -33,6 +32,7 @@ from kadence.topics import OUTCOMES, Topics
 from streams.worker.loop import Worker
 from testkit.driver import START_MS, Driver, abort_error
 from testkit.driver.leases import snapshots
+from testkit.outcomes import revocation_of
 from testkit.target_server import TargetServer
 
 TTL_MS = 30_000
@@ -163,15 +163,7 @@ def test_a_cancel_aborts_the_request_at_once(
     ex = execution(1, HttpTarget(url=f"{server.url}/hang"))
     send(driver, topics, ex)
     driver.turn_until(lambda: len(server.seen("/hang")) == 1, worker, turns=TURNS, wait_s=30)
-    revoke = ExecutionRevoked(
-        execution_id=ex.execution_id,
-        tenant=ex.tenant,
-        job_id=ex.job_id,
-        definition_version=1,
-        due_at=ex.due_at,
-        revoked_at=ex.due_at,
-        reason="test",
-    )
+    revoke = revocation_of(ex, reason="test")
     driver.send(topics.executions, revoke, key=ex.routing_key, partition=0)
     driver.turn_until(lambda: len(outcomes(driver, topics)) == 1, worker, turns=TURNS, wait_s=30)
     assert [o.status for o in outcomes(driver, topics)] == [OutcomeStatus.cancelled]

@@ -14,7 +14,6 @@ from kadence.codec import Codec
 from kadence.models import (
     ExecutionBatch,
     ExecutionRequested,
-    ExecutionRevoked,
     HttpTarget,
     OutcomeStatus,
     RateLimit,
@@ -24,6 +23,7 @@ from kadence.topics import REJECTED, Topics
 from streams.worker.delivering import TOPIC_WAIT_MS
 from testkit.driver import Driver, abort_error
 from testkit.driver.leases import lease_facts, snapshots
+from testkit.outcomes import revocation_of
 from tests.driver.test_worker_delivery import (  # the same target, fixtures and helpers
     GROUP,
     Topic,
@@ -99,15 +99,7 @@ def test_a_revoked_execution_leaves_its_batch_and_the_rest_run(
     worker = driver.worker(settings, {"kafka": Topic()})
     exs = jobs(3, due_in_ms=1_000)
     values = send_batch(driver, topics, *exs)
-    revoked = ExecutionRevoked(
-        execution_id=exs[1].execution_id,
-        tenant="acme",
-        job_id=exs[1].job_id,
-        definition_version=1,
-        due_at=exs[1].due_at,
-        revoked_at=exs[1].due_at - timedelta(seconds=1),
-        reason="paused",
-    )
+    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=1))
     driver.send(topics.executions, revoked, key="acme", partition=0)
     driver.turn(worker)
     assert len(worker.inbox) == 2

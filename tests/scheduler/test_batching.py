@@ -16,12 +16,12 @@ from kadence.headers import headers_for
 from kadence.models import (
     ExecutionBatch,
     ExecutionRequested,
-    ExecutionRevoked,
     HttpTarget,
     KafkaTarget,
 )
 from kadence.sizing import RECORD_LIMIT
 from streams.scheduler.batching import ExecutionBatches, group_of
+from testkit.outcomes import revocation_of
 
 CODEC = Codec()
 BATCHES = ExecutionBatches(CODEC)
@@ -52,16 +52,7 @@ def test_only_kafka_topic_executions_are_grouped_by_their_due_instant() -> None:
     assert group_of(ex) == ex.due_at
     http = ex.model_copy(update={"target": HttpTarget(url="https://example.com/hook")})
     assert group_of(http) is None
-    revoked = ExecutionRevoked(
-        execution_id=ex.execution_id,
-        tenant=ex.tenant,
-        job_id=ex.job_id,
-        definition_version=1,
-        due_at=ex.due_at,
-        revoked_at=ex.due_at,
-        reason="paused",
-    )
-    assert group_of(revoked) is None
+    assert group_of(revocation_of(ex)) is None
 
 
 def test_a_tasks_batches_stay_within_half_its_record_limit() -> None:

@@ -25,6 +25,7 @@ from streams.worker.holding import Holdings
 from streams.worker.inbox import Inbox
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import decode_metadata
+from testkit.outcomes import revocation_of
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T_MS = datetime_to_ms(T)
@@ -50,15 +51,7 @@ def ex(tenant: str, n: int, due_s: int = 0) -> ExecutionRequested:
 
 
 def revoked(of: ExecutionRequested) -> ExecutionRevoked:
-    return ExecutionRevoked(
-        execution_id=of.execution_id,
-        tenant=of.tenant,
-        job_id=of.job_id,
-        definition_version=1,
-        due_at=of.due_at,
-        revoked_at=T,
-        reason="paused",
-    )
+    return revocation_of(of, at=T)
 
 
 @dataclass
