@@ -115,16 +115,7 @@ class Inbox(Waiting):
         due = due_ms(ex.due_at)
         lane = destination_of(ex, partition, self.shards) if _limited(type(ex.target)) else None
         item = Item(partition, offset, ex, due, record=record, leaseless=leaseless, lane=lane)
-        self.read(partition, offset)
-        if self.full() or self.refuses(item):
-            self.owed.add(partition, offset, ex.tenant)
-            again = self.owed.rereading.get(partition)
-            if again is not None and not any(map(self._hungry, again)):
-                self.owed.abandoned.add(partition)  # the rest would be let go again
-            return None
-        self._keep(item)
-        self._wait(item)
-        return item
+        return self._taken(item)
 
     def add_batch(
         self,
@@ -155,16 +146,20 @@ class Inbox(Waiting):
         )
         for item in items:
             item.head = head
-        self.read(partition, offset)
-        if self.full() or self.refuses(head):
-            self.owed.add(partition, offset, first.tenant)
-            again = self.owed.rereading.get(partition)
+        return self._taken(head)
+
+    def _taken(self, item: Item) -> Item | None:
+        """`item` (a record's, just read) held, or let go and owed (`refuses`): None."""
+        self.read(item.partition, item.offset)
+        if self.full() or self.refuses(item):
+            self.owed.add(item.partition, item.offset, item.execution.tenant)
+            again = self.owed.rereading.get(item.partition)
             if again is not None and not any(map(self._hungry, again)):
-                self.owed.abandoned.add(partition)
+                self.owed.abandoned.add(item.partition)  # the rest would be let go again
             return None
-        self._keep(head)
-        self._wait(head)
-        return head
+        self._keep(item)
+        self._wait(item)
+        return item
 
     def full(self) -> bool:
         return 0 < self.max_count <= self.count or 0 < self.max_size <= self.size
