@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, TopicPartition
 from apps.processes import ChildProcess
 from bench.pyspy import Sampler
 from infra.kafka.config import BrokerConfig
+from kadence.batches import executions_in
 from kadence.client import KadenceClient
 from kadence.codec import Codec
 from kadence.models import CronSchedule, KafkaTarget, OnceSchedule, ScheduleDefinition
@@ -150,19 +151,18 @@ def burst(settings: KadenceSettings, n: int, lead_s: int, state_dir: Path) -> di
                 if msg.error() is not None:
                     continue
                 received = datetime.now(UTC)
-                ex = codec.decode(msg.value())
-                eid = getattr(ex, "execution_id", "")
-                seen[eid] = seen.get(eid, 0) + 1
-                if seen[eid] == 1:
-                    due_at = ex.due_at  # type: ignore[attr-defined]
-                    dispatch.append((ex.dispatched_at - due_at).total_seconds())  # type: ignore[attr-defined]
-                    visible.append((received - due_at).total_seconds())
-                    received_at.append(received)
+                for ex in executions_in(codec, codec.decode(msg.value())):  # a batch: each
+                    eid = ex.execution_id
+                    seen[eid] = seen.get(eid, 0) + 1
+                    if seen[eid] == 1:
+                        dispatch.append((ex.dispatched_at - ex.due_at).total_seconds())
+                        visible.append((received - ex.due_at).total_seconds())
+                        received_at.append(received)
         time.sleep(3)
         for msg in c.consume(num_messages=100_000, timeout=2):
             if msg.error() is None:
-                eid = getattr(codec.decode(msg.value()), "execution_id", "")
-                seen[eid] = seen.get(eid, 0) + 1
+                for ex in executions_in(codec, codec.decode(msg.value())):
+                    seen[ex.execution_id] = seen.get(ex.execution_id, 0) + 1
     finally:
         c.close()
         rss = sched.rss_mib()

@@ -9,7 +9,7 @@
 
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
-    python -m bench.sustained --rates 8000 --batches   (KADENCE_EXECUTION_BATCHES on)
+    python -m bench.sustained --rates 8000 --no-batches   (KADENCE_EXECUTION_BATCHES=false)
     python -m bench.sustained --rates 10000 --inbox 250000 --keep-logs   (each worker's inbox
     bound; the processes' logs left)
 
@@ -438,9 +438,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--batches",
-        action="store_true",
-        help="KADENCE_EXECUTION_BATCHES on: a tenant's Kafka-topic runs due at one instant and "
-        "dispatched in one transaction go out as one ExecutionBatch record",
+        action=argparse.BooleanOptionalAction,
+        default=KadenceSettings().execution_batches,
+        help="KADENCE_EXECUTION_BATCHES (on by default): a tenant's Kafka-topic runs due at one "
+        "instant and dispatched in one transaction go out as one ExecutionBatch record; "
+        "--no-batches: a record each",
     )
     parser.add_argument(
         "--profile",

@@ -8,8 +8,12 @@ from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 
+from confluent_kafka import Message
+
 from apps.processes import ChildProcess
+from kadence.batches import records_in
 from kadence.codec import Codec
+from kadence.headers import COUNT, header_value
 from kadence.models import ExecutionRequested, ExecutionRevoked, HistoryRecord, Rejected
 from kadence.settings import KadenceSettings
 from kadence.topics import EXECUTIONS, Topics
@@ -49,11 +53,20 @@ class SchedulerProcess(ChildProcess):
 def executions_and_revocations(
     settings: KadenceSettings, expect: int, timeout_s: float = 30
 ) -> tuple[list[ExecutionRequested], list[ExecutionRevoked]]:
-    """Both record kinds on `executions`, in topic order (`expect` counts both)."""
-    msgs = read_topic(settings.bootstrap_servers, Topics(settings).executions, expect, timeout_s)
-    records = [EXECUTIONS.decode(CODEC, m.value()) for m in msgs]
+    """Both record kinds on `executions`, in topic order, a batch's executions each (`expect`
+    counts executions and revocations, not records)."""
+    msgs = read_topic(
+        settings.bootstrap_servers, Topics(settings).executions, expect, timeout_s, weight=_carried
+    )
+    records = [r for m in msgs for r in records_in(CODEC, EXECUTIONS.decode(CODEC, m.value()))]
     requested = [r for r in records if isinstance(r, ExecutionRequested)]
     return requested, [r for r in records if isinstance(r, ExecutionRevoked)]
+
+
+def _carried(msg: Message) -> int:
+    """The executions a record on `executions` carries: a batch's count, else one."""
+    count = header_value(msg.headers(), COUNT)
+    return int(count) if count is not None and count.isdigit() else 1
 
 
 def executions(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -28,18 +28,23 @@ def read_topic(
     expect: int,
     timeout_s: float = 20.0,
     isolation: str = "read_committed",
+    *,
+    weight: Callable[[Message], int] | None = None,
 ) -> list[Message]:
-    """Read `topic` from offset 0 until `expect` records arrived or `timeout_s` passed."""
+    """Read `topic` from offset 0 until `expect` records arrived or `timeout_s` passed;
+    `weight`: what each record counts for (a batch, the runs it carries), else one."""
     consumer = _reader(bootstrap, isolation)
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
         out: list[Message] = []
+        counted = 0
         deadline = time.monotonic() + timeout_s
-        while len(out) < expect and time.monotonic() < deadline:
+        while counted < expect and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=500, timeout=0.5):
                 if msg.error() is None:
                     out.append(msg)
+                    counted += 1 if weight is None else weight(msg)
         return out
     finally:
         consumer.close()
