@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kadence.models import ExecutionRequested, ExecutionRevoked
+from kadence.models.targets import Target
 from kadence.throttle import destination_of
 from streams.worker.fairness import Budget, Fairness, never
 from streams.worker.item import Item, due_ms
@@ -43,6 +44,12 @@ def _limited(target: type) -> bool:
     """Whether targets of this type may have a rate limit (`destination_of`; asking a model
     without the field for it costs more than the rest of taking the execution in)."""
     return "rate_limit" in getattr(target, "model_fields", {"rate_limit": None})
+
+
+def has_rate_limit(target: Target) -> bool:
+    """Whether `target` has a rate limit set; a target type without the field is not asked
+    (pydantic raises and catches an AttributeError for it: 1.7 µs, each entry of a batch)."""
+    return _limited(type(target)) and getattr(target, "rate_limit", None) is not None
 
 
 @dataclass

@@ -60,7 +60,7 @@ from streams.worker.backlog import Backlog
 from streams.worker.delivering import Deliveries
 from streams.worker.draining import drain
 from streams.worker.holding import Holdings, claim
-from streams.worker.inbox import Fairness, Inbox, Item
+from streams.worker.inbox import Fairness, Inbox, Item, has_rate_limit
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
 from streams.worker.metrics import WorkerMetrics
@@ -308,7 +308,7 @@ class Worker:
                 self._reject(msg, exc.code, f"entry {i}: {exc}")
                 continue
             why = None
-            if getattr(ex.target, "rate_limit", None) is not None:
+            if has_rate_limit(ex.target):
                 why = f"entry {i} ({ex.execution_id}) has a rate limit; a batch's have none"
             elif ex.execution_id in seen:
                 why = f"entry {i} repeats {ex.execution_id}, an earlier entry of the batch"

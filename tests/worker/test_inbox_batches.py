@@ -7,8 +7,8 @@ what one transaction delivers."""
 from __future__ import annotations
 
 from kadence.codec import Codec
-from kadence.models import ExecutionRequested
-from streams.worker.inbox import Inbox
+from kadence.models import ExecutionRequested, HttpTarget, KafkaTarget, RateLimit
+from streams.worker.inbox import Inbox, has_rate_limit
 from tests.worker.test_inbox import T_MS, committed, ex, revoke
 
 CODEC = Codec()
@@ -60,3 +60,12 @@ def test_a_batch_goes_whole_and_counts_each_execution_against_a_transaction() ->
     assert len(inbox) == 2
     [again] = inbox.due(T_MS, 10)
     assert again is last
+
+
+def test_only_a_target_with_a_rate_limit_set_has_one() -> None:
+    """What the worker asks of each entry of a batch: a Kafka target (a type without the field)
+    and an HTTP target without a limit have none."""
+    assert not has_rate_limit(KafkaTarget(topic="out"))
+    assert not has_rate_limit(HttpTarget(url="https://example.com/"))
+    limited = HttpTarget(url="https://example.com/", rate_limit=RateLimit(per_second=1))
+    assert has_rate_limit(limited)
