@@ -56,3 +56,18 @@ def test_a_batch_larger_than_a_record_holds_is_refused(
     with pytest.raises(SystemExit):
         scheduler_profile.main()
     assert "--batch: 1 to" in capsys.readouterr().err
+
+
+def test_a_kafka_targets_runs_go_out_in_batches_and_are_all_settled() -> None:
+    """`--target kafka`: each second's runs of a tenant leave as one ExecutionBatch (the
+    runner's coalescer), and every run in them is counted and settled."""
+    kafka = scheduler_profile.TARGETS["kafka"]
+    bench = scheduler_profile.Bench(100, MemoryStore(), ahead_ms=5_000, target=kafka)
+    bench.define_cron()  # two jobs of each of 50 tenants
+    sent = bench.fire_until(scheduler_profile.T0 + 1_000)
+    runs, outcomes = bench.outcomes(sent, 7)
+    assert len(runs) > 100 and len(runs) == 2 * len(sent)  # a batch of two a tenant a second
+    bench.settle(runs, outcomes, scheduler_profile.T0 + 1_100, batched=True)
+    for ex in runs:
+        state = bench.proc.store.load(bench.task, f"{ex.tenant}/{ex.job_id}".encode())
+        assert state is not None and state.running == ()
