@@ -184,6 +184,7 @@ def throughput(
         "jobs": n,
         "workers": workers,
         "worker_concurrency": settings.worker_concurrency,
+        "execution_batches": settings.execution_batches,
         "load_defs_per_s": round(rate),
         "executions_per_s": round(len(first) / span, 1) if span > 0 else None,
         "last_outcome_after_due_s": round(span, 2),
