@@ -40,7 +40,7 @@ from bench.backlog import BacklogSampler
 from bench.cpu import cpu_per_execution_us
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles, wait_ingested
-from bench.stack import Stack
+from bench.stack import Stack, add_batches_flag
 from bench.visible import Watcher
 from kadence.codec import Codec
 from kadence.models import (
@@ -350,14 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-logs", action="store_true", help="leave the processes' logs (the path is printed)"
     )
-    parser.add_argument(
-        "--batches",
-        action=argparse.BooleanOptionalAction,
-        default=KadenceSettings().execution_batches,
-        help="KADENCE_EXECUTION_BATCHES (on by default): a tenant's Kafka-topic runs due at one "
-        "instant and dispatched in one transaction go out as one ExecutionBatch record; "
-        "--no-batches: a record each",
-    )
+    add_batches_flag(parser)
     args = parser.parse_args(argv)
     settings = KadenceSettings(
         bootstrap_servers=args.bootstrap,

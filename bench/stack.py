@@ -3,6 +3,7 @@ and workers as child processes (bench/execution.py, bench/sustained.py, bench/we
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,19 @@ from kadence.settings import KadenceSettings
 INBOX_FULL = "): reading paused"
 """How the worker's line ends when its inbox is full and it stops reading: `inbox full (N
 executions, B bytes): reading paused` (streams/worker/backlog.py)."""
+
+
+def add_batches_flag(parser: argparse.ArgumentParser) -> None:
+    """`--batches` / `--no-batches`: whether the stack's schedulers write executions in batches
+    (`args.batches`; KADENCE_EXECUTION_BATCHES, on by default)."""
+    parser.add_argument(
+        "--batches",
+        action=argparse.BooleanOptionalAction,
+        default=KadenceSettings().execution_batches,
+        help="KADENCE_EXECUTION_BATCHES (on by default): a tenant's Kafka-topic runs due at one "
+        "instant and dispatched in one transaction go out as one ExecutionBatch record; "
+        "--no-batches: a record each",
+    )
 
 
 class Stack:

@@ -58,7 +58,7 @@ from bench.headline import headline
 from bench.http_sink import summary_of
 from bench.pyspy import Sampler
 from bench.scheduler import RESULTS, load, percentiles
-from bench.stack import Stack
+from bench.stack import Stack, add_batches_flag
 from bench.topic_volume import per_execution
 from bench.visible import Watcher
 from kadence.client import routing_key
@@ -436,14 +436,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave each rate's process logs (inbox full, rebalances, aborts) and say where",
     )
-    parser.add_argument(
-        "--batches",
-        action=argparse.BooleanOptionalAction,
-        default=KadenceSettings().execution_batches,
-        help="KADENCE_EXECUTION_BATCHES (on by default): a tenant's Kafka-topic runs due at one "
-        "instant and dispatched in one transaction go out as one ExecutionBatch record; "
-        "--no-batches: a record each",
-    )
+    add_batches_flag(parser)
     parser.add_argument(
         "--profile",
         action="store_true",
