@@ -96,9 +96,8 @@ class Run:
     via_proxy: bool = False
     """Schedulers and workers reach the broker through a NetProxy (the reaper and the harness
     itself directly), so a scenario can cut, stall or slow their network."""
-    batches: bool = True
-    """The schedulers write executions in batches (`KADENCE_EXECUTION_BATCHES`, the default);
-    False: a record each."""
+    batches: bool = False
+    """The schedulers write executions in batches (`KADENCE_EXECUTION_BATCHES`)."""
     rng: random.Random = field(init=False)
     schedulers: list[SchedulerProcess] = field(init=False)
     worker_procs: list[WorkerProcess] = field(init=False)

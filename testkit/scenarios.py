@@ -257,7 +257,6 @@ VIA_PROXY = frozenset({"net-fault"})
 """Scenarios whose processes reach the broker through the network-fault proxy."""
 
 
-def new_run(name: str, seed: int, bootstrap: str, root: Path, *, batches: bool = True) -> Run:
-    """`batches`: the schedulers write executions in batches (KADENCE_EXECUTION_BATCHES, the
-    default); False: a record each."""
+def new_run(name: str, seed: int, bootstrap: str, root: Path, *, batches: bool = False) -> Run:
+    """`batches`: the schedulers write executions in batches (KADENCE_EXECUTION_BATCHES)."""
     return Run(name, seed, bootstrap, root, via_proxy=name in VIA_PROXY, batches=batches)
