@@ -93,7 +93,8 @@ class Bench:
             execution_batches=True,  # a Kafka target's runs in batches (`--target kafka`)
         )
         self.target: Target = target or HandlerTarget(name="noop")
-        """The cron jobs' target: a Kafka topic's runs go out in batches (as by default)."""
+        """The cron jobs' target: a Kafka topic's runs go out in batches (the bench turns them
+        on, as B2 does with `--batches`)."""
         self.proc = SchedulerProcessor(cfg, self.codec)
         self.task = Task(0, store, T0, 60_000)
         self.task.coalescer = self.proc.coalescer(self.task.record_limit)  # as the runner does
