@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from kadence.metrics import LagTracker, Positions
 from kadence.settings import KadenceSettings
@@ -59,6 +59,8 @@ REREAD_INTERVAL_S = 1.0
 """A partition is sought back to what it owes at most this often."""
 SHED_INTERVAL_S = 1.0
 """Over three quarters of its bound, the inbox looks for executions to let go this often."""
+REPLAY_CHECK_S = 1.0
+"""Replays holding executions back are checked for a log that ends before them this often."""
 RESUME_AT = 0.75
 """Paused partitions resume (and owed executions are read again) under this share of the
 bound."""
@@ -95,7 +97,7 @@ class Backlog:
         self._paused_at = -1
         """`inbox.assignments` when the partitions were paused (a rebalance resumes them)."""
         self._reread_at: dict[int, float] = {}
-        self._gauged = self._shed_at = -1e9
+        self._gauged = self._shed_at = self._ended_at = -1e9
         self.shed = 0
         """Executions let go when the inbox was full, so far."""
 
@@ -124,6 +126,9 @@ class Backlog:
             self._resume()
         if not self.paused and self.roomy():
             self._reread()
+        if now - self._ended_at >= REPLAY_CHECK_S:
+            self._ended_at = now
+            self._end_replays()
         if lag is not None:
             lag.update(_Unread(self.consumer, self.inbox))
         if self.metrics is not None and now - self._gauged >= 1:
@@ -152,6 +157,22 @@ class Backlog:
             self.consumer.resume(assigned)
         self.paused = False
         log.info("inbox down to %d executions: reading resumed", self.inbox.count)
+
+    def _end_replays(self) -> None:
+        """A replay holding executions back (`Inbox.replaying`) whose partition the consumer
+        has read to its end before the replay's read position (a log truncated or emptied by
+        retention) would hold them until another record comes: it ends now."""
+        replaying = self.inbox.replaying()
+        if not replaying:
+            return
+        try:
+            at = self.consumer.position([TopicPartition(self.topic, p) for p, _ in replaying])
+            for tp, (p, upto) in zip(at, replaying, strict=True):
+                _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+                if 0 <= high <= tp.offset < upto:
+                    self.inbox.caught_up(p)
+        except (KafkaException, RuntimeError):
+            return  # between assignments: the next check sees
 
     def _reread(self) -> None:
         now = self.monotonic()

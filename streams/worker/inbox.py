@@ -13,6 +13,16 @@ the partition reads again only those (and everything after the read position), n
 already claimed. Past METADATA_LIMIT characters the list is left out, and the next owner
 re-reads everything after the committed offset (duplicates, with the same execution id).
 
+Revocations read again. A revocation that takes a run out of a single execution's record ends
+that record's hold: the commit passes both. One that takes a run out of a batch whose other runs
+are still held would be passed while the batch is not, and the next owner would read the batch
+whole again without it: so the batch pins the revocation's offset (`Item.pins`), and the commit
+names it held for as long as the batch is. Reading a partition again (a take-over's replay, or
+owed executions read again) meets the revocations after what they revoke, maybe many polls
+later: what is read during it waits (`_parked`) until the reading is back where it had been
+(`_replayed`), then waits for its due time as usual. So nothing read again starts before the
+revocations after it were read again too.
+
 Fairness between tenants (which due execution is served first): streams/worker/fairness.py.
 
 Bound: executions read past a tenant's quota while it is at its cap are let go, owed (never
@@ -63,6 +73,10 @@ class Inbox(Waiting):
     """partition -> the offset after the last record read."""
     _replay: dict[int, tuple[int, frozenset[int]]] = field(default_factory=dict)
     """partition -> (read position, held offsets) from the previous owner's last commit."""
+    _parked: dict[int, list[Item]] = field(default_factory=dict)
+    """partition -> executions read during its replay, released when it ends (`_replayed`)."""
+    _pinned: dict[int, dict[int, int]] = field(default_factory=dict)
+    """partition -> revocation offset -> batches held that pin it (`Item.pins`)."""
     owed: Owed = field(default_factory=Owed)
     """Executions read and let go (`shed`, `refuses`), to read again (`backlog`)."""
     count: int = 0
@@ -103,10 +117,29 @@ class Inbox(Waiting):
             return True
         upto, held = replay
         if offset >= upto:
-            del self._replay[partition]
-            self.owed.rereading.pop(partition, None)
+            self._replayed(partition)
             return True
         return offset in held
+
+    def _replayed(self, partition: int) -> None:
+        """`partition` is read again up to where it had been: what its replay read waits for
+        its due time now (the revocations after it have been read again too)."""
+        del self._replay[partition]
+        self.owed.rereading.pop(partition, None)
+        for item in self._parked.pop(partition, ()):
+            if item.held and not item.claimed:
+                self._wait(item)
+
+    def replaying(self) -> list[tuple[int, int]]:
+        """(partition, read position to reach) of each replay that holds executions back."""
+        return [(p, self._replay[p][0]) for p in self._parked if p in self._replay]
+
+    def caught_up(self, partition: int) -> None:
+        """The consumer has read all there is of `partition` (the log ends before the replay's
+        read position: truncated, or emptied by retention): its replay ends."""
+        if partition in self._replay:
+            log.warning("executions[%d]: the log ends before its last read position", partition)
+            self._replayed(partition)
 
     def add(
         self,
@@ -165,7 +198,10 @@ class Inbox(Waiting):
                 self.owed.abandoned.add(item.partition)  # the rest would be let go again
             return None
         self._keep(item)
-        self._wait(item)
+        if item.partition in self._replay:
+            self._parked.setdefault(item.partition, []).append(item)
+        else:
+            self._wait(item)
         return item
 
     def full(self) -> bool:
@@ -232,7 +268,8 @@ class Inbox(Waiting):
             for item in found[self.quota(tenant) :]:
                 self._unkeep(item)
                 self._close(item)
-                self.owed.add(item.partition, item.offset, tenant)
+                for offset in (item.offset, *(item.pins or ())):
+                    self.owed.add(item.partition, offset, tenant)
                 shed += 1
         if shed:
             self._purge()
@@ -252,8 +289,9 @@ class Inbox(Waiting):
         if partition not in self.owed.rereading or partition not in self._replay:
             self.owed.abandoned.discard(partition)
             return None
-        upto, offsets = self._replay.pop(partition)
+        upto, offsets = self._replay[partition]
         self.owed.restore(partition, offsets, self._next[partition])
+        self._replayed(partition)  # what was read again and kept waits for its due time
         self._next[partition] = upto
         return upto
 
@@ -274,7 +312,13 @@ class Inbox(Waiting):
         if item.offset in opened:
             return
         opened[item.offset] = item
-        self._held.setdefault(item.partition, HeldRuns()).add(item.offset)
+        held = self._held.setdefault(item.partition, HeldRuns())
+        held.add(item.offset)
+        if item.pins:
+            pinned = self._pinned.setdefault(item.partition, {})
+            for offset in item.pins:
+                pinned[offset] = pinned.get(offset, 0) + 1
+                held.add(offset)
         tenant = item.execution.tenant
         self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + item.weight
         self.count += item.weight
@@ -283,7 +327,15 @@ class Inbox(Waiting):
     def _unkeep(self, item: Item) -> None:
         if self._open.get(item.partition, {}).pop(item.offset, None) is None:
             return
-        self._held[item.partition].remove(item.offset)
+        held = self._held[item.partition]
+        held.remove(item.offset)
+        if item.pins:
+            pinned = self._pinned[item.partition]
+            for offset in item.pins:
+                pinned[offset] -= 1
+                if not pinned[offset]:
+                    del pinned[offset]
+                    held.remove(offset)
         tenant = item.execution.tenant
         self._by_tenant[tenant] -= item.weight
         if not self._by_tenant[tenant]:
@@ -296,8 +348,7 @@ class Inbox(Waiting):
         self._next[partition] = nxt = max(self._next.get(partition, 0), offset + 1)
         replay = self._replay.get(partition)
         if replay is not None and nxt >= replay[0]:  # read up to where the replay ends
-            del self._replay[partition]
-            self.owed.rereading.pop(partition, None)
+            self._replayed(partition)
 
     def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> bool:
         """Drop held executions that `rev` (read at `partition`, `offset`) revokes; True if one
@@ -308,7 +359,7 @@ class Inbox(Waiting):
         for items in self._open.values():
             for item in list(items.values()):
                 if item.batch is not None:
-                    dropped |= self._revoke_in(item, rev)
+                    dropped |= self._revoke_in(item, rev, partition, offset)
                     continue
                 ex = item.execution
                 same = ex.execution_id == rev.execution_id
@@ -318,9 +369,12 @@ class Inbox(Waiting):
                     dropped = True
         return dropped
 
-    def _revoke_in(self, head: Item, rev: ExecutionRevoked) -> bool:
-        """Take the executions `rev` revokes out of the batch `head` holds (the batch goes once
-        none is left); whether one was."""
+    def _revoke_in(
+        self, head: Item, rev: ExecutionRevoked, partition: int = -1, offset: int = -1
+    ) -> bool:
+        """Take the executions `rev` (read at `partition`, `offset`) revokes out of the
+        batch `head` holds (the batch goes once none is left); whether one was. While the rest
+        is held, so is the revocation's offset (`Item.pins`)."""
         assert head.batch is not None
         gone = [
             i
@@ -338,6 +392,8 @@ class Inbox(Waiting):
             item.held = False
         if head.batch:
             head.execution = head.batch[0].execution
+            if offset >= 0 and partition == head.partition:
+                head.pins = [*(head.pins or ()), offset]
             self._keep(head)
         else:
             self._close(head)
@@ -471,6 +527,8 @@ class Inbox(Waiting):
                 self._unkeep(item)
                 self._close(item)
             self._open.pop(p, None)
+            self._parked.pop(p, None)
+            self._pinned.pop(p, None)
             self.owed.forget(p)
             self._held.pop(p, None)
             self._next.pop(p, None)

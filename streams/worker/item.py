@@ -53,6 +53,10 @@ class Item:
     """Executions it stands for (a batch's that are left)."""
     nbytes: int = 0
     """Their bytes as read (`record`'s length, or the batch's entries')."""
+    pins: list[int] | None = None
+    """Of a batch: the offsets of the revocations that took executions out of it. The offset
+    commit holds them open with the batch's own, so that a next owner of the partition, reading
+    the batch again, reads them again too (streams/worker/inbox.py, `_revoke_in`)."""
 
     def __post_init__(self) -> None:
         if not self.nbytes and self.record:

@@ -21,6 +21,7 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.topics import REJECTED, Topics
 from streams.worker.delivering import TOPIC_WAIT_MS
+from streams.worker.loop import OFFSET_COMMIT_INTERVAL_MS
 from testkit.driver import Driver, abort_error
 from testkit.driver.leases import lease_facts, snapshots
 from testkit.outcomes import revocation_of
@@ -269,3 +270,28 @@ def test_the_batchs_due_instant_is_its_executions(
     assert delivered(driver) == [CODEC.encode(now)]
     [rejected] = driver.records(topics.rejected, REJECTED)
     assert "entry 1" in getattr(rejected, "reason", "")
+
+
+def test_a_run_revoked_out_of_a_batch_stays_revoked_when_the_worker_dies_before_its_due_time(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """w1 reads a batch due later and a revocation of one of its runs, and commits; after its
+    death, the next owner reads the batch again, and the revocation with it (the commit held
+    its offset open with the batch's), and delivers the other runs only. Caught by the upgrade
+    test in 0.14.0: a paused job's run, batched with another job's, ran after a restart."""
+    w1 = driver.worker(settings, {"kafka": Topic()}, instance_id="w1")
+    exs = jobs(3, due_in_ms=5_000)
+    values = send_batch(driver, topics, *exs)
+    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=5))
+    driver.send(topics.executions, revoked, key="acme", partition=0)
+    driver.turn(w1)
+    driver.advance(OFFSET_COMMIT_INTERVAL_MS)
+    driver.turn(w1)  # commits the offsets: the batch and the revocation held
+    assert driver.cluster.committed(GROUP)[(topics.executions, 0)] == 0
+    driver.crash(w1)
+    w2 = driver.worker(settings, {"kafka": Topic()}, instance_id="w2")
+    driver.advance(5_000)
+    driver.turn(w2, times=3)
+    assert delivered(driver) == [values[0], values[2]]
+    assert sorted(o.job_id for o in outcomes(driver, topics)) == ["j0", "j2"]
+    assert driver.cluster.committed(GROUP)[(topics.executions, 0)] == 2

@@ -24,7 +24,7 @@ from streams.worker.fairness import Fairness
 from streams.worker.holding import Holdings
 from streams.worker.inbox import Inbox
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.offsets import decode_metadata
+from streams.worker.offsets import decode_metadata, encode_metadata
 from testkit.outcomes import revocation_of
 
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -335,3 +335,26 @@ def test_the_backlog_metric_counts_what_is_due_and_waiting_not_what_was_read_ahe
     assert settle(T_MS + 1_000) == (4, 4, None)  # read, not started: still backlog
     assert len(inbox.due(T_MS + 61_000, 1_000, {})) == 4 + 3  # everything starts
     assert settle(T_MS + 61_000) == (0, 0, None)
+
+
+def test_a_replay_whose_log_ends_before_its_read_position_lets_what_it_read_start() -> None:
+    """What a take-over reads again waits until the reading is back where the previous owner
+    had read to (streams/worker/inbox.py, `_parked`); a log that ends before that (truncated,
+    or emptied by retention) would hold it until another record came: it ends the replay."""
+    records: list[Record] = [ex("small", 0)]
+    stack = Stack.of({0: records})
+    stack.inbox.resume(0, 0, encode_metadata([0, 5], 10))
+    stack.turn()  # reads offset 0: held back, the replay has 9 more offsets to read
+    assert stack.inbox.replaying() == []  # the settle ended it: position 1 = the log's end
+    assert stack.running({}, T_MS) == [records[0].execution_id]
+
+
+def test_a_replay_still_reading_holds_back_what_it_read() -> None:
+    records: list[Record] = [ex("small", n) for n in range(20)]
+    stack = Stack.of({0: records})
+    stack.inbox.resume(0, 0, encode_metadata([0, 5], 10))
+    stack.turn(limit=3)
+    assert stack.inbox.replaying() == [(0, 10)]
+    assert stack.running({}, T_MS) == []
+    stack.turn(limit=7)  # back at 10: what it read again (0 and 5) may start
+    assert stack.running({}, T_MS) == [records[0].execution_id, records[5].execution_id]

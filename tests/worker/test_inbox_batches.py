@@ -2,13 +2,15 @@
 The inbox's bound and a tenant's count weigh each execution; a batch let go is owed whole, as
 one record; revoking its executions takes them out one by one and the offset passes the batch
 once none is left; one `due` hands a batch out whole, counting each of its executions against
-what one transaction delivers."""
+what one transaction delivers. A revocation that takes a run out of a batch is held open with it,
+and read again by a next owner before the batch can start."""
 
 from __future__ import annotations
 
 from kadence.codec import Codec
 from kadence.models import ExecutionRequested, HttpTarget, KafkaTarget, RateLimit
-from streams.worker.inbox import Inbox, has_rate_limit
+from streams.worker.inbox import Fairness, Inbox, has_rate_limit
+from streams.worker.offsets import decode_metadata
 from tests.worker.test_inbox import T_MS, committed, ex, revoke
 
 CODEC = Codec()
@@ -69,3 +71,63 @@ def test_only_a_target_with_a_rate_limit_set_has_one() -> None:
     assert not has_rate_limit(HttpTarget(url="https://example.com/"))
     limited = HttpTarget(url="https://example.com/", rate_limit=RateLimit(per_second=1))
     assert has_rate_limit(limited)
+
+
+def test_a_revocation_out_of_a_held_batch_is_named_in_the_commit_while_the_batch_is_held() -> None:
+    """The revocation's offset is held with the batch's (`Item.pins`): a next owner reading the
+    batch again reads the revocation again too; once the batch goes, the commit passes both."""
+    inbox = Inbox()
+    inbox.add_batch(0, 0, entries(0, 2, due_s=5), leaseless=True)
+    for o in (1, 2):
+        inbox.read(0, o)
+    inbox.read(0, 3)
+    assert inbox.revoke(revoke(0), 0, 3)
+    offset, meta = inbox.offsets()[0]
+    assert (offset, decode_metadata(offset, meta)) == (0, (4, frozenset({0, 3})))
+    [head] = inbox.due(T_MS + 5_000, 10)
+    assert [i.execution.job_id for i in head.batch or []] == ["j1"]
+    assert committed(inbox) == {0: 4}
+
+
+def test_a_next_owner_starts_no_batch_read_again_before_its_revocation_is_read_again() -> None:
+    """The batch is due when the next owner reads it again, and its revocation is 600 records
+    further (more than a poll's worth): the batch waits until the replay is back where the
+    previous owner had read to, and goes without the revoked run."""
+    first = Inbox()
+    first.add_batch(0, 0, entries(0, 2), leaseless=True)
+    for o in range(1, 600):
+        first.read(0, o)  # others' records, done with
+    first.read(0, 600)
+    first.revoke(revoke(0), 0, 600)
+    offset, meta = first.offsets()[0]
+    second = Inbox()
+    second.resume(0, offset, meta)
+    assert second.wanted(0, 0)
+    second.add_batch(0, 0, entries(0, 2), leaseless=True)
+    assert second.due(T_MS, 10) == []  # due, but its revocation is not read again yet
+    for o in range(1, 600):
+        assert not second.wanted(0, o)
+        second.read(0, o)
+    assert second.due(T_MS, 10) == []
+    assert second.wanted(0, 600)
+    second.read(0, 600)
+    assert second.revoke(revoke(0), 0, 600)
+    [head] = second.due(T_MS, 10)
+    assert [i.execution.job_id for i in head.batch or []] == ["j1"]
+    assert committed(second) == {0: 601}
+
+
+def test_a_batch_let_go_owes_its_revocations_with_it() -> None:
+    """`shed` lets a batch go (its tenant at its cap): the revocations it pins are owed too, so
+    that reading it again meets them after it."""
+    inbox = Inbox(Fairness(max_running=0, caps={"acme": 1}))
+    inbox.add_batch(0, 0, entries(0, 3, due_s=9), leaseless=False)
+    inbox.read(0, 1)
+    assert inbox.revoke(revoke(0), 0, 1)
+    inbox.add(0, 2, ex(5, 5))
+    inbox.add(0, 3, ex(6, 5))
+    assert inbox.due(T_MS, 10, {"acme": 1}) == []  # nothing due; its slot is taken
+    assert inbox.shed() == 1
+    assert inbox.owed.count(0) == 2
+    offset, meta = inbox.offsets()[0]
+    assert (offset, decode_metadata(offset, meta)) == (0, (4, frozenset({0, 1, 2, 3})))
