@@ -218,6 +218,17 @@ def _phantoms(
         job_stops = stops.get(h["key"], [])
         if _during(job_stops, h["due_ms"] - 1_000) and _during(job_stops, h["due_ms"]):
             report.phantom.append(f"{eid}: ran although its job was paused or deleted")
+    # A revoked occurrence may run again after its job's resume (a catch-up under the same
+    # execution id), never while the job is still paused: not a second before the resume.
+    for h in sorted(by_kind["hit"], key=lambda h: (h["execution_id"], h["at_ms"])):
+        eid = h["execution_id"]
+        if eid not in revoked or trigger.get(eid, "schedule") != "schedule":
+            continue
+        due, at = h["due_ms"], h["at_ms"]
+        for a, b in stops.get(h["key"], []):
+            if a <= due - 1_000 and due < b and at + 1_000 < b:
+                why = "revoked, and ran while its job was paused or deleted"
+                report.phantom.append(f"{eid}: {why}")
 
 
 def _retries(

@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+from kadence.models import KafkaTarget
 from kadence.topics import Topics
 from testkit.chaos_run import Run, Scenario, now_ms
 from testkit.checker import Report
@@ -40,6 +41,29 @@ def worker_kill(run: Run) -> Report:
             _kill_restart(run, run.reaper, "reaper")
             reaper_at = 0
         time.sleep(run.rng.uniform(3, 6))
+    return run.finish(end)
+
+
+def pause_kill(run: Run) -> Report:
+    """Pause jobs whose runs were dispatched ahead (revoked: with executions in batches, out of
+    batches that keep their tenant's other runs), kill -9 every worker before those runs are
+    due, resume the jobs seconds later; twice. A revoked run must not run while its job is
+    paused, and nothing else may be lost or doubled."""
+    defs, end = run.jobs(12, SECONDS)
+    run.sleep_until(end - SECONDS * 1000 + 4_000)
+    kafka = [d for d in defs if isinstance(d.target, KafkaTarget)]
+    others = [d for d in defs if not isinstance(d.target, KafkaTarget)]
+    for _ in range(2):
+        chosen = [*run.rng.sample(kafka, 2), *run.rng.sample(others, 1)]
+        for d in chosen:
+            run.pause(d)
+        time.sleep(run.rng.uniform(0.3, 1.5))
+        for i, proc in enumerate(run.worker_procs):
+            _kill_restart(run, proc, f"worker w{i}")
+        time.sleep(run.rng.uniform(3, 5))
+        for d in chosen:
+            run.pause(d, resume=True)
+        time.sleep(run.rng.uniform(1, 2))
     return run.finish(end)
 
 
@@ -244,6 +268,7 @@ def soak(run: Run, minutes: int = 10, jobs: int = 10_000, every_s: float = 20) -
 SHORT: dict[str, Scenario] = {
     "worker-kill": worker_kill,
     "zombie-pause": zombie_pause,
+    "pause-kill": pause_kill,
     "scheduler-kill-kept": scheduler_kill_kept,
     "scheduler-kill-wiped": scheduler_kill_wiped,
     "rebalance-during-restore": rebalance_during_restore,

@@ -334,3 +334,22 @@ def test_the_run_reports_a_process_that_exited_by_itself_and_not_one_it_stopped(
         (aborted.log.name, -signal.SIGABRT),  # type: ignore[union-attr]
         (failed.log.name, 2),  # type: ignore[union-attr]
     ]
+
+
+def test_a_revoked_run_that_ran_while_its_job_was_paused_is_found() -> None:
+    """A revoked occurrence may run again after the resume (a catch-up, same execution id), not
+    before it: the 0.14.0 bug, a paused job's run revoked out of its batch and run anyway."""
+    events = clean()
+    events += [
+        {"kind": "paused", "key": KEY, "at_ms": T0 + 3_200},
+        {"kind": "resumed", "key": KEY, "at_ms": T0 + 8_500},
+    ]
+    for s in (5, 6):
+        events.append({"kind": "revoked", "execution_id": eid(T0 + s * 1_000), "key": KEY})
+    for e in events:  # 6 s ran after the resume (a catch-up); 5 s at its due time, paused
+        if e["kind"] == "hit" and e["execution_id"] == eid(T0 + 6_000):
+            e["at_ms"] = T0 + 8_700
+    report = check(events)
+    revoked_ran = [p for p in report.phantom if "revoked" in p]
+    why = "revoked, and ran while its job was paused or deleted"
+    assert revoked_ran == [f"{eid(T0 + 5_000)}: {why}"]
