@@ -165,7 +165,7 @@ bench-summary: deps
 .PHONY: chaos soak
 SEED ?= 1
 chaos: deps broker
-	$(BIN)/python -m testkit.chaos --seed $(SEED) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(filter 1,$(BATCHES)),--batches)
+	$(BIN)/python -m testkit.chaos --seed $(SEED) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(filter 0,$(BATCHES)),--no-batches)
 
 soak: deps broker
 	$(BIN)/python -m testkit.chaos --soak --seed $(SEED)

@@ -5,8 +5,8 @@
 throughput: N one-off jobs with the Kafka topic target, due at the same second T (loaded
             beforehand); measures end to end, dispatch -> worker -> outcome recorded: the
             executions per second from T until the last outcome, start lateness (outcome
-            started_at - due) p50/p99/max, and the lost/duplicated counts. `--batches`:
-            KADENCE_EXECUTION_BATCHES on (a tenant's runs go out in ExecutionBatch records).
+            started_at - due) p50/p99/max, and the lost/duplicated counts. `--no-batches`:
+            KADENCE_EXECUTION_BATCHES=false (a record per run, not ExecutionBatch records).
 noisy:      B3, the noisy neighbour: one tenant floods with N jobs due at T while S small
             tenants have K jobs each due at T (in-process no-op handler: runs that hold a
             slot; Kafka topic runs take none since 8954184). Measures the small tenants'

@@ -17,7 +17,7 @@ by cumulative and by own time.
 dispatched 30 s ahead as by default), each second of due time fired and its outcomes settled
 the second after; the first 35 s (the look-ahead filling) are not counted, so `--seconds` must
 be more (65: 30 s counted, two look-ahead refills). `--target kafka`: the jobs write to a Kafka
-topic, so each second's runs of a tenant go out as one ExecutionBatch (as B2's with `--batches`).
+topic, so each second's runs of a tenant go out as one ExecutionBatch (as B2's, by default).
 
 Python's cyclic collector runs as in the processes (apps/processes.py `tune_gc`: start-up frozen,
 collections far apart) since 2026-12-06; before, a collection every 700 allocations was charged
@@ -90,7 +90,7 @@ class Bench:
             "2025b",
             dispatch_ahead_ms=ahead_ms,
             write_behind=write_behind_ms > 0,
-            execution_batches=True,  # a Kafka target's runs in batches (`--target kafka`)
+            execution_batches=settings.execution_batches,
         )
         self.target: Target = target or HandlerTarget(name="noop")
         """The cron jobs' target: a Kafka topic's runs go out in batches (the bench turns them

@@ -25,12 +25,12 @@ executions, B bytes): reading paused` (streams/worker/backlog.py)."""
 
 def add_batches_flag(parser: argparse.ArgumentParser) -> None:
     """`--batches` / `--no-batches`: whether the stack's schedulers write executions in batches
-    (`args.batches`; KADENCE_EXECUTION_BATCHES, off by default)."""
+    (`args.batches`; KADENCE_EXECUTION_BATCHES, on by default)."""
     parser.add_argument(
         "--batches",
         action=argparse.BooleanOptionalAction,
         default=KadenceSettings().execution_batches,
-        help="KADENCE_EXECUTION_BATCHES (off by default): a tenant's Kafka-topic runs due at one "
+        help="KADENCE_EXECUTION_BATCHES (on by default): a tenant's Kafka-topic runs due at one "
         "instant and dispatched in one transaction go out as one ExecutionBatch record; "
         "--no-batches: a record each",
     )

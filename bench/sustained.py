@@ -9,7 +9,7 @@
 
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
-    python -m bench.sustained --rates 8000 --batches   (KADENCE_EXECUTION_BATCHES on)
+    python -m bench.sustained --rates 8000 --no-batches   (KADENCE_EXECUTION_BATCHES=false)
     python -m bench.sustained --rates 10000 --inbox 250000 --keep-logs   (each worker's inbox
     bound; the processes' logs left)
 

@@ -130,15 +130,15 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     deleted before its due time gets an ExecutionRevoked. 0 dispatches at the due time.
     Jobs whose firing depends on other runs (a running overlap or a concurrency key) always
     wait for the due time."""
-    execution_batches: bool = False
+    execution_batches: bool = True
     """Write the Kafka-topic executions of one tenant due at the same instant, dispatched in
     one transaction, as one ExecutionBatch record on their executions partition instead of a
     record each (docs/execution.md, "Executions in batches"): fewer records for the
     scheduler to write, the broker to keep and the workers to read. Every worker and reaper
-    must be of release 0.13.0 or later before it is turned on (earlier ones reject a batch,
-    and its runs are lost). Off by default: a run revoked out of a batch (its job paused,
-    changed or deleted) can still run when its worker restarts before the batch is done
-    (CHANGELOG.md, 0.14.0)."""
+    must be of release 0.13.0 or later while it is on (earlier ones reject a batch, and its
+    runs are lost), and every worker of 0.15.0 or later (a 0.13.0-0.14.0 worker restarted
+    before a batch is done may run a run revoked out of it): the upgrade procedure's order
+    sees to it. On by default since 0.15.0; false writes a record per execution, as before."""
     write_behind_ms: Annotated[int, Field(ge=0, le=300_000)] = 20_000
     """An outcome that changes nothing but its job's runs (most successes) is not written on
     its own: the job's next write carries it, or it is written after this long. A restarted

@@ -1,5 +1,6 @@
-"""`python -m testkit.chaos --seed N [--scenario NAME ...] [--batches]` (`make chaos SEED=n`,
-`BATCHES=1`: the schedulers write executions in batches, KADENCE_EXECUTION_BATCHES).
+"""`python -m testkit.chaos --seed N [--scenario NAME ...] [--no-batches]` (`make chaos SEED=n`;
+`BATCHES=0`: the schedulers write a record per execution, KADENCE_EXECUTION_BATCHES=false,
+instead of in batches as by default).
 
 Runs the short chaos scenarios against the local broker and prints each checker report; exits
 1 if any finds a lost, early, phantom or differently-keyed duplicate execution.
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         "--batches",
         action=argparse.BooleanOptionalAction,
         default=KadenceSettings().execution_batches,
-        help="executions in batches (KADENCE_EXECUTION_BATCHES; its default unless given)",
+        help="executions in batches (KADENCE_EXECUTION_BATCHES, on by default; --no-batches: a "
+        "record each)",
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep process logs and topics of passing scenarios too"

@@ -96,8 +96,9 @@ class Run:
     via_proxy: bool = False
     """Schedulers and workers reach the broker through a NetProxy (the reaper and the harness
     itself directly), so a scenario can cut, stall or slow their network."""
-    batches: bool = False
-    """The schedulers write executions in batches (`KADENCE_EXECUTION_BATCHES`)."""
+    batches: bool = True
+    """The schedulers write executions in batches (`KADENCE_EXECUTION_BATCHES`, the default);
+    False: a record each."""
     rng: random.Random = field(init=False)
     schedulers: list[SchedulerProcess] = field(init=False)
     worker_procs: list[WorkerProcess] = field(init=False)

@@ -277,11 +277,12 @@ SHORT: dict[str, Scenario] = {
     "clock-jump": clock_jump,
     "poison": poison,
 }
-CI_TIER = ("worker-kill", "scheduler-kill-wiped", "poison")
+CI_TIER = ("worker-kill", "pause-kill", "scheduler-kill-wiped", "poison")
 VIA_PROXY = frozenset({"net-fault"})
 """Scenarios whose processes reach the broker through the network-fault proxy."""
 
 
-def new_run(name: str, seed: int, bootstrap: str, root: Path, *, batches: bool = False) -> Run:
-    """`batches`: the schedulers write executions in batches (KADENCE_EXECUTION_BATCHES)."""
+def new_run(name: str, seed: int, bootstrap: str, root: Path, *, batches: bool = True) -> Run:
+    """`batches`: the schedulers write executions in batches (KADENCE_EXECUTION_BATCHES, the
+    default); False: a record each."""
     return Run(name, seed, bootstrap, root, via_proxy=name in VIA_PROXY, batches=batches)

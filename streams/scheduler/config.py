@@ -30,7 +30,7 @@ class SchedulerConfig:
     command_hold_ms: int = 30_000
     """How long a command for a job whose definition this partition has not read waits for
     it before it is refused (held_commands.py; 0: refused at once)."""
-    execution_batches: bool = False
+    execution_batches: bool = True
     """Kafka-topic executions of one tenant due at one instant, dispatched in one transaction,
     go out as one ExecutionBatch record (batching.py)."""
     write_behind: bool = False
