@@ -283,6 +283,14 @@ class Codec:
             )
         return record
 
+    def names(self, data: bytes | None, model: type[WireModel]) -> bool:
+        """Whether `data` is Avro written with a schema of `model` (its fingerprint alone is
+        looked at: nothing is decoded)."""
+        if not data or not data.startswith(MAGIC) or len(data) < HEADER_LEN:
+            return False
+        writer = self.schemas.by_fingerprint.get(data[2:HEADER_LEN])
+        return writer is not None and writer.name == model.avro_fullname()
+
     def decode_as(self, data: bytes | None, model: type[T]) -> T:
         record = self.decode(data, (model,), json_default=model)
         assert isinstance(record, model)

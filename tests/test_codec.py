@@ -226,3 +226,16 @@ def test_topics_decode_only_their_own_records() -> None:
     assert EXECUTIONS.decode(CODEC, CODEC.encode(execution)) == execution
     with pytest.raises(GarbageBytesError, match="JSON is accepted only on the input topics"):
         EXECUTIONS.decode(CODEC, execution.model_dump_json().encode())
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_a_records_type_is_told_by_its_fingerprint_alone(name: str) -> None:
+    """`Codec.names`, which the worker asks of each record a take-over reads again and skips:
+    true for its own type only, false for garbage, JSON and a cut-off header."""
+    record = EXAMPLES[name]
+    data = CODEC.encode(record)
+    assert CODEC.names(data, type(record))
+    others = {type(r) for r in EXAMPLES.values()} - {type(record)}
+    assert not any(CODEC.names(data, other) for other in others)
+    for bad in (data[:9], b"", None, b'{"type": "x"}', MAGIC + b"\x00" * 8):
+        assert not CODEC.names(bad, type(record))

@@ -352,12 +352,17 @@ class Inbox(Waiting):
 
     def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> bool:
         """Drop held executions that `rev` (read at `partition`, `offset`) revokes; True if one
-        was dropped. Owed when its partition owes an earlier offset (`owed`)."""
+        was dropped. Only those read before it on its partition: one read after it (a run
+        dispatched again after its job's resume, under the same execution id) stands, also when
+        a replay reads the revocation again. Owed when its partition owes an earlier offset
+        (`owed`)."""
         if self.owed.before(partition, offset):
             self.owed.add(partition, offset, rev.tenant)
         dropped = False
         for items in self._open.values():
             for item in list(items.values()):
+                if item.partition == partition and item.offset > offset >= 0:
+                    continue  # read after it: it revokes what came before it on its partition
                 if item.batch is not None:
                     dropped |= self._revoke_in(item, rev, partition, offset)
                     continue

@@ -250,6 +250,8 @@ class Worker:
         partition, offset = msg.partition() or 0, msg.offset() or 0
         if not self.inbox.wanted(partition, offset):
             self.inbox.read(partition, offset)  # claimed by the previous owner: its lease covers it
+            if self.codec.names(msg.value(), ExecutionRevoked):
+                self._revoke_again(msg, partition, offset)
             return
         try:
             record = EXECUTIONS.decode(self.codec, msg.value())
@@ -266,6 +268,17 @@ class Worker:
             log.exception("executions[%d]@%d could not be taken; rejected", partition, offset)
             self._reject(msg, "processing_error", f"{type(exc).__name__}: {exc}")
             self.inbox.read(partition, offset)
+
+    def _revoke_again(self, msg: MessageLike, partition: int, offset: int) -> None:
+        """A revocation read again that the previous owner's commit did not name held (a worker
+        before 0.15.0 named none): what it revokes of what this reading took goes. Only the
+        inbox is told: the previous owner dealt with its claims and runs."""
+        try:
+            record = EXECUTIONS.decode(self.codec, msg.value())
+        except DecodeError:
+            return  # rejected when it was first read
+        if isinstance(record, ExecutionRevoked) and self.inbox.revoke(record, partition, offset):
+            log.info("revoked again, read again after a take-over: %s", record.execution_id)
 
     def _take(self, record: object, partition: int, offset: int, raw: bytes | None) -> None:
         if isinstance(record, ExecutionRevoked):

@@ -22,6 +22,7 @@ from kadence.settings import KadenceSettings
 from kadence.topics import REJECTED, Topics
 from streams.worker.delivering import TOPIC_WAIT_MS
 from streams.worker.loop import OFFSET_COMMIT_INTERVAL_MS
+from streams.worker.offsets import encode_metadata
 from testkit.driver import Driver, abort_error
 from testkit.driver.leases import lease_facts, snapshots
 from testkit.outcomes import revocation_of
@@ -295,3 +296,32 @@ def test_a_run_revoked_out_of_a_batch_stays_revoked_when_the_worker_dies_before_
     assert delivered(driver) == [values[0], values[2]]
     assert sorted(o.job_id for o in outcomes(driver, topics)) == ["j0", "j2"]
     assert driver.cluster.committed(GROUP)[(topics.executions, 0)] == 2
+
+
+def test_a_revocation_an_older_worker_did_not_name_held_is_read_again_after_a_take_over(
+    driver: Driver, settings: KadenceSettings, topics: Topics
+) -> None:
+    """A worker before 0.15.0 named only the batch held in its commit, not the revocation
+    after it. The next owner, reading the partition again up to where that worker had read,
+    still applies every revocation on the way (the upgrade test, from 0.14.0 with batches on);
+    a run dispatched again after the revocation (its job resumed) stands."""
+    w1 = driver.worker(settings, {"kafka": Topic()}, instance_id="w1")
+    exs = jobs(3, due_in_ms=5_000)
+    values = send_batch(driver, topics, *exs)
+    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=5))
+    driver.send(topics.executions, revoked, key="acme", partition=0)
+    driver.turn(w1)
+    driver.advance(OFFSET_COMMIT_INTERVAL_MS)
+    driver.turn(w1)
+    group = driver.cluster.group(GROUP)
+    offset, _meta = group.offsets[(topics.executions, 0)]
+    group.offsets[(topics.executions, 0)] = (offset, encode_metadata([0], 2))  # as before 0.15.0
+    driver.crash(w1)
+    again = jobs(1, due_in_ms=5_000, first=1)[0]  # j1 dispatched again, after the revocation
+    driver.send(topics.executions, again, key="acme", partition=0)
+    w2 = driver.worker(settings, {"kafka": Topic()}, instance_id="w2")
+    driver.advance(5_000)
+    driver.turn(w2, times=3)
+    got = delivered(driver)
+    assert len(got) == 3 and set(got) == {values[0], values[2], CODEC.encode(again)}
+    assert sorted(o.job_id for o in outcomes(driver, topics)) == ["j0", "j1", "j2"]

@@ -131,3 +131,15 @@ def test_a_batch_let_go_owes_its_revocations_with_it() -> None:
     assert inbox.owed.count(0) == 2
     offset, meta = inbox.offsets()[0]
     assert (offset, decode_metadata(offset, meta)) == (0, (4, frozenset({0, 1, 2, 3})))
+
+
+def test_a_revocation_revokes_only_what_was_read_before_it_on_its_partition() -> None:
+    """Read again (after a take-over, or owed), a revocation must not take a run dispatched
+    again after it, under the same execution id (its job resumed): only what precedes it."""
+    inbox = Inbox()
+    inbox.add(0, 5, ex(0, 5))  # j0 dispatched again at 5, after its revocation at 3
+    inbox.add_batch(1, 0, entries(0, 2, due_s=5), leaseless=True)  # another partition's
+    assert inbox.revoke(revoke(0), 0, 3)  # the other partition's batch: revoked
+    assert len(inbox) == 2
+    [single, head] = sorted(inbox.due(T_MS + 5_000, 10), key=lambda i: i.partition)
+    assert (single.offset, [i.execution.job_id for i in head.batch or []]) == (5, ["j1"])
