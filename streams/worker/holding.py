@@ -28,6 +28,7 @@ from kadence.settings import KadenceSettings
 from kadence.targets import Stop
 from streams.worker.active import ActiveRun, TxnWork
 from streams.worker.inbox import Inbox, Item
+from streams.worker.item import read_after
 from streams.worker.records import lease_event
 
 log = logging.getLogger(__name__)
@@ -255,9 +256,13 @@ class Holdings:
                 self.inbox.claim(item)
                 txn.ahead.append(claim(item, now))
 
-    def revoke(self, rev: ExecutionRevoked) -> None:
+    def revoke(self, rev: ExecutionRevoked, partition: int = -1, offset: int = -1) -> None:
+        """Drop the claim ahead `rev` (read at `partition`, `offset`) revokes; not one read
+        after it (a newer dispatch of the same execution: `read_after`)."""
         run = self.claimed.get(rev.execution_id)
-        if run is not None and run.execution.definition_version <= rev.definition_version:
+        if run is None or read_after(run.item, partition, offset):
+            return
+        if run.execution.definition_version <= rev.definition_version:
             log.info("revoked after its claim ahead: %s", rev.execution_id)
             self.drop(run)
 

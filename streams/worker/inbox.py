@@ -40,7 +40,7 @@ from kadence.models import ExecutionRequested, ExecutionRevoked
 from kadence.models.targets import Target
 from kadence.throttle import destination_of
 from streams.worker.fairness import Budget, Fairness, never
-from streams.worker.item import Item, due_ms
+from streams.worker.item import Item, due_ms, read_after
 from streams.worker.offsets import CommitPoints, HeldRuns, decode_metadata
 from streams.worker.owed import Owed
 from streams.worker.waiting import Waiting
@@ -361,8 +361,8 @@ class Inbox(Waiting):
         dropped = False
         for items in self._open.values():
             for item in list(items.values()):
-                if item.partition == partition and item.offset > offset >= 0:
-                    continue  # read after it: it revokes what came before it on its partition
+                if read_after(item, partition, offset):
+                    continue  # it revokes what came before it on its partition
                 if item.batch is not None:
                     dropped |= self._revoke_in(item, rev, partition, offset)
                     continue

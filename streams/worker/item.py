@@ -63,6 +63,13 @@ class Item:
             self.nbytes = len(self.record)
 
 
+def read_after(item: Item, partition: int, offset: int) -> bool:
+    """Whether `item` was read after the record at `partition`, `offset` (-1: unknown), on
+    the same partition: a revocation there does not revoke it (the scheduler writes each
+    revocation after the execution it revokes; one after it is a newer dispatch)."""
+    return item.partition == partition and item.offset > offset >= 0
+
+
 DUE_KEPT = 8_192
 """Due instants whose milliseconds are kept (the executions of a second share theirs, and the
 reader hands them the same datetime: kadence/avro_fast.py); cleared when full."""

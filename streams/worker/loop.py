@@ -63,6 +63,7 @@ from streams.worker.holding import Holdings, claim
 from streams.worker.inbox import Fairness, Inbox, Item, has_rate_limit
 from streams.worker.inflight import InFlight
 from streams.worker.invoker import Invoker
+from streams.worker.item import read_after
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.outcome_batches import OutcomeBatches
 from streams.worker.outcome_bytes import DeliveredOutcomes
@@ -286,11 +287,11 @@ class Worker:
             if self.inbox.revoke(record, partition, offset):
                 log.info("revoked before its due time: %s", record.execution_id)
             run = self.runs.get(record.execution_id)
-            if run is not None:
+            if run is not None and not read_after(run.item, partition, offset):
                 # %r: the reason is the caller's text; a newline in it must not forge a log line
                 log.info("cancelling %s: %r", record.execution_id, record.reason)
                 run.stop.set(OutcomeStatus.cancelled)
-            self.holdings.revoke(record)
+            self.holdings.revoke(record, partition, offset)
             return
         assert isinstance(record, ExecutionRequested)
         self.holdings.saw(record)

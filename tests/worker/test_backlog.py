@@ -358,3 +358,21 @@ def test_a_replay_still_reading_holds_back_what_it_read() -> None:
     assert stack.running({}, T_MS) == []
     stack.turn(limit=7)  # back at 10: what it read again (0 and 5) may start
     assert stack.running({}, T_MS) == [records[0].execution_id, records[5].execution_id]
+
+
+def test_a_revocation_drops_a_claim_ahead_read_before_it_not_one_read_after_it() -> None:
+    """A take-over reads old revocations again; a claim ahead of the same execution read
+    after the revocation (dispatched again once its job resumed) is not dropped by it."""
+    settings = KadenceSettings(worker_concurrency=8)
+    inbox = Inbox()
+    holdings = Holdings(settings, "w", inbox)
+    target = ex("small", 1, due_s=1)
+    holdings.saw(inbox.add(0, 5, target).execution)  # type: ignore[union-attr]
+    txn = TxnWork()
+    holdings.claim_ahead(txn, T_MS, {}, set())
+    holdings.committed(txn)
+    assert list(holdings.claimed) == [target.execution_id]
+    holdings.revoke(revoked(target), 0, 3)  # read before the claim's record: not its
+    assert list(holdings.claimed) == [target.execution_id]
+    holdings.revoke(revoked(target), 0, 6)
+    assert holdings.claimed == {}
