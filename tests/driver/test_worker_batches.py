@@ -21,7 +21,7 @@ from kadence.models import (
 from kadence.settings import KadenceSettings
 from kadence.topics import REJECTED, Topics
 from streams.worker.delivering import TOPIC_WAIT_MS
-from streams.worker.loop import OFFSET_COMMIT_INTERVAL_MS
+from streams.worker.loop import OFFSET_COMMIT_INTERVAL_MS, Worker
 from streams.worker.offsets import encode_metadata
 from testkit.driver import Driver, abort_error
 from testkit.driver.leases import lease_facts, snapshots
@@ -62,6 +62,23 @@ def jobs(n: int, *, due_in_ms: int = 0, first: int = 0) -> list[ExecutionRequest
     return [execution(f"j{i}", due_in_ms=due_in_ms) for i in range(first, first + n)]
 
 
+def batch_and_revocation(driver: Driver, topics: Topics, due_in_ms: int) -> list[bytes]:
+    """j0-j2 in one batch due in `due_in_ms`, then a revocation of j1 written now: the bytes of
+    the batch's executions."""
+    exs = jobs(3, due_in_ms=due_in_ms)
+    values = send_batch(driver, topics, *exs)
+    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(milliseconds=due_in_ms))
+    driver.send(topics.executions, revoked, key="acme", partition=0)
+    return values
+
+
+def read_and_committed(driver: Driver, worker: Worker) -> None:
+    """`worker` reads what is there, then commits its offsets (their interval passed)."""
+    driver.turn(worker)
+    driver.advance(OFFSET_COMMIT_INTERVAL_MS)
+    driver.turn(worker)
+
+
 def test_a_batch_is_delivered_in_one_transaction_with_its_outcomes_and_offset(
     driver: Driver, settings: KadenceSettings, topics: Topics
 ) -> None:
@@ -99,10 +116,7 @@ def test_a_revoked_execution_leaves_its_batch_and_the_rest_run(
     driver: Driver, settings: KadenceSettings, topics: Topics
 ) -> None:
     worker = driver.worker(settings, {"kafka": Topic()})
-    exs = jobs(3, due_in_ms=1_000)
-    values = send_batch(driver, topics, *exs)
-    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=1))
-    driver.send(topics.executions, revoked, key="acme", partition=0)
+    values = batch_and_revocation(driver, topics, 1_000)
     driver.turn(worker)
     assert len(worker.inbox) == 2
     driver.advance(1_000)
@@ -281,13 +295,8 @@ def test_a_run_revoked_out_of_a_batch_stays_revoked_when_the_worker_dies_before_
     its offset open with the batch's), and delivers the other runs only. Caught by the upgrade
     test in 0.14.0: a paused job's run, batched with another job's, ran after a restart."""
     w1 = driver.worker(settings, {"kafka": Topic()}, instance_id="w1")
-    exs = jobs(3, due_in_ms=5_000)
-    values = send_batch(driver, topics, *exs)
-    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=5))
-    driver.send(topics.executions, revoked, key="acme", partition=0)
-    driver.turn(w1)
-    driver.advance(OFFSET_COMMIT_INTERVAL_MS)
-    driver.turn(w1)  # commits the offsets: the batch and the revocation held
+    values = batch_and_revocation(driver, topics, 5_000)
+    read_and_committed(driver, w1)  # the batch and the revocation held
     assert driver.cluster.committed(GROUP)[(topics.executions, 0)] == 0
     driver.crash(w1)
     w2 = driver.worker(settings, {"kafka": Topic()}, instance_id="w2")
@@ -306,13 +315,8 @@ def test_a_revocation_an_older_worker_did_not_name_held_is_read_again_after_a_ta
     still applies every revocation on the way (the upgrade test, from 0.14.0 with batches on);
     a run dispatched again after the revocation (its job resumed) stands."""
     w1 = driver.worker(settings, {"kafka": Topic()}, instance_id="w1")
-    exs = jobs(3, due_in_ms=5_000)
-    values = send_batch(driver, topics, *exs)
-    revoked = revocation_of(exs[1], at=exs[1].due_at - timedelta(seconds=5))
-    driver.send(topics.executions, revoked, key="acme", partition=0)
-    driver.turn(w1)
-    driver.advance(OFFSET_COMMIT_INTERVAL_MS)
-    driver.turn(w1)
+    values = batch_and_revocation(driver, topics, 5_000)
+    read_and_committed(driver, w1)
     group = driver.cluster.group(GROUP)
     offset, _meta = group.offsets[(topics.executions, 0)]
     group.offsets[(topics.executions, 0)] = (offset, encode_metadata([0], 2))  # as before 0.15.0
