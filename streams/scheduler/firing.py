@@ -22,6 +22,7 @@ from streams.scheduler.dispatch import (
 from streams.scheduler.entries import Ahead
 from streams.scheduler.fired import series_history
 from streams.scheduler.paused import skip_paused
+from streams.scheduler.series import fire_series
 from streams.scheduler.state import JobState, at_running_limit
 from streams.scheduler.step import (
     Effects,
@@ -114,12 +115,15 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
     """Fire the occurrences due within the look-ahead, while the job may go early.
 
     Each keeps its due time (workers do not start before it) and is remembered until then,
-    so a pause, change, delete or cancel before it is due can revoke it.
+    so a pause, change, delete or cancel before it is due can revoke it. A steady job's go
+    out in one pass first (series.py); this loop fires the others, and goes on where that
+    pass stopped.
     """
     key = state.definition(facts.codec).key
     compiled = state.compiled(facts.codec)
     shots: list[Shot] = []  # their `fired` records: one per steady series (fired.py)
-    for _ in range(AHEAD_LIMIT):
+    state = fire_series(state, effects, facts, shots, AHEAD_LIMIT)
+    for _ in range(AHEAD_LIMIT - len(shots)):
         next_due = state.next_due_ms
         if next_due is None or next_due > facts.now_ms + facts.ahead_ms:
             break

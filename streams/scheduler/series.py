@@ -1,0 +1,99 @@
+"""A steady job's runs dispatched ahead in one pass.
+
+A per-second job wakes every 15 s and sends out 15 runs (30 s of look-ahead, refilled at half).
+Run by run (`firing._dispatch_ahead`) each costs two copies of the job's state (the run fired,
+the cursor moved), a pass over its ~45 remembered runs for expired ones, and its tenant's caps
+looked at twice, although for most jobs nothing of that can change between two runs of one
+wake. `fire_series` fires them with the state's fields kept in local lists and copies the state
+once at the end.
+
+It fires only while every check of the run-by-run loop is known to pass for the job as a whole
+(`steady`): look-ahead on, not paused, nothing buffered, not held for and not under any of its
+tenant's caps, overlap `allow`, no concurrency group, no `max_runs`. It stops, leaving the
+state exactly as the run-by-run loop would have left it there, before a run that could go
+otherwise: one with occurrences skipped by a DST gap before it, one that would reach the job's
+`RUNNING_LIMIT`. The run-by-run loop goes on from there (tests/scheduler/test_series.py checks
+that both give the same state and records for any job and time).
+"""
+
+from __future__ import annotations
+
+from kadence.models import OverlapPolicy, TriggerKind
+from kadence.timeengine.identity import execution_id
+from streams.scheduler.entries import Ahead, Running
+from streams.scheduler.requested import execution
+from streams.scheduler.settled import dropped
+from streams.scheduler.state import RUNNING_LIMIT, JobState
+from streams.scheduler.step import URGENT_WITHIN_MS, Effects, Emit, Facts, Shot, Sink
+
+_SCHEDULE = TriggerKind.schedule
+
+
+def steady(state: JobState, facts: Facts) -> bool:
+    """Whether nothing but the look-ahead's end, a DST gap and the job's run limit can stop its
+    next runs going out ahead (`may_go_early` and the tenant's caps pass for every one)."""
+    if facts.ahead_ms <= 0 or state.paused or state.buffered or state.held_ms is not None:
+        return False
+    caps = facts.tenant.caps
+    if caps.fires_per_s or caps.in_flight:
+        return False
+    d = state.definition(facts.codec)
+    return d.overlap is OverlapPolicy.allow and d.concurrency_key is None and d.max_runs is None
+
+
+def fire_series(
+    state: JobState, effects: Effects, facts: Facts, shots: list[Shot], limit: int
+) -> JobState:
+    """Fire up to `limit` of the job's next occurrences that are due within the look-ahead, as
+    `dispatch.fire` fires each (without its `fired` record: `shots` gets them, for one per
+    series), while the job is `steady`; returns the state after them."""
+    until = facts.now_ms + facts.ahead_ms
+    if limit <= 0 or state.next_due_ms is None or state.next_due_ms > until:
+        return state
+    if not steady(state, facts) or len(state.running) >= RUNNING_LIMIT:
+        return state
+    compiled = state.compiled(facts.codec)
+    occ, skipped = compiled.next_with_skipped(state.cursor_ms)
+    if occ is None or skipped:
+        return state
+    d = state.definition(facts.codec)
+    now = facts.now_ms
+    running, unsettled = list(state.running), state.unsettled
+    expired = [r for r in running if r.expires_ms <= now]
+    if expired:  # as the first `fire` drops them; runs it adds expire after now
+        running = [r for r in running if r.expires_ms > now]
+        unsettled = dropped(state, expired)
+    ahead = list(state.ahead)
+    keep_ms = d.timeout_ms + d.lease_ttl_ms
+    key, cursor, scheduled, out = d.key, state.cursor_ms, effects.scheduled, effects.out
+    fired = 0
+    while True:
+        nominal, due = occ.nominal_ms, occ.due_ms
+        shot = Shot(execution_id(key, nominal), nominal, due, _SCHEDULE)
+        out.append(Emit(Sink.executions, execution(state, facts, shot)))
+        if due - now < URGENT_WITHIN_MS:
+            effects.urgent = True
+        second = max(due, now) // 1000
+        scheduled[second] = scheduled.get(second, 0) + 1
+        running.append(Running(shot.execution_id, nominal, 1, max(now, due) + keep_ms))
+        ahead.append(Ahead(shot.execution_id, nominal, due, cursor))
+        shots.append(shot)
+        fired += 1
+        cursor = nominal
+        occ, skipped = compiled.next_with_skipped(cursor)
+        if occ is None or occ.due_ms > until or skipped or fired == limit:
+            break
+        if len(running) >= RUNNING_LIMIT:
+            break
+    effects.started += fired
+    return state.evolve(
+        running=tuple(running),
+        unsettled=unsettled,
+        ahead=tuple(ahead),
+        fired=state.fired + fired,
+        runs_done=state.runs_done + fired,
+        cursor_ms=cursor,
+        next_nominal_ms=occ.nominal_ms if occ is not None else None,
+        next_due_ms=occ.due_ms if occ is not None else None,
+        tzdb=facts.tzdb,
+    )
