@@ -7,13 +7,14 @@ looked at twice, although for most jobs nothing of that can change between two r
 wake. `fire_series` fires them with the state's fields kept in local lists and copies the state
 once at the end.
 
-It fires only while every check of the run-by-run loop is known to pass for the job as a whole
-(`steady`): look-ahead on, not paused, nothing buffered, not held for and not under any of its
-tenant's caps, overlap `allow`, no concurrency group, no `max_runs`. It stops, leaving the
-state exactly as the run-by-run loop would have left it there, before a run that could go
-otherwise: one with occurrences skipped by a DST gap before it, one that would reach the job's
-`RUNNING_LIMIT`. The run-by-run loop goes on from there (tests/scheduler/test_series.py checks
-that both give the same state and records for any job and time).
+It fires only while the checks of the run-by-run loop are known to pass for the job as a whole
+(`steady`): look-ahead on, not paused, nothing buffered, not held for its tenant's caps,
+overlap `allow`, no concurrency group, no `max_runs`; the tenant's caps it asks run by run, as
+the loop does. It stops, leaving the state exactly as the run-by-run loop would have left it
+there, before a run that could go otherwise: one the tenant's caps leave no room for, one with
+occurrences skipped by a DST gap before it, one that would reach the job's `RUNNING_LIMIT`.
+The run-by-run loop goes on from there (tests/scheduler/test_series.py checks that both give
+the same state and records for any job, caps and time).
 """
 
 from __future__ import annotations
@@ -30,12 +31,10 @@ _SCHEDULE = TriggerKind.schedule
 
 
 def steady(state: JobState, facts: Facts) -> bool:
-    """Whether nothing but the look-ahead's end, a DST gap and the job's run limit can stop its
-    next runs going out ahead (`may_go_early` and the tenant's caps pass for every one)."""
+    """Whether nothing but the look-ahead's end, the tenant's caps, a DST gap and the job's run
+    limit can stop its next runs going out ahead (`may_go_early` passes for every one while the
+    caps have room)."""
     if facts.ahead_ms <= 0 or state.paused or state.buffered or state.held_ms is not None:
-        return False
-    caps = facts.tenant.caps
-    if caps.fires_per_s or caps.in_flight:
         return False
     d = state.definition(facts.codec)
     return d.overlap is OverlapPolicy.allow and d.concurrency_key is None and d.max_runs is None
@@ -66,9 +65,13 @@ def fire_series(
     ahead = list(state.ahead)
     keep_ms = d.timeout_ms + d.lease_ttl_ms
     key, cursor, scheduled, out = d.key, state.cursor_ms, effects.scheduled, effects.out
+    load, started = facts.tenant, effects.started
+    capped = bool(load.caps.fires_per_s or load.caps.in_flight)
     fired = 0
     while True:
         nominal, due = occ.nominal_ms, occ.due_ms
+        if capped and load.why_not(due, scheduled, started + fired, mine=False) is not None:
+            break  # (`over_tenant_cap`; `may_go_early`'s look passes when this one does)
         shot = Shot(execution_id(key, nominal), nominal, due, _SCHEDULE)
         out.append(Emit(Sink.executions, execution(state, facts, shot)))
         if due - now < URGENT_WITHIN_MS:
@@ -85,6 +88,8 @@ def fire_series(
             break
         if len(running) >= RUNNING_LIMIT:
             break
+    if not fired:
+        return state
     effects.started += fired
     return state.evolve(
         running=tuple(running),

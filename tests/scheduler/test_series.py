@@ -85,7 +85,10 @@ def created(at: int, ahead_ms: int, **kw: Any) -> JobState:
     spring=st.booleans(),
     ahead_ms=st.sampled_from([0, 5_000, 30_000, 30_000, 90_000]),
     steps=st.lists(
-        st.none() | st.none() | st.integers(0, 1_500) | st.integers(0, 45_000),
+        st.tuples(
+            st.none() | st.none() | st.integers(0, 1_500) | st.integers(0, 45_000),
+            st.sampled_from([0, 0, 3, 5, 40]),  # the tenant's runs in progress
+        ),
         min_size=1,
         max_size=10,
     ),
@@ -100,7 +103,7 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
     caps: tuple[int, int] | None,
     spring: bool,
     ahead_ms: int,
-    steps: list[int | None],
+    steps: list[tuple[int | None, int]],
 ) -> None:
     start = SPRING if spring else T0
     if "end_at" in schedule and (
@@ -119,10 +122,10 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
         lease_ttl_ms=3_000,
     )
     now = start
-    for step in steps:  # None: at the job's wake time, as the runtime wakes it
+    for step, in_progress in steps:  # None: at the job's wake time, as the runtime wakes it
         wake = state.wake_ms
         now = max(now, wake) if step is None and wake is not None else now + (step or 0)
-        load = TenantLoad() if caps is None else TenantLoad(TenantCaps(*caps), now_ms=now)
+        load = TenantLoad(TenantCaps(*caps or (0, 0)), running=in_progress, now_ms=now)
         fast, slow = both(state, ctx(now, ahead_ms=ahead_ms, tenant=load))
         assert_same(fast, slow)
         if fast.state is None:
@@ -131,8 +134,8 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
 
 
 def test_a_steady_job_fires_its_series_in_one_pass_and_checks_each_run() -> None:
-    """The one-pass series runs for a per-second job (it is what B2's jobs are) and gives its
-    first 30 runs at once, with the look-ahead entries and runs the general loop remembers."""
+    """The one-pass series runs for a per-second job under its tenant's caps (B2's jobs) and
+    gives its first 30 runs at once, with the look-ahead entries and runs the loop remembers."""
     calls: list[int] = []
     real = series.fire_series
 
@@ -142,14 +145,15 @@ def test_a_steady_job_fires_its_series_in_one_pass_and_checks_each_run() -> None
         return after
 
     state = created(T0, 30_000, schedule={"kind": "cron", "expression": "* * * * * *"})
+    load = TenantLoad(TenantCaps(2_000, 4_167), now_ms=T0)  # the default caps' share
     with mock.patch.object(firing, "fire_series", counted):
-        result = firing.on_due(state, ctx(T0, ahead_ms=30_000))
+        result = firing.on_due(state, ctx(T0, ahead_ms=30_000, tenant=load))
     runs = executions(result)
     assert calls == [30]  # all 30 of the first look-ahead, in the one pass
     assert [r.nominal_at for r in runs] == [ms_to_datetime(T0 + i * 1000) for i in range(1, 31)]
     assert result.state is not None
     assert len(result.state.running) == len(result.state.ahead) == 30
-    fast, slow = both(state, ctx(T0, ahead_ms=30_000))
+    fast, slow = both(state, ctx(T0, ahead_ms=30_000, tenant=load))
     assert_same(fast, slow)
 
 
@@ -203,3 +207,22 @@ def test_a_run_due_within_a_second_makes_the_wake_urgent() -> None:
     assert fast.urgent
     later, _ = both(state, ctx(T0 - 1, ahead_ms=30_000))
     assert not later.urgent
+
+
+def test_caps_without_room_at_a_wake_leave_the_job_as_it_was() -> None:
+    """The tenant's other jobs took its room between two wakes: the pass fires nothing, and
+    changes nothing (the runs that expired meanwhile are dropped only by a run that fires)."""
+    every_s = {"kind": "cron", "expression": "* * * * * *"}
+    state = created(T0, 30_000, schedule=every_s, timeout_ms=1_000, lease_ttl_ms=3_000)
+    caps = TenantCaps(0, 40)
+    first = firing.on_due(state, ctx(T0, ahead_ms=30_000, tenant=TenantLoad(caps, now_ms=T0)))
+    assert first.state is not None
+    assert first.state.wake_ms is not None
+    wake = first.state.wake_ms + 5_000  # runs due in its first seconds have expired by then
+    full = TenantLoad(caps, running=40, now_ms=wake)
+    fast, slow = both(first.state, ctx(wake, ahead_ms=30_000, tenant=full))
+    assert_same(fast, slow)
+    assert executions(fast) == []
+    assert fast.state is not None
+    assert fast.state.running == first.state.running
+    assert any(r.expires_ms <= wake for r in fast.state.running)
