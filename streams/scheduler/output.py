@@ -5,6 +5,7 @@ the job's own partition of its topic."""
 from __future__ import annotations
 
 from kadence.codec import Codec
+from kadence.execution_bytes import Templates
 from kadence.headers import Headers, headers_for
 from kadence.models import ExecutionRequested, WireModel
 from kadence.partitioning import execution_route, partition_for
@@ -27,6 +28,8 @@ class Output:
             Sink.schedules: cfg.topics.schedules,
             Sink.control: cfg.topics.scheduler_control,
         }
+        self.templates = Templates(codec)
+        """The runs of a job's wake encoded from the first one's parts (execution_bytes.py)."""
         self._partitions: dict[str, int] = {}
         """The executions partition of each route seen (murmur2 in Python, at every run)."""
 
@@ -46,7 +49,10 @@ class Output:
         if isinstance(record, Routed):
             to = partition_for(record.route, self.cfg.job_partitions)
             return self.encoded(to, sink, record.record)
-        value = self.codec.encode(record)
+        if type(record) is ExecutionRequested:
+            value = self.templates.encode(record)
+        else:
+            value = self.codec.encode(record)
         headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         if sink is Sink.executions:
             tenant = getattr(record, "tenant", "")

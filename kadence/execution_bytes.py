@@ -1,0 +1,150 @@
+"""An ExecutionRequested's bytes from the last one's: the runs of one job that one wake sends
+out differ only in their execution id, nominal and due instants and `start_by`.
+
+The scheduler writes a per-second job's 15 runs of a wake one after the other. Their Avro
+single-object bytes (`Codec.encode`) are the same but for four fields, and the fields are in
+this order: header, `execution_id`, then `tenant` .. `trigger` (the same), `nominal_at`,
+`due_at`, then `dispatched_at` .. `concurrency_key` (the same), `start_by`. So `Templates`
+keeps the constant parts of the last record it encoded in full and writes the next one of the
+same job, attempt, trigger and dispatch instant from them, with the four fields written alone.
+
+A template is made only when cutting the full encoding into its parts and joining them again
+gives the same bytes (a schema whose fields moved makes none: every record is then encoded in
+full), and anything unusual in a run's own fields (an id that is not UTF-8, a naive instant)
+falls back to the full encoding too, which gives the authoritative bytes or error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kadence import avro_fast
+from kadence.codec import MAGIC, Codec
+from kadence.models import ExecutionRequested
+
+FIELDS = (
+    "execution_id",
+    "tenant",
+    "job_id",
+    "definition_version",
+    "attempt",
+    "delivery",
+    "trigger",
+    "nominal_at",
+    "due_at",
+    "dispatched_at",
+    "target",
+    "payload",
+    "content_type",
+    "timeout_ms",
+    "lease_ttl_ms",
+    "concurrency_key",
+    "start_by",
+)
+"""The schema's fields in the order the template's parts assume."""
+NO_START_BY = b"\x00"
+START_BY = b"\x02"
+"""The union branches of `start_by` (null, timestamp-millis)."""
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    return avro_fast.write_long(len(data)) + data
+
+
+def _instant(value: datetime) -> bytes:
+    return avro_fast.write_long(avro_fast.millis(value))
+
+
+def _constants(ex: ExecutionRequested) -> tuple[Any, ...]:
+    """What a template holds of `ex`: the fields its parts are made of."""
+    return (
+        ex.tenant,
+        ex.job_id,
+        ex.definition_version,
+        ex.attempt,
+        ex.delivery,
+        ex.trigger,
+        ex.dispatched_at,
+        ex.target,
+        ex.payload,
+        ex.content_type,
+        ex.timeout_ms,
+        ex.lease_ttl_ms,
+        ex.concurrency_key,
+    )
+
+
+class Templates:
+    """The last template made; `encode` gives exactly `Codec.encode`'s bytes."""
+
+    def __init__(self, codec: Codec) -> None:
+        self.codec = codec
+        parsed, fingerprint = codec.schemas.current[ExecutionRequested.avro_fullname()]
+        names = tuple(f["name"] for f in parsed["fields"])
+        symbols = next(f["type"]["symbols"] for f in parsed["fields"] if f["name"] == "trigger")
+        self.usable = names == FIELDS
+        """The schema's fields are where the parts assume them (else: always in full)."""
+        self._trigger = {name: avro_fast.write_long(i) for i, name in enumerate(symbols)}
+        self._header = MAGIC + fingerprint
+        self._key: tuple[Any, ...] | None = None
+        self._middle = b""
+        """`tenant` .. `trigger`."""
+        self._tail = b""
+        """`dispatched_at` .. `concurrency_key`."""
+        self.made = 0
+        self.used = 0
+
+    def encode(self, ex: ExecutionRequested) -> bytes:
+        if self.usable and self._key is not None and _constants(ex) == self._key:
+            try:
+                start_by = ex.start_by
+                data = b"".join(
+                    (
+                        self._header,
+                        _string(ex.execution_id),
+                        self._middle,
+                        _instant(ex.nominal_at),
+                        _instant(ex.due_at),
+                        self._tail,
+                        NO_START_BY if start_by is None else START_BY + _instant(start_by),
+                    )
+                )
+            except Exception:  # noqa: S110 - the full encoding answers or raises EncodeError
+                pass
+            else:
+                self.used += 1
+                return data
+        full = self.codec.encode(ex)
+        if self.usable:
+            self._make(ex, full)
+        return full
+
+    def _make(self, ex: ExecutionRequested, full: bytes) -> None:
+        """Cut `full` (the bytes of `ex`) into the template's parts; no template when joining
+        them again does not give `full`."""
+        self._key = None
+        try:
+            eid = _string(ex.execution_id)
+            middle = b"".join(
+                (
+                    _string(ex.tenant),
+                    _string(ex.job_id),
+                    avro_fast.write_long(ex.definition_version),
+                    avro_fast.write_long(ex.attempt),
+                    avro_fast.write_long(ex.delivery),
+                    self._trigger[ex.trigger.value],
+                )
+            )
+            instants = _instant(ex.nominal_at) + _instant(ex.due_at)
+            start_by = ex.start_by
+            end = NO_START_BY if start_by is None else START_BY + _instant(start_by)
+        except Exception:  # an unusual record: encoded in full, no template
+            return
+        at = len(self._header) + len(eid) + len(middle) + len(instants)
+        tail = full[at : len(full) - len(end)]
+        if self._header + eid + middle + instants + tail + end != full:
+            return
+        self._key, self._middle, self._tail = _constants(ex), middle, tail
+        self.made += 1
