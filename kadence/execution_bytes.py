@@ -8,10 +8,11 @@ this order: header, `execution_id`, then `tenant` .. `trigger` (the same), `nomi
 keeps the constant parts of the last record it encoded in full and writes the next one of the
 same job, attempt, trigger and dispatch instant from them, with the four fields written alone.
 
-A template is made only when cutting the full encoding into its parts and joining them again
-gives the same bytes (a schema whose fields moved makes none: every record is then encoded in
-full), and anything unusual in a run's own fields (an id that is not UTF-8, a naive instant)
-falls back to the full encoding too, which gives the authoritative bytes or error.
+A template is cut from a record encoded in full when the next one shares its constant parts (a
+one-off's single run makes none), and only when joining the parts again gives the same bytes (a
+schema whose fields moved makes none: every record is then encoded in full). Anything unusual
+in a run's own fields (an id that is not UTF-8, a naive instant) falls back to the full
+encoding too, which gives the authoritative bytes or error.
 """
 
 from __future__ import annotations
@@ -93,11 +94,20 @@ class Templates:
         """`tenant` .. `trigger`."""
         self._tail = b""
         """`dispatched_at` .. `concurrency_key`."""
+        self._last: tuple[tuple[Any, ...], ExecutionRequested, bytes] | None = None
+        """The last record encoded in full: a template is cut from it when the next one is of
+        the same wake (a one-off job's single run is not worth one)."""
         self.made = 0
         self.used = 0
 
     def encode(self, ex: ExecutionRequested) -> bytes:
-        if self.usable and self._key is not None and _constants(ex) == self._key:
+        if not self.usable:
+            return self.codec.encode(ex)
+        key = _constants(ex)
+        if key != self._key and self._last is not None and key == self._last[0]:
+            self._make(*self._last)  # a second run of the same wake: worth a template
+            self._last = None
+        if key == self._key:
             try:
                 start_by = ex.start_by
                 data = b"".join(
@@ -117,13 +127,12 @@ class Templates:
                 self.used += 1
                 return data
         full = self.codec.encode(ex)
-        if self.usable:
-            self._make(ex, full)
+        self._last = (key, ex, full)
         return full
 
-    def _make(self, ex: ExecutionRequested, full: bytes) -> None:
-        """Cut `full` (the bytes of `ex`) into the template's parts; no template when joining
-        them again does not give `full`."""
+    def _make(self, key: tuple[Any, ...], ex: ExecutionRequested, full: bytes) -> None:
+        """Cut `full` (the bytes of `ex`, whose constants are `key`) into the template's parts;
+        no template when joining them again does not give `full`."""
         self._key = None
         try:
             eid = _string(ex.execution_id)
@@ -146,5 +155,5 @@ class Templates:
         tail = full[at : len(full) - len(end)]
         if self._header + eid + middle + instants + tail + end != full:
             return
-        self._key, self._middle, self._tail = _constants(ex), middle, tail
+        self._key, self._middle, self._tail = key, middle, tail
         self.made += 1

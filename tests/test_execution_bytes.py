@@ -83,7 +83,7 @@ def test_the_runs_of_one_wake_use_the_template() -> None:
         for i in range(15)
     ]
     assert [templates.encode(r) for r in runs] == [CODEC.encode(r) for r in runs]
-    assert (templates.made, templates.used) == (1, 14)
+    assert (templates.made, templates.used) == (1, 14)  # cut from the first when the second came
 
 
 def test_a_schema_whose_fields_moved_encodes_every_run_in_full() -> None:
