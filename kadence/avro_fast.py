@@ -124,6 +124,13 @@ def _write_instant(value: datetime) -> bytes:
     return out
 
 
+def instant_bytes(value: datetime) -> bytes:
+    """A timestamp-millis's bytes as the compiled writers write them: kept ones looked up (the
+    runs of a second share their due instant), others written and kept."""
+    out = _WRITTEN.get(value)
+    return _write_instant(value) if out is None else out
+
+
 def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
     """A timestamp-millis at `pos` (`key`: the `INSTANT_BYTES` from there), kept by `key` when
     its varint is exactly that long. A varint ends at its first byte below 0x80, so bytes equal
