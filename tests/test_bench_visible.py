@@ -144,11 +144,17 @@ p.flush(10)
 
 def hold_the_gil(seconds: float) -> None:
     """One call into C that does not let go of the GIL for about `seconds` (what a full
-    collection over millions of kept objects does)."""
-    started = time.perf_counter()
-    sum(range(1_000_000))
-    n = int(seconds / max(time.perf_counter() - started, 1e-6) * 1_000_000)
+    collection over millions of kept objects does), at least: its length is measured in the
+    thread's own CPU time, on the fastest of a few short calls. Measured by the clock, a call
+    while another process had the core made it too short (CI once held it 0.66 s of 1.5)."""
+    per_item = min(_timed_sum(200_000) for _ in range(7)) / 200_000
+    sum(range(int(seconds / max(per_item, 1e-10))))
+
+
+def _timed_sum(n: int) -> float:
+    started = time.thread_time()
     sum(range(n))
+    return time.thread_time() - started
 
 
 @pytest.mark.timeout(120)
