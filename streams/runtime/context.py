@@ -40,6 +40,16 @@ class ProcessorContext(Protocol):
         when `fire` runs for this key."""
         ...
 
+    def keep(self, key: bytes, value: Any, encode: Callable[[Any], bytes]) -> None:
+        """Write state once, when the transaction commits: `value` (in the processor's own
+        form, put in `cache[key]` too) is encoded by `encode` then, and the key's last kept
+        value is the one written. For state that changes at nearly every input and is read
+        back decoded (a tenant's breaker counts every outcome): encoding and writing it each
+        time cost more than the change. `get` reads it back (encoded); a later `put` of the
+        key replaces it. Sized when a transaction first keeps the key (a value too large
+        fails the unit, as `put` does); it has no wake time."""
+        ...
+
     def defer(self, key: bytes, topic: str, offset: int, now_ms: int, state: Any) -> None:
         """Leave `key` unwritten for now: `state` is its newest (the processor keeps it
         decoded), rebuilt after a crash by replaying `topic` from `offset` (the input that

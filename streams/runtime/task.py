@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kadence.errors import RecordTooLargeError
 from kadence.log_limit import LogLimit
 from kadence.sizing import RECORD_LIMIT, check_fits
 from streams.runtime.coalescing import Coalescer
@@ -24,6 +25,10 @@ from streams.runtime.wheel import TimerWheel
 
 log = logging.getLogger(__name__)
 _LIMIT = LogLimit()
+
+
+Kept = tuple[Any, Callable[[Any], bytes]]
+"""A value kept to be written at the commit, and how it is encoded then (`Task.keep`)."""
 
 
 @dataclass(slots=True)
@@ -37,6 +42,8 @@ class _Unit:
         field(default_factory=list)
     )
     """Its records, each with its group (`forward`)."""
+    kept: dict[bytes, Kept | None] = field(default_factory=dict)
+    """Keys whose kept value it changed, and the kept value before it (None: none)."""
 
 
 class Task:
@@ -74,6 +81,8 @@ class Task:
         self.replay_topics: tuple[str, ...] = ()
         """Inputs whose replay point is stored with each commit (the runner's config)."""
         self._units: list[_Unit] = []
+        self.kept: dict[bytes, Kept] = {}
+        """Values written when the transaction commits (`keep`), by key."""
         self._ahead: dict[bytes, int] = {}
         """Batch keys whose wake time lies beyond the loaded window: the store's due index does
         not have them until the batch is applied, so `load_window` takes them from here."""
@@ -81,7 +90,10 @@ class Task:
     # -- state -------------------------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
-        """Read your own writes: the open batch first, then the store."""
+        """Read your own writes: a kept value, the open batch, then the store."""
+        kept = self.kept.get(key)
+        if kept is not None:
+            return kept[1](kept[0])
         value = self.batch.values[key] if key in self.batch.values else self.store.get(key)
         return payload_of(value) if value is not None else None
 
@@ -96,8 +108,39 @@ class Task:
                 undo[key] = (key in self.batch.values, self.batch.values.get(key))
         if key in self.deferred:
             self._note_deferred(key, self.deferred.written(key))
+        if key in self.kept:  # this write is the newer
+            self._note_kept(key)
+            del self.kept[key]
         self.batch.put(key, value)
         self._track_wake(key, wake_ms if value is not None else None)
+
+    def keep(self, key: bytes, value: Any, encode: Callable[[Any], bytes]) -> None:
+        """Write `value` when the transaction commits, encoded by `encode` then (the last kept
+        value of the key wins; context.py). Sized when this transaction first keeps it."""
+        if key not in self.kept:
+            check_fits(self.changelog, key, pack(None, encode(value)), (), self.record_limit)
+        self._note_kept(key)
+        self.kept[key] = (value, encode)
+        self.cache[key] = value
+
+    def _note_kept(self, key: bytes) -> None:
+        if self._units:
+            self._units[-1].kept.setdefault(key, self.kept.get(key))
+
+    def _write_kept(self) -> None:
+        """At the commit: the kept values into the batch, each encoded once. A value that grew
+        too large since it was first sized is not written, and says so (bounded values are
+        kept: a breaker, a count)."""
+        for key, (value, encode) in self.kept.items():
+            packed = pack(None, encode(value))
+            try:
+                check_fits(self.changelog, key, packed, (), self.record_limit)
+            except RecordTooLargeError as exc:
+                log.error("partition %d: kept %r not written: %s", self.partition, key[:300], exc)
+                continue
+            self.batch.put(key, packed)
+            self._track_wake(key, None)
+        self.kept.clear()
 
     def defer(self, key: bytes, topic: str, offset: int, now_ms: int, state: Any) -> None:
         """Leave the key unwritten: `state` is its newest, the input at `offset` of `topic`
@@ -149,6 +192,7 @@ class Task:
         """Send the open batch to the changelog, one record per key: its last value, or a
         tombstone; and the groups that wait (`coalescer`). Called by the runner just before
         the transaction commits."""
+        self._write_kept()
         if self.coalescer is not None:
             self.coalescer.flush(self._emit)
         for key, value in self.batch.values.items():
@@ -254,6 +298,8 @@ class Task:
                 outer.undo.setdefault(key, before)
             for key, entry in unit.deferred.items():
                 outer.deferred.setdefault(key, entry)
+            for key, was in unit.kept.items():
+                outer.kept.setdefault(key, was)
             outer.staged.extend(unit.staged)
             return
         for record in unit.staged:
@@ -274,6 +320,12 @@ class Task:
         for key, entry in unit.deferred.items():
             self.deferred.restore(key, entry)
             self.cache.pop(key, None)  # loaded again: from the entry put back, or the store
+        for key, was in unit.kept.items():
+            if was is None:
+                self.kept.pop(key, None)
+            else:
+                self.kept[key] = was
+            self.cache.pop(key, None)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -327,6 +379,7 @@ class Task:
             self.coalescer.clear()
         self._units.clear()
         self.batch = Batch()
+        self.kept.clear()
         self._ahead.clear()
         self.urgent = False
         self.cache.clear()

@@ -131,8 +131,8 @@ class Breaker:
         self.open_until_ms = None
 
     def dump(self) -> bytes:
-        """JSON (orjson: it is written at every outcome); without `changed_ms` while it is 0
-        (what a previous release reads)."""
+        """JSON (orjson: the breaker is written once a transaction, and on every open or
+        close); without `changed_ms` while it is 0 (what a previous release reads)."""
         body = {name: getattr(self, name) for name in _BREAKER_FIELDS}  # asdict deep-copies
         if not self.changed_ms:
             del body["changed_ms"]

@@ -38,6 +38,9 @@ class Breakers:
             log.warning("tenant %s: retry circuit %s (partition %d)", tenant, change, ctx.partition)
             self.metrics.circuit_changes.labels(self.metrics.tenant(tenant), change).inc()
         key = BREAKER_PREFIX + tenant.encode()
+        if change is None:  # counted: written once a transaction, however many it counted
+            ctx.keep(key, breaker, Breaker.dump)
+            return
         ctx.put(key, breaker.dump(), None)
         ctx.cache[key] = breaker
         if change in ("opened", "closed"):

@@ -210,6 +210,10 @@ class TenantUse:
                 del self._holders[key]
 
 
+def _count_bytes(count: int) -> bytes:
+    return str(count).encode()
+
+
 INFLIGHT_PREFIX = b"~inflight/"
 """`~inflight/<tenant>`: the tenant's runs in progress on a partition (kept while it has a cap)."""
 
@@ -275,8 +279,7 @@ class TenantRuns:
             return
         counted = INFLIGHT_PREFIX + tenant.encode()
         total = max(0, self.in_flight(ctx, tenant) + change)
-        ctx.put(counted, str(total).encode(), None)
-        ctx.cache[counted] = total
+        ctx.keep(counted, total, _count_bytes)  # written once a transaction
 
     def in_flight(self, ctx: ProcessorContext, tenant: str) -> int:
         if not self.use.caps(tenant).in_flight:

@@ -139,3 +139,108 @@ def test_a_task_is_the_context_a_processor_sees() -> None:
     assert ctx.keys_after(b"", 10) == [b"a", b"b"]
     assert ctx.keys_after(b"a", 10) == [b"b"]
     assert t.due(NOW + 1, 10) == [b"a"]
+
+
+def _json_of(value: object) -> bytes:
+    return repr(value).encode()
+
+
+def test_a_kept_value_is_read_back_and_written_once_at_the_commit() -> None:
+    t, out = task()
+    encoded: list[object] = []
+
+    def encode(value: object) -> bytes:
+        encoded.append(value)
+        return repr(value).encode()
+
+    for n in range(1, 6):  # five inputs change it: one unit each
+        assert t.attempt(lambda n=n: t.keep(b"~count", n, encode), print)  # type: ignore[misc]
+    assert t.cache[b"~count"] == 5
+    assert t.get(b"~count") == b"5"  # read your own writes, encoded
+    assert encoded == [1, 5]  # sized when first kept, and read back: not at every keep
+    t.changelog_records()
+    assert [(o[0], o[2]) for o in out] == [("changelog", b"~count")]  # one record, the last
+    assert out[0][3].endswith(b"5")
+    assert t.kept == {}
+    t.committed(7)
+    assert t.get(b"~count") == b"5"  # in the store now
+
+
+def test_a_failed_unit_puts_back_the_kept_value_it_found() -> None:
+    t, out = task()
+    assert t.attempt(lambda: t.keep(b"k", 1, _json_of), print)
+
+    def work() -> None:
+        t.keep(b"k", 2, _json_of)
+        t.keep(b"other", 9, _json_of)
+        raise RuntimeError("boom")
+
+    assert not t.attempt(work, lambda exc: None)
+    assert t.get(b"k") == b"1"
+    assert t.get(b"other") is None
+    assert b"k" not in t.cache  # read again from what was put back
+    t.changelog_records()
+    assert [(o[2], o[3][8:]) for o in out] == [(b"k", b"1")]
+
+
+def test_put_and_keep_of_one_key_the_newer_wins() -> None:
+    t, out = task()
+    t.keep(b"k", 1, _json_of)
+    t.put(b"k", b"put", None)
+    assert t.get(b"k") == b"put"
+    t.changelog_records()
+    assert [o[3][8:] for o in out] == [b"put"]
+    out.clear()
+    t.put(b"k", b"put", None)
+    t.keep(b"k", 2, _json_of)
+    t.changelog_records()
+    assert [o[3][8:] for o in out] == [b"2"]
+
+
+def test_a_failed_unit_that_put_over_a_kept_value_puts_it_back() -> None:
+    t, out = task()
+    t.keep(b"k", 1, _json_of)
+
+    def work() -> None:
+        t.put(b"k", b"put", None)
+        raise RuntimeError("boom")
+
+    assert not t.attempt(work, lambda exc: None)
+    assert t.get(b"k") == b"1"
+    t.changelog_records()
+    assert [o[3][8:] for o in out] == [b"1"]
+
+
+def test_an_inner_unit_s_kept_value_is_undone_with_the_outer_unit() -> None:
+    t, _ = task()
+    t.keep(b"k", 1, _json_of)
+
+    def outer() -> None:
+        assert t.attempt(lambda: t.keep(b"k", 2, _json_of), print)
+        raise RuntimeError("outer")
+
+    assert not t.attempt(outer, lambda exc: None)
+    assert t.get(b"k") == b"1"
+
+
+def test_an_abort_forgets_kept_values() -> None:
+    t, out = task()
+    t.keep(b"k", 1, _json_of)
+    t.reset_after_abort(NOW)
+    t.changelog_records()
+    assert out == []
+    assert t.get(b"k") is None
+
+
+def test_a_kept_value_too_large_fails_its_unit_and_one_that_grew_is_not_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    t, out = task()
+    t.record_limit = 200
+    assert not t.attempt(lambda: t.keep(b"big", "x" * 300, str.encode), lambda exc: None)
+    assert t.get(b"big") is None
+    assert t.attempt(lambda: t.keep(b"grows", "x", str.encode), print)
+    assert t.attempt(lambda: t.keep(b"grows", "x" * 300, str.encode), print)  # sized once
+    t.changelog_records()
+    assert out == []
+    assert "kept b'grows' not written" in caplog.text

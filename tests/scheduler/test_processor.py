@@ -9,6 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
@@ -32,6 +34,7 @@ from streams.runtime.records import InputRecord
 from streams.runtime.store import Batch, MemoryStore, Store
 from streams.runtime.task import Task
 from streams.scheduler import definitions, firing
+from streams.scheduler.breaker import Breaker
 from streams.scheduler.processor import TZDB_MARKER, SchedulerConfig, SchedulerProcessor
 from streams.scheduler.state import dump_state, load_state
 from streams.scheduler.step import Facts
@@ -253,6 +256,66 @@ def once_in_a_second(job_id: str) -> ScheduleDefinition:
         schedule={"kind": "once", "run_at": ms_to_datetime(NOW + 1_000)},
         target=KafkaTarget(topic="o"),
     )
+
+
+def test_a_tenants_breaker_is_written_once_a_transaction_and_at_once_when_it_opens(
+    store: Store, monkeypatch: Any
+) -> None:
+    """Counting an outcome changes the tenant's breaker at nearly every input: it is written
+    once, at the commit, however many outcomes the transaction counted, with all of them
+    counted. Opening the circuit writes it at once and tells every partition."""
+    proc, task, out = setup("2025b", store)
+    topics = proc.cfg.topics
+    for i in range(10):
+        d = once_in_a_second(f"j{i}")
+        record = InputRecord(topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW)
+        proc.process(task, record, NOW)
+    for i in range(10):
+        proc.fire(task, f"acme/j{i}".encode(), NOW + 1_000)
+    decoded = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t == topics.executions]
+    runs = [ex for ex in decoded if isinstance(ex, ExecutionRequested)]
+    assert len(runs) == 10
+    task.changelog_records()
+    task.committed(1)
+    out.clear()
+
+    def settle(ex: ExecutionRequested, status: OutcomeStatus, offset: int) -> None:
+        done = CODEC.encode(make_outcome(ex, status))
+        key = f"acme/{ex.job_id}".encode()
+        record = InputRecord(topics.outcomes, 0, offset, key, done, [], NOW + 2_000)
+        assert task.attempt(
+            partial(proc.process, task, record, NOW + 2_000), lambda exc: pytest.fail(str(exc))
+        )
+
+    def breaker_records() -> list[bytes]:
+        task.changelog_records()
+        task.committed(2)
+        return [v[8:] for (t, _p, k, v, _h) in out if k == b"~breaker/acme"]
+
+    dumps: list[Breaker] = []
+    dump = Breaker.dump
+
+    def counted_dump(breaker: Breaker) -> bytes:
+        dumps.append(breaker)
+        return dump(breaker)
+
+    monkeypatch.setattr(Breaker, "dump", counted_dump)
+    statuses = [OutcomeStatus.succeeded, OutcomeStatus.failed] * 4  # 4 failed of 8: closed
+    for i, (ex, status) in enumerate(zip(runs, statuses, strict=False)):
+        settle(ex, status, i)
+    [written] = breaker_records()  # one record for the eight outcomes
+    assert len(dumps) == 2  # encoded to size it when first counted, and at the commit
+    assert (Breaker.load(written).attempts, Breaker.load(written).failures) == (8, 4)
+    assert not [r for r in out if r[0] == topics.scheduler_control]
+    out.clear()
+    settle(runs[8], OutcomeStatus.failed, 8)  # 5 of 9: still fewer than min_attempts
+    assert task.get(b"~breaker/acme") == Breaker(NOW + 2_000, 9, 5).dump()
+    settle(runs[9], OutcomeStatus.succeeded, 9)  # 5 of 10: it opens, on a success
+    told = [r for r in out if r[0] == topics.scheduler_control]
+    assert len(told) == proc.cfg.job_partitions
+    [written] = breaker_records()
+    assert Breaker.load(written).open_until_ms is not None
+    assert task.store.get(b"~breaker/acme") is not None
 
 
 def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
