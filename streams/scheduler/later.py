@@ -47,9 +47,12 @@ _ID = attrgetter("execution_id")
 _DUE = attrgetter("due_ms")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Waiting:
-    """A job's state as last applied (`base`) and the quiet successes not applied to it yet."""
+    """A job's state as last applied (`base`) and the quiet successes not applied to it yet.
+    Never changed once made (`admit` makes a new one: a failed unit of work puts the one
+    before back); not frozen, because a frozen dataclass costs four times as much to make,
+    and one is made per success."""
 
     base: JobState
     ids: tuple[str, ...]
@@ -62,6 +65,9 @@ class Waiting:
     listed: Mapping[str, int] = field(compare=False, repr=False)
     """`base`'s runs listed once in `running`: execution id -> attempt (looked up once for all
     the successes that wait on one base; never changed)."""
+    finished: frozenset[str] = field(compare=False, repr=False)
+    """`base.finished` as a set (made once for all the successes that wait on one base: the
+    tuple holds up to RECENT_LIMIT entries, and each success looked through it)."""
 
 
 def admit(
@@ -78,13 +84,27 @@ def admit(
     if len(base.finished) + len(waiting) + 1 > RECENT_LIMIT or is_notification(eid):
         return None
     listed = before.listed if before is not None else _listed_once(base)
+    finished = before.finished if before is not None else _finished(base, listed, eid, attempt)
     entry = f"{eid}#{attempt}"
-    if listed.get(eid) != attempt or entry in base.finished:
+    if listed.get(eid) != attempt or entry in finished:
         return None
     if before is None:
-        return Waiting(base, (eid,), (entry,), (now_ms,), listed)
+        return Waiting(base, (eid,), (entry,), (now_ms,), listed, finished)
     at = max(before.times[-1], now_ms)
-    return Waiting(base, (*before.ids, eid), (*before.entries, entry), (*before.times, at), listed)
+    return Waiting(
+        base,
+        (*before.ids, eid),
+        (*before.entries, entry),
+        (*before.times, at),
+        listed,
+        finished,
+    )
+
+
+def _finished(state: JobState, listed: Mapping[str, int], eid: str, attempt: int) -> frozenset[str]:
+    """`state.finished` as a set, once `eid` is known to be listed at `attempt` (else empty:
+    the success does not wait, whatever is settled)."""
+    return frozenset(state.finished) if listed.get(eid) == attempt else frozenset()
 
 
 def _listed_once(state: JobState) -> dict[str, int]:
