@@ -558,7 +558,7 @@ class SchedulerProcessor:
                     ctx.forward(*record, group=group_of(emit.record))
                 else:
                     ctx.forward(*record)
-                self.metrics.observe(emit.record)
+        self.metrics.observe_all(emit.record for emit in out if emit is not None)
 
     def coalescer(self, record_limit: int) -> Coalescer | None:
         """The tasks' coalescer: executions in batches (batching.py), when they are on."""

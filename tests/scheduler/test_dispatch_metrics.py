@@ -86,14 +86,17 @@ def test_runs_dispatched_ahead_or_late_count_as_the_library_counts_them(
     spec: list[tuple[str, TriggerKind, int]],
 ) -> None:
     records = [execution(*one) for one in spec]
-    metrics = SchedulerMetrics()
+    expected = by_the_library(records)
+    one_by_one, together = SchedulerMetrics(), SchedulerMetrics()
     for r in records:
-        metrics.observe(r)
-    assert all(ahead is not None for *_, ahead in metrics._children.values())  # the direct way
-    got, expected = samples(metrics.registry), by_the_library(records)
-    assert got.keys() == expected.keys()
-    for key, value in expected.items():
-        assert got[key] == (pytest.approx(value) if key[0].endswith("_sum") else value), key
+        one_by_one.observe(r)
+    together.observe_all(records)  # a wake's records, the ahead ones added up first
+    for metrics in (one_by_one, together):
+        assert all(ahead is not None for *_, ahead in metrics._children.values())  # direct
+        got = samples(metrics.registry)
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            assert got[key] == (pytest.approx(value) if key[0].endswith("_sum") else value), key
 
 
 def test_another_client_library_is_observed_as_usual(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,8 +104,10 @@ def test_another_client_library_is_observed_as_usual(monkeypatch: pytest.MonkeyP
     inc, with the same series."""
     monkeypatch.setattr(scheduler_metrics, "_ahead", lambda *_: None)
     records = [execution("acme", TriggerKind.schedule, ms) for ms in (-5_000, -1, 0, 2_000)]
-    metrics = SchedulerMetrics()
+    metrics, together = SchedulerMetrics(), SchedulerMetrics()
     for r in records:
         metrics.observe(r)
+    together.observe_all(records)
     assert metrics._dispatch_children("acme", "schedule")[2] is None
     assert samples(metrics.registry) == by_the_library(records)
+    assert samples(together.registry) == by_the_library(records)
