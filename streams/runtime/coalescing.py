@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from streams.runtime.context import Headers
+from streams.runtime.context import Headers, HeadersLater
 
-Record = tuple[str, int | None, bytes | None, bytes | None, Headers]
-"""(topic, partition, key, value, headers)."""
+Record = tuple[str, int | None, bytes | None, bytes | None, Headers | HeadersLater]
+"""(topic, partition, key, value, headers): the headers of a grouped record may be made later
+(`ProcessorContext.forward`), when it is written alone."""
 Combine = Callable[[bytes | None, Hashable, list[bytes]], tuple[bytes, Headers]]
 """(key, group, values) -> the value and headers of the one record written for them."""
 Emit = Callable[[str, int | None, bytes | None, bytes | None, Headers], None]
@@ -84,9 +85,9 @@ class Coalescer:
         for (topic, partition), queue in self._queues.items():
             for item in queue:
                 if not isinstance(item, _Group):
-                    emit(*item)
+                    _alone(emit, item)
                 elif len(item.records) == 1:
-                    emit(*item.records[0])
+                    _alone(emit, item.records[0])
                 else:
                     values = [r[3] or b"" for r in item.records]
                     value, headers = self.combine(item.key, item.group, values)
@@ -97,3 +98,9 @@ class Coalescer:
         self._queues.clear()
         self._open.clear()
         self.count = 0
+
+
+def _alone(emit: Emit, record: Record) -> None:
+    """Write a record as it was forwarded, its headers made now if they were left for later."""
+    topic, partition, key, value, headers = record
+    emit(topic, partition, key, value, headers() if callable(headers) else headers)

@@ -7,6 +7,11 @@ from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 Headers = list[tuple[str, str | bytes | None]]
+HeadersLater = Callable[[], Headers]
+"""A grouped record's headers, made only if it is written alone (`ProcessorContext.forward`)."""
+ALONE_HEADROOM = 4_096
+"""Bytes a grouped record's headers made later (`HeadersLater`) may take: the record is sized
+with this much room for them, and made at once when its key and value leave less."""
 
 
 class ProcessorContext(Protocol):
@@ -71,14 +76,16 @@ class ProcessorContext(Protocol):
         partition: int | None,
         key: bytes | None,
         value: bytes | None,
-        headers: Headers,
+        headers: Headers | HeadersLater,
         *,
         group: Hashable | None = None,
     ) -> None:
         """Produce a record in the open transaction (sized against `record_limit` first); a
         None value is a tombstone. With a `group`, and a processor that coalesces: written
         with the others of its group as one record when the transaction commits
-        (streams/runtime/coalescing.py)."""
+        (streams/runtime/coalescing.py). `headers` may then be a function that makes them,
+        called only if the record is written alone (a group's record has the group's
+        headers): it must make at most ALONE_HEADROOM bytes of them."""
         ...
 
     def commit_soon(self) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 from kadence.errors import RecordTooLargeError
 from kadence.log_limit import LogLimit
-from kadence.sizing import RECORD_LIMIT, check_fits
+from kadence.sizing import RECORD_LIMIT, check_fits, record_bytes
 from streams.runtime.coalescing import Coalescer
-from streams.runtime.context import Headers
+from streams.runtime.context import ALONE_HEADROOM, Headers, HeadersLater
 from streams.runtime.deferred import Deferred, Entry, replay_key
 from streams.runtime.store import Batch, Store, pack, payload_of, wake_of
 from streams.runtime.wheel import TimerWheel
@@ -38,9 +38,9 @@ class _Unit:
     undo: dict[bytes, tuple[bool, bytes | None]] = field(default_factory=dict)
     deferred: dict[bytes, Entry | None] = field(default_factory=dict)
     """Keys whose deferred entry it changed, and the entry before it (deferred.py)."""
-    staged: list[tuple[str, int | None, bytes | None, bytes | None, Headers, Hashable | None]] = (
-        field(default_factory=list)
-    )
+    staged: list[
+        tuple[str, int | None, bytes | None, bytes | None, Headers | HeadersLater, Hashable | None]
+    ] = field(default_factory=list)
     """Its records, each with its group (`forward`)."""
     kept: dict[bytes, Kept | None] = field(default_factory=dict)
     """Keys whose kept value it changed, and the kept value before it (None: none)."""
@@ -215,12 +215,13 @@ class Task:
         partition: int | None,
         key: bytes | None,
         value: bytes | None,
-        headers: Headers,
+        headers: Headers | HeadersLater,
         *,
         group: Hashable | None = None,
     ) -> None:
         """Produce a record in the open transaction (sized against `record_limit` first); a
-        None value is a tombstone. `group`: see ProcessorContext.forward."""
+        None value is a tombstone. `group`, and headers made later: see
+        ProcessorContext.forward."""
         self._send(topic, partition, key, value, headers, group=group)
 
     def keys_after(self, after: bytes, limit: int) -> list[bytes]:
@@ -238,11 +239,19 @@ class Task:
         partition: int | None,
         key: bytes | None,
         value: bytes | None,
-        headers: Headers,
+        headers: Headers | HeadersLater,
         *,
         group: Hashable | None = None,
     ) -> None:
-        check_fits(topic, key, value, headers, self.record_limit)
+        if callable(headers):  # made when written alone: sized with room for them, if it has it
+            limit = self.record_limit - ALONE_HEADROOM
+            if group is None or self.coalescer is None or record_bytes(key, value) > limit:
+                headers = headers()
+                check_fits(topic, key, value, headers, self.record_limit)
+            else:
+                check_fits(topic, key, value, (), limit)
+        else:
+            check_fits(topic, key, value, headers, self.record_limit)
         if self._units:
             self._units[-1].staged.append((topic, partition, key, value, headers, group))
         else:
@@ -254,7 +263,7 @@ class Task:
         partition: int | None,
         key: bytes | None,
         value: bytes | None,
-        headers: Headers,
+        headers: Headers | HeadersLater,
         group: Hashable | None,
     ) -> None:
         """A finished unit's record: written, or kept with its group for the commit (as is a
@@ -263,7 +272,7 @@ class Task:
         if coalescer is not None and (group is not None or coalescer.waits(topic, partition)):
             coalescer.add((topic, partition, key, value, headers), group)
         else:
-            self._emit(topic, partition, key, value, headers)
+            self._emit(topic, partition, key, value, headers() if callable(headers) else headers)
 
     # -- units of work -----------------------------------------------------------------------
 

@@ -4,12 +4,15 @@ the job's own partition of its topic."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from kadence.codec import Codec
 from kadence.execution_bytes import Templates
 from kadence.headers import Headers, headers_for
 from kadence.models import ExecutionRequested, WireModel
 from kadence.partitioning import execution_route, partition_for
 from kadence.pools import pool_topic
+from streams.runtime.context import HeadersLater
 from streams.scheduler.config import SchedulerConfig
 from streams.scheduler.step import Delete, Routed, Sink
 
@@ -39,21 +42,30 @@ class Output:
         sink: Sink,
         record: WireModel | Delete | Routed,
         pool: str | None = None,
-    ) -> tuple[str, int, bytes, bytes | None, Headers]:
+        *,
+        later: bool = False,
+    ) -> tuple[str, int, bytes, bytes | None, Headers | HeadersLater]:
         """(topic, partition, key, value, headers) of `record`, decided on job partition
         `partition`; a `Delete` is a tombstone there; a `Routed` command goes to its job's
         partition, which its route decides; an execution goes on its worker pool's topic
-        (`pool_topic`)."""
+        (`pool_topic`). `later`: an execution's headers as the function that makes them (it
+        goes in a group, and needs them only if it is written alone)."""
         if isinstance(record, Delete):
             return self.topics[Sink.schedules], partition, record.key.encode(), None, []
         if isinstance(record, Routed):
             to = partition_for(record.route, self.cfg.job_partitions)
             return self.encoded(to, sink, record.record)
+        headers: Headers | HeadersLater
         if type(record) is ExecutionRequested:
             value = self.templates.encode(record)
+            fingerprint = self.codec.schema_fingerprint(ExecutionRequested)
+            if later:
+                headers = partial(headers_for, record, fingerprint)
+            else:
+                headers = headers_for(record, fingerprint)
         else:
             value = self.codec.encode(record)
-        headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
+            headers = headers_for(record, self.codec.schema_fingerprint(type(record)))
         if sink is Sink.executions:
             tenant = getattr(record, "tenant", "")
             route = execution_route(tenant, getattr(record, "job_id", ""), self.cfg.tenant_shards)

@@ -553,11 +553,12 @@ class SchedulerProcessor:
         batches = self.batches is not None
         for emit in out:
             if emit is not None:
-                record = self.output.encoded(ctx.partition, emit.sink, emit.record, emit.pool)
-                if batches and emit.sink is Sink.executions:
-                    ctx.forward(*record, group=group_of(emit.record))
-                else:
-                    ctx.forward(*record)
+                group = group_of(emit.record) if batches and emit.sink is Sink.executions else None
+                later = group is not None  # its headers, only if it is written alone
+                record = self.output.encoded(
+                    ctx.partition, emit.sink, emit.record, emit.pool, later=later
+                )
+                ctx.forward(*record, group=group)
         self.metrics.observe_all(emit.record for emit in out if emit is not None)
 
     def coalescer(self, record_limit: int) -> Coalescer | None:

@@ -5,13 +5,20 @@ before those after it; a unit that fails leaves nothing in a group, an abort cle
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from kadence.codec import Codec
+from kadence.errors import RecordTooLargeError
+from kadence.headers import headers_for
+from kadence.models import ExecutionRequested, KafkaTarget, TriggerKind
+from kadence.models.base import MAX_ATTEMPTS, MAX_DELIVERIES
+from kadence.sizing import record_bytes
 from streams.runtime.coalescing import Coalescer
-from streams.runtime.context import Headers
+from streams.runtime.context import ALONE_HEADROOM, Headers
 from streams.runtime.store import MemoryStore
 from streams.runtime.task import Task
 
@@ -117,3 +124,90 @@ def test_without_a_coalescer_the_group_is_ignored() -> None:
 def test_a_group_holds_one_record_at_least() -> None:
     with pytest.raises(ValueError, match="one record"):
         Coalescer(combine, 0, 10)
+
+
+def test_a_grouped_records_headers_are_made_only_if_it_is_written_alone() -> None:
+    """A grouped record's headers may be left for later: a group's record has the group's
+    own, so they are made only for a group of one."""
+    t, out = task()
+    made: list[bytes] = []
+
+    def later(value: bytes) -> Callable[[], Headers]:
+        def make() -> Headers:
+            made.append(value)
+            return [("own", value)]
+
+        return make
+
+    t.forward("ex", 0, b"acme", b"a", later(b"a"), group=1)
+    t.forward("ex", 0, b"acme", b"b", later(b"b"), group=1)
+    t.forward("ex", 0, b"acme", b"c", later(b"c"), group=2)
+    assert made == []
+    t.changelog_records()
+    assert made == [b"c"]  # the group of one only
+    assert [(v, h) for _t, _p, _k, v, h in out] == [
+        (b"a+b", [("group", b"1")]),
+        (b"c", [("own", b"c")]),
+    ]
+
+
+def test_headers_left_for_later_are_made_at_once_where_the_record_is_written_alone() -> None:
+    """Without a group or a coalescer the record is written alone: its headers are made at
+    once, and it is sized with them."""
+    t, out = task()
+    t.forward("history", 0, b"k", b"v", lambda: [("own", b"x")])  # no group
+    bare = Task(0, MemoryStore(), NOW, 60_000)
+    bare._emit = lambda *a: out.append(a)
+    bare.forward("ex", 0, b"acme", b"w", lambda: [("own", b"y")], group=1)  # no coalescer
+    written = [(v, h) for _t, _p, _k, v, h in out]
+    assert written == [(b"v", [("own", b"x")]), (b"w", [("own", b"y")])]
+    bare.record_limit = 10
+    with pytest.raises(RecordTooLargeError):
+        bare.forward("ex", 0, b"k", b"12345", lambda: [("own", b"123456")], group=1)
+
+
+def test_a_grouped_record_is_sized_with_room_for_its_headers_and_they_are_made_without() -> None:
+    """Sized with ALONE_HEADROOM for its headers; a key and value that leave less than that
+    have them made at once, and are sized with them (a record that fits, written alone)."""
+    t, out = task(max_bytes=100_000)
+    t.record_limit = ALONE_HEADROOM + 100
+    made: list[int] = []
+
+    def make() -> Headers:
+        made.append(1)
+        return [("own", b"h")]
+
+    t.forward("ex", 0, b"k", b"x" * 99, make, group=1)  # room for the headers: later
+    assert made == []
+    t.forward("ex", 0, b"k", b"x" * 200, make, group=2)  # less room: made now, and it fits
+    assert made == [1]
+    with pytest.raises(RecordTooLargeError):
+        t.forward("ex", 0, b"k", b"x" * (ALONE_HEADROOM + 99), make, group=3)
+    t.changelog_records()
+    assert [len(v) for _t, _p, _k, v, _h in out] == [99, 200]
+    assert all(h == [("own", b"h")] for *_, h in out)
+
+
+def test_an_executions_headers_fit_the_room_left_for_them() -> None:
+    """The headers the scheduler leaves for later (an execution's) fit ALONE_HEADROOM for
+    the longest identifiers the models take."""
+    codec = Codec()
+    longest = "t" * 128
+    due = datetime(8999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)
+    ex = ExecutionRequested(
+        execution_id="\U0001f600" * 400,  # four bytes a character
+        tenant=longest,
+        job_id=longest,
+        definition_version=2**53 - 1,
+        trigger=TriggerKind.schedule,
+        nominal_at=due,
+        due_at=due,
+        dispatched_at=due,
+        attempt=MAX_ATTEMPTS,
+        delivery=MAX_DELIVERIES,
+        target=KafkaTarget(topic="t"),
+        timeout_ms=60_000,
+        lease_ttl_ms=3_000,
+    )
+    headers = headers_for(ex, codec.schema_fingerprint(ExecutionRequested))
+    assert 2_000 < record_bytes(None, None, headers) <= ALONE_HEADROOM
