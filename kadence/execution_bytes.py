@@ -72,6 +72,16 @@ def _constants(ex: ExecutionRequested) -> tuple[Any, ...]:
     )
 
 
+Encoded = tuple[tuple[Any, ...] | None, ExecutionRequested, bytes]
+"""A record encoded in full: its constants (None: not made, it was another job's), the record,
+its bytes."""
+
+
+def _constants_of(last: Encoded) -> tuple[Any, ...]:
+    """The constants of a record encoded in full, made now if they were not then."""
+    return last[0] if last[0] is not None else _constants(last[1])
+
+
 class Templates:
     """The last template made; `encode` gives exactly `Codec.encode`'s bytes."""
 
@@ -89,20 +99,27 @@ class Templates:
         """`tenant` .. `trigger`."""
         self._tail = b""
         """`dispatched_at` .. `concurrency_key`."""
-        self._last: tuple[tuple[Any, ...], ExecutionRequested, bytes] | None = None
-        """The last record encoded in full: a template is cut from it when the next one is of
-        the same wake (a one-off job's single run is not worth one)."""
+        self._last: Encoded | None = None
+        """The last record encoded in full (and its constants, if they were made): a template
+        is cut from it when the next one is of the same wake (a one-off job's single run is
+        not worth one)."""
         self.made = 0
         self.used = 0
 
     def encode(self, ex: ExecutionRequested) -> bytes:
         if not self.usable:
             return self.codec.encode(ex)
-        key = _constants(ex)
-        if key != self._key and self._last is not None and key == self._last[0]:
-            self._make(*self._last)  # a second run of the same wake: worth a template
-            self._last = None
-        if key == self._key:
+        key = None
+        last = self._last
+        job_id = ex.job_id  # a run of another job (a one-off's, most often) is encoded in full
+        if (self._key is not None and job_id == self._key[1]) or (
+            last is not None and job_id == last[1].job_id
+        ):
+            key = _constants(ex)
+            if key != self._key and last is not None and key == _constants_of(last):
+                self._make(key, last[1], last[2])  # a second run of the same wake: a template
+                self._last = None
+        if key is not None and key == self._key:
             try:
                 start_by = ex.start_by
                 data = b"".join(
