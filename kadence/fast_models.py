@@ -23,6 +23,7 @@ import json
 import re
 import typing
 from collections.abc import Callable
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -399,6 +400,42 @@ def new_execution(values: dict[str, Any]) -> ExecutionRequested:
     ):
         return _make(ExecutionRequested, values)  # type: ignore[no-any-return]
     return ExecutionRequested(**values)
+
+
+def run_maker(values: dict[str, Any]) -> Callable[..., ExecutionRequested] | None:
+    """For the runs of one series (the scheduler's `fire_series`): a function of a run's
+    execution id, nominal and due instants and `start_by` that makes what `new_execution`
+    makes of `values` with those four fields replaced, the other fields checked once here.
+    None: they do not pass `new_execution`'s checks (or the model changed since): make each
+    with `new_execution`, which raises the error."""
+    if not (
+        SIGNATURES[ExecutionRequested] == signature(ExecutionRequested)
+        and _execution_ok(values)
+        and isinstance(values["trigger"], TriggerKind)
+        and isinstance(values["target"], _TARGET_MODELS)
+    ):
+        return None
+    base = dict(values)
+    names = frozenset(base)
+
+    def run(
+        execution_id: str, nominal_at: datetime, due_at: datetime, start_by: datetime | None
+    ) -> ExecutionRequested:
+        made = base.copy()
+        made["execution_id"] = execution_id
+        made["nominal_at"] = nominal_at
+        made["due_at"] = due_at
+        made["start_by"] = start_by
+        if not 0 < len(execution_id) <= 400:  # the one field of these `_execution_ok` checks
+            return new_execution(made)
+        record = _new(ExecutionRequested)
+        _set(record, "__dict__", made)
+        _set(record, "__pydantic_fields_set__", set(names))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
+        return record
+
+    return run
 
 
 _TARGET_MODELS = tuple(_models_in(Target))

@@ -650,6 +650,34 @@ def test_an_execution_the_scheduler_builds_is_the_validated_one(ex: ExecutionReq
     assert FAST.encode(built) == SLOW.encode(ex)
 
 
+@given(executions, executions)
+@settings(max_examples=200, deadline=None)
+def test_a_series_run_is_the_validated_one(
+    first: ExecutionRequested, ex: ExecutionRequested
+) -> None:
+    """`run_maker` (a series' runs: the job's fields checked once) gives, for any run's own
+    execution id, instants and start_by, the model validation gives."""
+    own = ("execution_id", "nominal_at", "due_at", "start_by")
+    make = fast_models.run_maker({**dict(ex), **{f: getattr(first, f) for f in own}})
+    assert make is not None
+    built = make(ex.execution_id, ex.nominal_at, ex.due_at, ex.start_by)
+    assert built == ex and type(built) is ExecutionRequested
+    assert built.model_dump() == ex.model_dump()
+    assert built.model_fields_set == set(ExecutionRequested.model_fields)  # as new_execution
+    assert FAST.encode(built) == SLOW.encode(ex)
+
+
+def test_a_series_with_a_broken_field_is_made_run_by_run_and_fails_as_validation_does() -> None:
+    ex = EXAMPLES["ExecutionRequested"]
+    assert isinstance(ex, ExecutionRequested)
+    assert fast_models.run_maker({**dict(ex), "tenant": "no spaces"}) is None
+    make = fast_models.run_maker(dict(ex))
+    assert make is not None
+    for eid in ("", "x" * 401):
+        with pytest.raises(ValidationError):
+            make(eid, ex.nominal_at, ex.due_at, ex.start_by)
+
+
 def test_an_execution_the_scheduler_builds_with_a_broken_field_fails_as_validation_does() -> None:
     ex = EXAMPLES["ExecutionRequested"]
     assert isinstance(ex, ExecutionRequested)

@@ -12,10 +12,11 @@ time: a backfilled run older than the age is not retried.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from kadence.clock import ms_to_datetime
-from kadence.fast_models import new_execution
+from kadence.fast_models import new_execution, run_maker
 from kadence.models import ExecutionRequested, TriggerKind
 from streams.scheduler.state import JobState
 from streams.scheduler.step import Facts, Shot
@@ -61,3 +62,47 @@ def start_by(state: JobState, facts: Facts, shot: Shot) -> datetime | None:
     else:
         since = shot.nominal_ms + state.compiled(facts.codec).spread_ms
     return ms_to_datetime(since + age)
+
+
+class SeriesRuns:
+    """The ExecutionRequested of a job's scheduled first attempts fired in one pass
+    (series.py): what `execution` makes of each, with the job's fields made and checked once
+    (`run_maker`) and each run's execution id, instants and `start_by` written per run."""
+
+    def __init__(self, state: JobState, facts: Facts) -> None:
+        self.state, self.facts = state, facts
+        d = state.definition(facts.codec)
+        self._age = d.max_event_age_ms
+        self._spread = 0 if self._age is None else state.compiled(facts.codec).spread_ms
+        self._make: Callable[..., ExecutionRequested] | None = run_maker(
+            {
+                "execution_id": "x",  # each run's own (as are its instants and start_by)
+                "tenant": d.tenant,
+                "job_id": d.job_id,
+                "definition_version": d.version,
+                "attempt": 1,
+                "delivery": 1,
+                "trigger": TriggerKind.schedule,
+                "nominal_at": None,
+                "due_at": None,
+                "dispatched_at": ms_to_datetime(facts.now_ms),
+                "target": d.target,
+                "payload": d.payload,
+                "content_type": d.content_type,
+                "timeout_ms": d.timeout_ms,
+                "lease_ttl_ms": d.lease_ttl_ms,
+                "concurrency_key": d.concurrency_key,
+                "start_by": None,
+            }
+        )
+
+    def run(self, shot: Shot) -> ExecutionRequested:
+        """`execution(state, facts, shot)` of a scheduled first attempt with the job's payload."""
+        make = self._make
+        if make is None or shot.payload is not None or "@manual:" in shot.execution_id:
+            return execution(self.state, self.facts, shot)
+        age = self._age
+        start = None if age is None else ms_to_datetime(shot.nominal_ms + self._spread + age)
+        return make(
+            shot.execution_id, ms_to_datetime(shot.nominal_ms), ms_to_datetime(shot.due_ms), start
+        )

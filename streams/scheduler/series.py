@@ -22,7 +22,7 @@ from __future__ import annotations
 from kadence.models import OverlapPolicy, TriggerKind
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.entries import Ahead, Running
-from streams.scheduler.requested import execution
+from streams.scheduler.requested import SeriesRuns
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import RUNNING_LIMIT, JobState
 from streams.scheduler.step import URGENT_WITHIN_MS, Effects, Emit, Facts, Shot, Sink
@@ -67,13 +67,14 @@ def fire_series(
     key, cursor, scheduled, out = d.key, state.cursor_ms, effects.scheduled, effects.out
     load, started = facts.tenant, effects.started
     capped = bool(load.caps.fires_per_s or load.caps.in_flight)
+    runs = SeriesRuns(state, facts)
     fired = 0
     while True:
         nominal, due = occ.nominal_ms, occ.due_ms
         if capped and load.why_not(due, scheduled, started + fired, mine=False) is not None:
             break  # (`over_tenant_cap`; `may_go_early`'s look passes when this one does)
         shot = Shot(execution_id(key, nominal), nominal, due, _SCHEDULE)
-        out.append(Emit(Sink.executions, execution(state, facts, shot)))
+        out.append(Emit(Sink.executions, runs.run(shot)))
         if due - now < URGENT_WITHIN_MS:
             effects.urgent = True
         second = max(due, now) // 1000
