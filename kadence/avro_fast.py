@@ -145,6 +145,17 @@ def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
     return value, end
 
 
+def read_instant(data: bytes, pos: int) -> tuple[datetime, int]:
+    """A timestamp-millis at `pos` as the compiled readers read it (kept instants looked up by
+    their bytes): the instant and the position after it; ValueError for an instant the models
+    do not accept, IndexError for bytes that end too soon."""
+    key = data[pos : pos + INSTANT_BYTES]
+    value = _INSTANTS.get(key)
+    if value is None:
+        return _read_instant(data, pos, key)
+    return value, pos + INSTANT_BYTES
+
+
 class _Source:
     """Python source being generated, with the constants it refers to."""
 

@@ -9,6 +9,7 @@ checker) takes them apart here, so they all agree on what a batch holds.
 from __future__ import annotations
 
 from kadence.codec import Codec
+from kadence.entry_templates import EntryReader
 from kadence.errors import DecodeError
 from kadence.models import ExecutionBatch, ExecutionRequested, WireModel, entries_of
 
@@ -22,13 +23,16 @@ class BadEntryError(DecodeError):
     code = "invalid_batch_entry"
 
 
-def entry(codec: Codec, batch: ExecutionBatch, index: int) -> ExecutionRequested:
-    """Entry `index` of `batch`, decoded; raises a DecodeError when it is not an
+def entry(
+    codec: Codec, batch: ExecutionBatch, index: int, reader: EntryReader | None = None
+) -> ExecutionRequested:
+    """Entry `index` of `batch`, decoded (by `reader`, from its job's kept parts, when given:
+    the same model, kadence/entry_templates.py); raises a DecodeError when it is not an
     ExecutionRequested of the batch's tenant due at the batch's instant."""
     data = batch.executions[index]
     if not data.startswith(AVRO_MAGIC):
         raise BadEntryError(f"entry {index} of the batch is not an Avro record")
-    ex = codec.decode(data, (ExecutionRequested,))
+    ex = codec.decode(data, (ExecutionRequested,)) if reader is None else reader.decode(data)
     assert isinstance(ex, ExecutionRequested)
     if ex.tenant != batch.tenant or ex.due_at != batch.due_at:
         raise BadEntryError(

@@ -97,6 +97,17 @@ def _make(model: type[BaseModel], values: dict[str, Any]) -> Any:
     return record
 
 
+def made(model: type[BaseModel], values: dict[str, Any], names: frozenset[str]) -> Any:
+    """`_make` for values whose field names are known already (`names`, as a frozenset: the
+    fields set is made from it, not from `values`), for records made many from one."""
+    record = _new(model)
+    _set(record, "__dict__", values)
+    _set(record, "__pydantic_fields_set__", set(names))
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
+
+
 def _member(enum: type[StrEnum], value: str) -> Any:
     return enum._value2member_map_.get(value)
 
@@ -421,19 +432,14 @@ def run_maker(values: dict[str, Any]) -> Callable[..., ExecutionRequested] | Non
     def run(
         execution_id: str, nominal_at: datetime, due_at: datetime, start_by: datetime | None
     ) -> ExecutionRequested:
-        made = base.copy()
-        made["execution_id"] = execution_id
-        made["nominal_at"] = nominal_at
-        made["due_at"] = due_at
-        made["start_by"] = start_by
+        own = base.copy()
+        own["execution_id"] = execution_id
+        own["nominal_at"] = nominal_at
+        own["due_at"] = due_at
+        own["start_by"] = start_by
         if not 0 < len(execution_id) <= 400:  # the one field of these `_execution_ok` checks
-            return new_execution(made)
-        record = _new(ExecutionRequested)
-        _set(record, "__dict__", made)
-        _set(record, "__pydantic_fields_set__", set(names))
-        _set(record, "__pydantic_extra__", None)
-        _set(record, "__pydantic_private__", None)
-        return record
+            return new_execution(own)
+        return made(ExecutionRequested, own, names)  # type: ignore[no-any-return]
 
     return run
 

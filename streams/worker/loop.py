@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from kadence import batches
 from kadence.clock import Clock
 from kadence.codec import Codec
+from kadence.entry_templates import EntryReader
 from kadence.errors import DecodeError
 from kadence.headers import Headers, headers_for
 from kadence.metrics import LagTracker
@@ -91,6 +92,8 @@ class Worker:
             if isinstance(target, Prepares):
                 self._preparers[kind] = target.prepare
         self.codec = Codec()
+        self._entries = EntryReader(self.codec)
+        """A batch's executions read from their job's kept parts (kadence/entry_templates.py)."""
         self.topics = Topics(settings)
         self.metrics = metrics or WorkerMetrics()
         self.worker_id = f"{settings.namespace}.worker.{settings.instance_id}"
@@ -317,7 +320,7 @@ class Worker:
         seen: set[str] = set()
         for i, raw in enumerate(batch.executions):
             try:
-                ex = batches.entry(self.codec, batch, i)
+                ex = batches.entry(self.codec, batch, i, self._entries)
             except DecodeError as exc:
                 self._reject(msg, exc.code, f"entry {i}: {exc}")
                 continue
