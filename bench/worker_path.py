@@ -1,7 +1,7 @@
 """The worker's CPU per execution on the in-memory driver (no broker): Kafka-topic runs.
 
     python -m bench.worker_path [--executions 20000] [--tenants 10] [--rounds 3]
-                                [--payload 64] [--seconds 0] [--per-turn 0]
+                                [--payload 64] [--seconds 0] [--per-turn 0] [--jobs 0]
                                 [--profile] [--top 25] [--outcome-record] [--batch N]
 
 Loads `--executions` ExecutionRequested records (Kafka-topic target, exactly once, Avro, a
@@ -21,6 +21,10 @@ work (memkafka's produce, read, commit) is inside it: compare two commits with t
 command, not with a broker's figure.
 `--batch N`: a tenant's executions of one due instant and partition go out N a record, as
 ExecutionBatch records (KADENCE_EXECUTION_BATCHES), instead of a record each.
+`--jobs J`: the executions are the runs of J per-second jobs (each job's runs of a 15-second
+wake sent out together, as the scheduler sends them; --executions / J seconds of them, a second
+at a time), not each a job of its own: B2's shape, where a worker reads a job's runs from the
+parts of its earlier ones (kadence/entry_templates.py).
 `--profile`: the last round under cProfile, its top functions by cumulative time.
 `--outcome-record`: only a delivered run's outcome record, written the generic way (model,
 encode, headers, partition) and from the template (streams/worker/outcome_bytes.py),
@@ -38,7 +42,7 @@ import itertools
 import pstats
 import statistics
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from connectors.kafka_topic import KafkaTopicCaller
@@ -76,9 +80,15 @@ class _NoClient:
         raise AssertionError(f"the Kafka target's own client was used ({name})")
 
 
-def execution(i: int, tenants: int, due_ms: int, payload: bytes) -> ExecutionRequested:
+def execution(
+    i: int, tenants: int, due_ms: int, payload: bytes, jobs: int = 0
+) -> ExecutionRequested:
+    """Execution `i`: of its own job (`jobs` 0), or of job i % `jobs`, sent out with its job's
+    other runs of a 15-second wake (a per-second job's, as the scheduler sends them)."""
     due = ms_to_datetime(due_ms)
-    tenant, job = f"tenant-{i % tenants}", f"job-{i}"
+    j = i % jobs if jobs else i
+    tenant, job = f"tenant-{j % tenants}", f"job-{j}"
+    wake_ms = due_ms - (due_ms - START_MS) % 15_000 - 15_000 if jobs else due_ms - 1_000
     return ExecutionRequested(
         execution_id=f"{tenant}/{job}@{due.isoformat()}",
         tenant=tenant,
@@ -86,7 +96,7 @@ def execution(i: int, tenants: int, due_ms: int, payload: bytes) -> ExecutionReq
         definition_version=1,
         nominal_at=due,
         due_at=due,
-        dispatched_at=due - timedelta(seconds=1),
+        dispatched_at=ms_to_datetime(wake_ms),
         target=KafkaTarget(topic="orders"),
         payload=payload,
         timeout_ms=30_000,
@@ -114,8 +124,9 @@ class _Round:
         records = []
         groups: dict[tuple[bytes, datetime, int], list[bytes]] = {}
         for i in range(self.n):
-            due_ms = START_MS + (1_000 * (1 + i % args.seconds) if args.seconds else 0)
-            ex = execution(i, args.tenants, due_ms, payload)
+            second = i // args.jobs if args.jobs else i % args.seconds if args.seconds else -1
+            due_ms = START_MS + 1_000 * (1 + second)
+            ex = execution(i, args.tenants, due_ms, payload, args.jobs)
             if args.batch > 1:  # a tenant's executions of one due instant, `--batch` a record
                 groups.setdefault((ex.tenant.encode(), ex.due_at, i % 2), []).append(
                     driver.codec.encode(ex)
@@ -172,7 +183,8 @@ class _Round:
 
     def run(self) -> float:
         """CPU seconds inside `Worker.turn` until every outcome is committed."""
-        n, seconds = self.n, self.args.seconds
+        n, jobs = self.n, self.args.jobs
+        seconds = n // jobs if jobs else self.args.seconds
         if seconds:
             while self.turn():  # read and prepared, nothing due yet
                 pass
@@ -180,7 +192,10 @@ class _Round:
                 self.turn()
         for second in range(1, max(1, seconds) + 1):
             self.driver.advance(1_000 if seconds else 0)
-            due = n if not seconds else sum(1 for i in range(n) if i % seconds < second)
+            if jobs:
+                due = jobs * second
+            else:
+                due = n if not seconds else sum(1 for i in range(n) if i % seconds < second)
             for _ in range(n // max(1, self.args.per_turn) + n // 10 + 1_000):
                 self.turn()
                 if self.done(due):
@@ -232,6 +247,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=0)
     parser.add_argument("--per-turn", type=int, default=0)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="per-second jobs the executions are runs of (--executions / --jobs seconds of "
+        "them; 0: each execution a job of its own)",
+    )
     parser.add_argument("--batch", type=int, default=1, help="executions a record (1: one)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
@@ -251,6 +273,8 @@ def main() -> None:
         parser.error(f"--seconds: 0 to {MAX_SECONDS}")
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    if args.jobs and (args.seconds or args.executions % args.jobs):
+        parser.error("--jobs: without --seconds, and dividing --executions")
     if args.outcome_record:
         outcome_record_us(args.executions, args.rounds)
         return
@@ -271,7 +295,8 @@ def main() -> None:
         f"({args.executions} executions, {args.tenants} tenants, {args.payload}-byte payload"
         f"{f', due over {args.seconds} s, read ahead' if args.seconds else ''}"
         f"{f', {args.per_turn} written a turn' if args.per_turn else ''}"
-        f"{f', up to {args.batch} a record' if args.batch > 1 else ''})"
+        f"{f', up to {args.batch} a record' if args.batch > 1 else ''}"
+        f"{f', runs of {args.jobs} per-second jobs' if args.jobs else ''})"
     )
 
 
