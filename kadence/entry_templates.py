@@ -13,7 +13,9 @@ byte for byte, and equal bytes at the same place decode to the same fields; the 
 the same checks (an id of 1 to 400 characters, valid UTF-8; instants the models accept);
 anything else (another schema, a part that differs, a value out of bounds) is decoded in full,
 which gives the authoritative model or error. A job's parts are kept from its second run read
-in full (a one-off's single run is not worth them); JOBS_KEPT at most, then forgotten.
+in full (a one-off's single run is not worth them), only when they are small (PART_BYTES: a
+large payload is in them, and reading it in full costs little more than comparing it);
+JOBS_KEPT at most, then forgotten: a few tens of megabytes at most.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from kadence.models import ExecutionRequested, WireModel
 JOBS_KEPT = 8_192
 """Jobs whose parts a reader keeps (cleared when full: a worker reads a few thousand jobs' runs
 in a look-ahead)."""
+PART_BYTES = 1_024
+"""A run's bytes at most for its job's parts to be kept (its payload is among them; the parts
+and the values they decode to hold them twice): JOBS_KEPT jobs keep about 16 MiB at most."""
 NO_START_BY_CODE = NO_START_BY[0]
 START_BY_CODE = START_BY[0]
 
@@ -133,7 +138,7 @@ class EntryReader:
             return
         start_by = ex.start_by
         last = NO_START_BY if start_by is None else START_BY + avro_fast.instant_bytes(start_by)
-        if not data.endswith(last) or len(data) - len(last) < at:
+        if not data.endswith(last) or len(data) - len(last) < at or len(data) > PART_BYTES:
             return
         if len(self._jobs) >= JOBS_KEPT:
             self._jobs.clear()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kadence import avro_fast
 from kadence.codec import HEADER_LEN, Codec
-from kadence.entry_templates import JOBS_KEPT, EntryReader
+from kadence.entry_templates import JOBS_KEPT, PART_BYTES, EntryReader
 from kadence.errors import DecodeError
 from kadence.examples import examples
 from kadence.models import ExecutionRequested, WireModel
@@ -160,3 +160,12 @@ def test_jobs_kept_are_bounded() -> None:
         reader.decode(data)
     assert len(reader._jobs) <= JOBS_KEPT
     assert len(reader._seen) <= JOBS_KEPT
+
+
+def test_a_job_with_a_large_payload_is_read_in_full_and_nothing_of_it_kept() -> None:
+    first = example().model_copy(update={"payload": b"x" * PART_BYTES})
+    reader = EntryReader(CODEC)
+    for i in range(3):
+        ex = first.model_copy(update={"execution_id": f"acme/job@{i}"})
+        assert reader.decode(CODEC.encode(ex)) == ex
+    assert reader.used == 0 and not reader._jobs
