@@ -77,16 +77,20 @@ def admit(
     base, before = (held.base, held) if isinstance(held, Waiting) else (held, None)
     eid, attempt = outcome.execution_id, outcome.attempt
     waiting = before.ids if before is not None else ()
-    if outcome.status is not OutcomeStatus.succeeded or eid in waiting:
-        return None
-    if before is None and not _job_lets(base, codec):
-        return None  # (what it looks at is the base's: a waiting success changes none of it)
-    if len(base.finished) + len(waiting) + 1 > RECENT_LIMIT or is_notification(eid):
+    if (
+        outcome.status is not OutcomeStatus.succeeded
+        or eid in waiting
+        or len(base.finished) + len(waiting) + 1 > RECENT_LIMIT
+        or is_notification(eid)
+        or (before is None and not _job_lets(base, codec))  # (the base's: a success changes none)
+    ):
         return None
     listed = before.listed if before is not None else _listed_once(base)
-    finished = before.finished if before is not None else _finished(base, listed, eid, attempt)
+    if listed.get(eid) != attempt:
+        return None
+    finished = before.finished if before is not None else frozenset(base.finished)
     entry = f"{eid}#{attempt}"
-    if listed.get(eid) != attempt or entry in finished:
+    if entry in finished:
         return None
     if before is None:
         return Waiting(base, (eid,), (entry,), (now_ms,), listed, finished)
@@ -99,12 +103,6 @@ def admit(
         listed,
         finished,
     )
-
-
-def _finished(state: JobState, listed: Mapping[str, int], eid: str, attempt: int) -> frozenset[str]:
-    """`state.finished` as a set, once `eid` is known to be listed at `attempt` (else empty:
-    the success does not wait, whatever is settled)."""
-    return frozenset(state.finished) if listed.get(eid) == attempt else frozenset()
 
 
 def _listed_once(state: JobState) -> dict[str, int]:
