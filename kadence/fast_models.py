@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -86,26 +86,20 @@ _TARGET_CACHE: dict[tuple[Any, ...], BaseModel] = {}
 TARGET_CACHE_SIZE = 4_096
 
 
-def _make(model: type[BaseModel], values: dict[str, Any]) -> Any:
+def made(model: type[BaseModel], values: dict[str, Any], names: Iterable[str]) -> Any:
     """What `model.model_construct(**values)` makes when `values` holds every field, without
-    its per-field bookkeeping (a tenth of the cost)."""
-    record = _new(model)
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", set(values))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
-
-
-def made(model: type[BaseModel], values: dict[str, Any], names: frozenset[str]) -> Any:
-    """`_make` for values whose field names are known already (`names`, as a frozenset: the
-    fields set is made from it, not from `values`), for records made many from one."""
+    its per-field bookkeeping (a tenth of the cost); `names` are the fields' names (`values`
+    itself, or a frozenset of them made once for many records made from one)."""
     record = _new(model)
     _set(record, "__dict__", values)
     _set(record, "__pydantic_fields_set__", set(names))
     _set(record, "__pydantic_extra__", None)
     _set(record, "__pydantic_private__", None)
     return record
+
+
+def _make(model: type[BaseModel], values: dict[str, Any]) -> Any:
+    return made(model, values, values)
 
 
 def _member(enum: type[StrEnum], value: str) -> Any:

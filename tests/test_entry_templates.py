@@ -16,7 +16,7 @@ from kadence.errors import DecodeError
 from kadence.examples import examples
 from kadence.models import ExecutionRequested, WireModel
 from tests.test_codec_fast import executions
-from tests.test_execution_bytes import other_changes, run_changes
+from tests.test_execution_bytes import other_changes, run_changes, wake_runs
 
 CODEC = Codec()
 
@@ -98,25 +98,15 @@ def test_damaged_runs_read_as_the_codec_reads_them(
 def test_the_runs_of_a_wake_after_the_second_are_made_from_the_parts() -> None:
     first = example()
     reader = EntryReader(CODEC)
-    step = timedelta(seconds=1)
-    runs = [
-        first.model_copy(
-            update={
-                "execution_id": f"acme/job@{i}",
-                "nominal_at": first.nominal_at + i * step,
-                "due_at": first.due_at + i * step,
-                "start_by": None if i % 2 else first.due_at + i * step,
-            }
-        )
-        for i in range(15)
-    ]
+    runs = wake_runs(first, 15)
     for ex in runs:
         assert reader.decode(CODEC.encode(ex)) == ex
     assert reader.used == 13
     other = first.model_copy(update={"job_id": "one-off", "execution_id": "acme/one-off@1"})
     assert reader.decode(CODEC.encode(other)) == other  # another job: in full
     assert reader.used == 13
-    next_wake = runs[3].model_copy(update={"dispatched_at": first.dispatched_at + 15 * step})
+    later = first.dispatched_at + timedelta(seconds=15)
+    next_wake = runs[3].model_copy(update={"dispatched_at": later})
     assert reader.decode(CODEC.encode(next_wake)) == next_wake  # in full, and kept
     assert reader.decode(CODEC.encode(next_wake)) == next_wake
     assert reader.used == 14

@@ -66,12 +66,11 @@ def test_a_jobs_runs_from_its_template_are_the_codecs_bytes(
         assert templates.encode(ex) == CODEC.encode(ex)
 
 
-def test_the_runs_of_one_wake_use_the_template() -> None:
-    first = CODEC.decode(CODEC.encode(example()), (ExecutionRequested,))
-    assert isinstance(first, ExecutionRequested)
-    templates = Templates(CODEC)
+def wake_runs(first: ExecutionRequested, n: int) -> list[ExecutionRequested]:
+    """`n` runs of `first`'s job sent out by one wake, a second apart: only their ids, instants
+    and `start_by` differ."""
     step = timedelta(seconds=1)
-    runs = [
+    return [
         first.model_copy(
             update={
                 "execution_id": f"acme/job@{i}",
@@ -80,8 +79,15 @@ def test_the_runs_of_one_wake_use_the_template() -> None:
                 "start_by": None if i % 2 else first.due_at + i * step,
             }
         )
-        for i in range(15)
+        for i in range(n)
     ]
+
+
+def test_the_runs_of_one_wake_use_the_template() -> None:
+    first = CODEC.decode(CODEC.encode(example()), (ExecutionRequested,))
+    assert isinstance(first, ExecutionRequested)
+    templates = Templates(CODEC)
+    runs = wake_runs(first, 15)
     assert [templates.encode(r) for r in runs] == [CODEC.encode(r) for r in runs]
     assert (templates.made, templates.used) == (1, 14)  # cut from the first when the second came
 
