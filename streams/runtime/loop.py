@@ -43,7 +43,7 @@ from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.coalescing import Coalescer
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
-from streams.runtime.processor import Coalescing, Processor, Splitting
+from streams.runtime.processor import Coalescing, Processor, Splitting, Together
 from streams.runtime.records import InputRecord, record_of
 from streams.runtime.replays import Replays
 from streams.runtime.restore import restore_all
@@ -107,6 +107,7 @@ class Runner:
         self._open_store = partial(open_store, cfg.state_dir)
         self.replays = Replays(cfg.replay_topics, cfg.write_behind_ms, processor)
         self._split = processor.split if isinstance(processor, Splitting) else None
+        self._together = processor.process_together if isinstance(processor, Together) else None
         self._units_per_message = 1.0
         """Units of work a record held lately (a batch of outcomes holds hundreds): a turn
         reads `max_records_per_turn` units' worth of records, so the timers still fire on time
@@ -236,6 +237,12 @@ class Runner:
                 continue
             last = len(units) - 1
             self._units_per_message += (len(units) - self._units_per_message) / 8
+            if last and self._together_done(task, units, now):
+                self._consumed[(record.topic, record.partition)] = record.offset + 1
+                self.stats.records += 1
+                if not self._settle():
+                    return False
+                continue
             for i, unit in enumerate(units):
                 self._unit(task, unit, now)
                 if i == last:
@@ -258,6 +265,30 @@ class Runner:
         ):
             self._failed("processing", record.topic, record.partition, record.offset)
         self._units += 1
+
+    def _together_done(self, task: Task, units: Sequence[InputRecord], now: int) -> bool:
+        """The entries of one record as one unit (`Together`); False: there is no such
+        processor, or the unit raised and was undone (each entry is then a unit of its own)."""
+        together = self._together
+        if together is None:
+            return False
+        first = units[0]
+
+        def undone(exc: Exception) -> None:
+            log.info(
+                "%s[%d]@%d: its %d entries failed as one unit (%s: %s); each is taken alone",
+                first.topic,
+                first.partition,
+                first.offset,
+                len(units),
+                type(exc).__name__,
+                exc,
+            )
+
+        if not task.attempt(partial(together, task, units, now), undone):
+            return False
+        self._units += len(units)
+        return True
 
     def _maintenance(self, now: int) -> bool:
         for task in self.tasks.values():

@@ -66,6 +66,21 @@ class Splitting(Protocol):
 
 
 @runtime_checkable
+class Together(Protocol):
+    """A splitting processor that takes the entries of one record as one unit of work: what
+    is done once per unit (the unit's undo log, the settle check) and what the entries share
+    (a tenant's caps, its breaker) are done once per record. Should the unit raise, the runtime
+    undoes it and processes each entry as a unit of its own, as `Splitting` does, so the one
+    that raises is refused alone and the others take effect."""
+
+    def process_together(
+        self, ctx: ProcessorContext, records: Sequence[InputRecord], now_ms: int
+    ) -> None:
+        """What `process` does for each of `records` in turn, in one unit of work."""
+        ...
+
+
+@runtime_checkable
 class Coalescing(Protocol):
     """A processor some of whose records are written together (`ProcessorContext.forward` with
     a group: streams/runtime/coalescing.py)."""

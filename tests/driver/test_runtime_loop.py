@@ -3,7 +3,7 @@ commits, what an abort undoes, what a revoke and a restore keep, on RocksDB and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -420,3 +420,58 @@ def test_a_turn_reads_its_units_worth_of_records_however_many_each_holds(topics:
     for _ in range(20):
         driver.turn(runner)
     assert len(outputs(driver)) == 4_000  # nothing left behind
+
+
+class TogetherBatches(Batches):
+    """Takes a record's units as one unit (`Together`); the unit keyed `bad-1` raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.together: list[int] = []
+        """The units each `process_together` call was given."""
+        self.refused: list[bytes | None] = []
+
+    def process_together(
+        self, ctx: ProcessorContext, records: Sequence[InputRecord], now_ms: int
+    ) -> None:
+        self.together.append(len(records))
+        for record in records:
+            self.process(ctx, record, now_ms)
+
+    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
+        if record.key == b"bad-1":
+            raise RuntimeError("a bug in one entry")
+        super().process(ctx, record, now_ms)
+
+    def refuse(
+        self, ctx: ProcessorContext, record: InputRecord, exc: Exception, now_ms: int
+    ) -> None:
+        self.refused.append(record.key)
+
+
+def test_a_records_entries_are_one_unit_and_each_its_own_when_that_unit_fails(
+    topics: Driver, state_dir: Path | None
+) -> None:
+    """A `Together` processor gets a record's entries in one call; when that call raises,
+    what it did is undone and each entry is a unit of its own: the one that raises is refused
+    alone, the others counted once."""
+    driver = topics
+    processor = TogetherBatches()
+    runner = driver.runner(config("a", state_dir), processor)
+    driver.turn(runner)  # assigned
+    driver.produce(IN, b"uuu", key=b"ok-", partition=0)
+    driver.produce(IN, b"u", key=b"one-", partition=0)  # a record of one entry: as before
+    driver.turn(runner)
+    assert processor.together == [3]
+    assert outputs(driver) == sorted(
+        [(b"ok-0", b"1"), (b"ok-1", b"1"), (b"ok-2", b"1"), (b"one-0", b"1")]
+    )
+    driver.produce(IN, b"uuu", key=b"bad-", partition=0)
+    driver.turn(runner)
+    assert processor.together == [3, 3]
+    assert processor.refused == [b"bad-1"]
+    found = [o for o in outputs(driver) if o[0] is not None and o[0].startswith(b"bad-")]
+    assert found == [(b"bad-0", b"1"), (b"bad-2", b"1")]  # the failed unit's writes undone
+    assert stored(runner, b"bad-0", 0) == b"1"
+    assert stored(runner, b"bad-1", 0) is None
+    assert runner.stats.records == 3
