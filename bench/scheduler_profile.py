@@ -112,10 +112,16 @@ class Bench:
 
     def _process(self, topic: str, key: bytes | None, value: bytes, now: int) -> None:
         """One input record as the runtime takes it: split into its units (a batch of
-        outcomes is one unit per outcome), each attempted on its own."""
+        outcomes is one unit per outcome), all of them attempted as one unit, or each on its
+        own should that fail."""
         record = InputRecord(topic, 0, self.offset, key, value, [], now)
         self.offset += 1
-        for unit in self.proc.split(record):
+        units = self.proc.split(record)
+        if len(units) > 1 and self.task.attempt(
+            partial(self.proc.process_together, self.task, units, now), lambda _exc: None
+        ):
+            return
+        for unit in units:
             self.task.attempt(
                 partial(self.proc.process, self.task, unit, now),
                 partial(self.proc.refuse, self.task, unit, now_ms=now),

@@ -94,6 +94,22 @@ class Breaker:
             return "opened"
         return None
 
+    def count_quiet_success(self, execution_id: str, now_ms: int, cfg: BreakerConfig) -> bool:
+        """Count a success in place when `record` would change nothing but the counts (True);
+        False, counting nothing, when it would close the circuit (the probe's) or open it."""
+        if self.probe == execution_id:
+            return False
+        fresh = now_ms - self.window_start_ms >= cfg.window_ms
+        attempts = 1 if fresh else self.attempts + 1
+        failures = 0 if fresh else self.failures
+        tripped = attempts >= cfg.min_attempts and failures >= cfg.failure_ratio * attempts
+        if self.open_until_ms is None and tripped:
+            return False
+        if fresh:
+            self.window_start_ms = now_ms
+        self.attempts, self.failures = attempts, failures
+        return True
+
     def heard(self, open_until_ms: int | None, at_ms: int) -> str | None:
         """Another partition opened (until `open_until_ms`) or closed the tenant's circuit at
         `at_ms`: applied unless this copy changed later. Returns what it did, for the log."""

@@ -73,6 +73,7 @@ from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
 from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
+from streams.scheduler.together import Together
 
 __all__ = ["SchedulerConfig", "SchedulerProcessor"]  # the config lives in config.py
 log = logging.getLogger(__name__)
@@ -112,11 +113,32 @@ class SchedulerProcessor:
         self.output = Output(cfg, codec)
         self.batches = ExecutionBatches(codec) if cfg.execution_batches else None
         self.held = HeldCommands(cfg.command_hold_ms, cfg.topics.commands)
+        self._together: Together | None = None
+        """While a worker's batch of outcomes is taken as one unit (`process_together`), what
+        its quiet successes share (together.py); None: not in one."""
 
     # -- inputs ------------------------------------------------------------------------------
 
     def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         self.tenants.begin()
+        self._process(ctx, record, now_ms)
+
+    def process_together(
+        self, ctx: ProcessorContext, records: Sequence[InputRecord], now_ms: int
+    ) -> None:
+        """A worker's batch of outcomes (`split`) as one unit of work: each outcome as
+        `process` takes it, in order, with what a run of quiet successes shares done once
+        (together.py)."""
+        self.tenants.begin()
+        self._together = together = Together()
+        try:
+            for record in records:
+                self._process(ctx, record, now_ms)
+            self.metrics.deferred.inc(together.deferred)
+        finally:
+            self._together = None
+
+    def _process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         if record.key is None:
             self._keyless(ctx, record, now_ms)
             return
@@ -341,23 +363,54 @@ class SchedulerProcessor:
         decoded = self.store.decoded(ctx, key)
         waiting = None if decoded is None else later.admit(decoded, outcome, now_ms, self.codec)
         if waiting is None:
-            return False
-        base = waiting.base
-        load = self.tenants.load(ctx, base.definition(self.codec).tenant, now_ms)
-        facts = Facts(
-            now_ms, self.codec, self.cfg.tzdb, ahead_ms=self.cfg.dispatch_ahead_ms, tenant=load
-        )
+            return self._not_quiet()
+        facts = self._quiet_facts(ctx, waiting.base.definition(self.codec).tenant, now_ms)
         if not later.keeps_early(waiting, facts):
-            return False
-        breaker = self.breakers.get(ctx, outcome.tenant)
-        counted = after_outcome(breaker, outcome, now_ms, self.cfg.breaker)
-        if counted is None or counted[1] is not None:
-            return False
+            return self._not_quiet()
+        tenant, together = outcome.tenant, self._together
+        breaker = self.breakers.get(ctx, tenant)
+        counted = None
+        if together is not None and together.owns(tenant, breaker):  # its copy: counted in place
+            if not breaker.count_quiet_success(outcome.execution_id, now_ms, self.cfg.breaker):
+                return self._not_quiet()
+        else:
+            counted = after_outcome(breaker, outcome, now_ms, self.cfg.breaker)
+            if counted is None or counted[1] is not None:
+                return self._not_quiet()
         self.tenants.ended(ctx, key)
         self.store.wait(ctx, key, waiting, topic=record.topic, offset=record.offset, now_ms=now_ms)
-        self.metrics.deferred.inc()
-        self.breakers.put(ctx, outcome.tenant, *counted)
+        if together is None:
+            self.metrics.deferred.inc()
+        else:
+            together.deferred += 1
+        if counted is not None:
+            self.breakers.put(ctx, tenant, *counted)
+            if together is not None:
+                together.breakers[tenant] = counted[0]
         return True
+
+    def _quiet_facts(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> Facts:
+        """The facts a quiet success of `tenant`'s job is judged with (`keeps_early`). In a
+        batch taken as one unit they are made once for a run of quiet successes: a quiet
+        success changes nothing they hold (its tenant's runs per second and places; its runs in
+        progress are counted only under a cap on them, and then they are made for each)."""
+        together = self._together
+        facts = None if together is None else together.facts.get(tenant)
+        if facts is None:
+            load = self.tenants.load(ctx, tenant, now_ms)
+            facts = Facts(
+                now_ms, self.codec, self.cfg.tzdb, ahead_ms=self.cfg.dispatch_ahead_ms, tenant=load
+            )
+            if together is not None and not load.caps.in_flight:
+                together.facts[tenant] = facts
+        return facts
+
+    def _not_quiet(self) -> bool:
+        """The outcome is applied at once: what it writes may change what a tenant's facts
+        and breaker hold, so nothing made before for a run of quiet successes is used again."""
+        if self._together is not None:
+            self._together.applied()
+        return False
 
     def _decoded(self, record: InputRecord) -> ExecutionOutcome:
         """The outcome `record` is (decoded by `split`, or now); a batch whose key says it is

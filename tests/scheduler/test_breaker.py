@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import (
@@ -298,3 +301,29 @@ def test_a_change_heard_from_another_partition_applies_unless_this_copy_changed_
     assert not b.gate(T0 + 20, CFG).closed
     assert Breaker.load(b.dump()) == b
     assert b"changed_ms" not in Breaker().dump()  # what a previous release reads
+
+
+@given(
+    breaker=st.builds(
+        Breaker,
+        window_start_ms=st.integers(T0 - 120_000, T0),
+        attempts=st.integers(0, 12),
+        failures=st.integers(0, 12),
+        open_until_ms=st.none() | st.integers(T0 - 20_000, T0 + 20_000),
+        probe=st.none() | st.sampled_from(["e1", "e2"]),
+        changed_ms=st.integers(0, T0),
+    ),
+    eid=st.sampled_from(["e1", "e2", "e3"]),
+    now=st.integers(T0, T0 + 70_000),
+)
+def test_a_quiet_success_is_counted_in_place_exactly_when_record_changes_nothing_else(
+    breaker: Breaker, eid: str, now: int
+) -> None:
+    """`count_quiet_success` (a batch's quiet successes, streams/scheduler/together.py) counts
+    what `record` counts, in place, and only when `record` would report no change."""
+    recorded = breaker.copy()
+    change = recorded.record(eid, False, now, CFG)
+    in_place = breaker.copy()
+    quiet = in_place.count_quiet_success(eid, now, CFG)
+    assert quiet == (change is None)
+    assert in_place == (recorded if quiet else breaker)
