@@ -258,6 +258,16 @@ def once_in_a_second(job_id: str) -> ScheduleDefinition:
     )
 
 
+def define_once(proc: SchedulerProcessor, task: Task, jobs: int) -> None:
+    """Define `jobs` one-off jobs (`once_in_a_second`) j0, j1, ... on the task's partition."""
+    for i in range(jobs):
+        d = once_in_a_second(f"j{i}")
+        record = InputRecord(
+            proc.cfg.topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW
+        )
+        proc.process(task, record, NOW)
+
+
 def test_a_tenants_breaker_is_written_once_a_transaction_and_at_once_when_it_opens(
     store: Store, monkeypatch: Any
 ) -> None:
@@ -266,10 +276,7 @@ def test_a_tenants_breaker_is_written_once_a_transaction_and_at_once_when_it_ope
     counted. Opening the circuit writes it at once and tells every partition."""
     proc, task, out = setup("2025b", store)
     topics = proc.cfg.topics
-    for i in range(10):
-        d = once_in_a_second(f"j{i}")
-        record = InputRecord(topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW)
-        proc.process(task, record, NOW)
+    define_once(proc, task, 10)
     for i in range(10):
         proc.fire(task, f"acme/j{i}".encode(), NOW + 1_000)
     decoded = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t == topics.executions]
@@ -326,11 +333,7 @@ def test_jobs_awaiting_outcomes_are_kept_decoded_only_up_to_a_bound(
     hold every fired job's state in memory."""
     monkeypatch.setattr("streams.scheduler.processor.AWAITING_CACHE_LIMIT", 2)
     proc, task, _out = setup("2025b", store)
-    topics = proc.cfg.topics
-    for i in range(4):
-        d = once_in_a_second(f"j{i}")
-        record = InputRecord(topics.schedules, 0, i, d.key.encode(), CODEC.encode(d), [], NOW)
-        proc.process(task, record, NOW)
+    define_once(proc, task, 4)
     commit(task)
     task.cache.clear()
     for i in range(4):
