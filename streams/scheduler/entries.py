@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from kadence.clock import ms_to_datetime
-from kadence.headers import iso_utc
+from kadence.timeengine.identity import execution_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +86,9 @@ _ID_SUFFIX = len("@2026-01-01T00:00:00.000Z")
 Entry = Running | Ahead
 
 
-def _own_id(key: str, nominal_ms: int) -> str:
-    return f"{key}@{iso_utc(ms_to_datetime(nominal_ms))}"
+_own_id = execution_id
+"""The job's own execution id for a nominal instant (a run fired from its schedule has it: the
+series marks its entries `derived` when it makes them)."""
 
 
 def _derived(entry: Entry) -> bool:

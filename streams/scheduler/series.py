@@ -73,14 +73,15 @@ def fire_series(
         nominal, due = occ.nominal_ms, occ.due_ms
         if capped and load.why_not(due, scheduled, started + fired, mine=False) is not None:
             break  # (`over_tenant_cap`; `may_go_early`'s look passes when this one does)
-        shot = Shot(execution_id(key, nominal), nominal, due, _SCHEDULE)
+        eid = execution_id(key, nominal)  # the job's own id for the instant: `derived`
+        shot = Shot(eid, nominal, due, _SCHEDULE)
         out.append(Emit(Sink.executions, runs.run(shot)))
         if due - now < URGENT_WITHIN_MS:
             effects.urgent = True
         second = max(due, now) // 1000
         scheduled[second] = scheduled.get(second, 0) + 1
-        running.append(Running(shot.execution_id, nominal, 1, max(now, due) + keep_ms))
-        ahead.append(Ahead(shot.execution_id, nominal, due, cursor))
+        running.append(Running(eid, nominal, 1, max(now, due) + keep_ms, True))
+        ahead.append(Ahead(eid, nominal, due, cursor, True))
         shots.append(shot)
         fired += 1
         cursor = nominal

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from kadence.clock import datetime_to_ms, ms_to_datetime
 from kadence.models import Decision
 from streams.scheduler import definitions, firing, series
+from streams.scheduler.entries import Entry, _derived
 from streams.scheduler.state import RUNNING_LIMIT, JobState
 from streams.scheduler.step import Effects, Facts
 from streams.scheduler.tenant_limits import TenantCaps, TenantLoad
@@ -131,6 +133,9 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
         if fast.state is None:
             break
         state = fast.state
+        entries: tuple[Entry, ...] = (*state.running, *state.ahead)
+        for entry in entries:  # marked when made: as a look would find
+            assert entry.derived is None or entry.derived is _derived(replace(entry, derived=None))
 
 
 def test_a_steady_job_fires_its_series_in_one_pass_and_checks_each_run() -> None:
