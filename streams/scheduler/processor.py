@@ -407,7 +407,7 @@ class SchedulerProcessor:
 
     def _not_quiet(self) -> bool:
         """The outcome is applied at once: what it writes may change what a tenant's facts
-        and breaker hold, so nothing made before for a run of quiet successes is used again."""
+        hold, so those made for a run of quiet successes are made again (`Together.applied`)."""
         if self._together is not None:
             self._together.applied()
         return False

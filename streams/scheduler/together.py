@@ -6,8 +6,9 @@ successes (later.py) of a few tenants' jobs. Taken one unit each, every success 
 tenant's facts (its caps and what it used of them), copied its tenant's breaker to count one
 attempt in, kept the copy for the commit and counted a metric. Taken together, a run of quiet
 successes makes a tenant's facts once, counts its attempts in place in the breaker copy this
-unit kept, and adds the metric once. Anything else (an outcome applied at once) starts afresh:
-what it writes may change what the facts and the breaker hold.
+unit kept, and adds the metric once. After an outcome applied at once the facts are made
+again (what it writes may start runs or hold places); a breaker it replaced is no longer the
+copy this unit counts in place.
 """
 
 from __future__ import annotations
