@@ -73,7 +73,7 @@ from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
 from streams.scheduler.tenant_keeping import BackfillPace, Breakers
 from streams.scheduler.tenant_limits import TenantLoad, TenantRuns, TenantUse
-from streams.scheduler.together import Together
+from streams.scheduler.together import Shared
 
 __all__ = ["SchedulerConfig", "SchedulerProcessor"]  # the config lives in config.py
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class SchedulerProcessor:
         self.output = Output(cfg, codec)
         self.batches = ExecutionBatches(codec) if cfg.execution_batches else None
         self.held = HeldCommands(cfg.command_hold_ms, cfg.topics.commands)
-        self._together: Together | None = None
+        self._shared: Shared | None = None
         """While a worker's batch of outcomes is taken as one unit (`process_together`), what
         its quiet successes share (together.py); None: not in one."""
 
@@ -130,13 +130,13 @@ class SchedulerProcessor:
         `process` takes it, in order, with what a run of quiet successes shares done once
         (together.py)."""
         self.tenants.begin()
-        self._together = together = Together()
+        self._shared = shared = Shared()
         try:
             for record in records:
                 self._process(ctx, record, now_ms)
-            self.metrics.deferred.inc(together.deferred)
+            self.metrics.deferred.inc(shared.deferred)
         finally:
-            self._together = None
+            self._shared = None
 
     def _process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
         if record.key is None:
@@ -367,10 +367,10 @@ class SchedulerProcessor:
         facts = self._quiet_facts(ctx, waiting.base.definition(self.codec).tenant, now_ms)
         if not later.keeps_early(waiting, facts):
             return self._not_quiet()
-        tenant, together = outcome.tenant, self._together
+        tenant, shared = outcome.tenant, self._shared
         breaker = self.breakers.get(ctx, tenant)
         counted = None
-        if together is not None and together.owns(tenant, breaker):  # its copy: counted in place
+        if shared is not None and shared.owns(tenant, breaker):  # its copy: counted in place
             if not breaker.count_quiet_success(outcome.execution_id, now_ms, self.cfg.breaker):
                 return self._not_quiet()
         else:
@@ -379,14 +379,14 @@ class SchedulerProcessor:
                 return self._not_quiet()
         self.tenants.ended(ctx, key)
         self.store.wait(ctx, key, waiting, topic=record.topic, offset=record.offset, now_ms=now_ms)
-        if together is None:
+        if shared is None:
             self.metrics.deferred.inc()
         else:
-            together.deferred += 1
+            shared.deferred += 1
         if counted is not None:
             self.breakers.put(ctx, tenant, *counted)
-            if together is not None:
-                together.breakers[tenant] = counted[0]
+            if shared is not None:
+                shared.breakers[tenant] = counted[0]
         return True
 
     def _quiet_facts(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> Facts:
@@ -394,22 +394,22 @@ class SchedulerProcessor:
         batch taken as one unit they are made once for a run of quiet successes: a quiet
         success changes nothing they hold (its tenant's runs per second and places; its runs in
         progress are counted only under a cap on them, and then they are made for each)."""
-        together = self._together
-        facts = None if together is None else together.facts.get(tenant)
+        shared = self._shared
+        facts = None if shared is None else shared.facts.get(tenant)
         if facts is None:
             load = self.tenants.load(ctx, tenant, now_ms)
             facts = Facts(
                 now_ms, self.codec, self.cfg.tzdb, ahead_ms=self.cfg.dispatch_ahead_ms, tenant=load
             )
-            if together is not None and not load.caps.in_flight:
-                together.facts[tenant] = facts
+            if shared is not None and not load.caps.in_flight:
+                shared.facts[tenant] = facts
         return facts
 
     def _not_quiet(self) -> bool:
         """The outcome is applied at once: what it writes may change what a tenant's facts
-        hold, so those made for a run of quiet successes are made again (`Together.applied`)."""
-        if self._together is not None:
-            self._together.applied()
+        hold, so those made for a run of quiet successes are made again (`Shared.applied`)."""
+        if self._shared is not None:
+            self._shared.applied()
         return False
 
     def _decoded(self, record: InputRecord) -> ExecutionOutcome:

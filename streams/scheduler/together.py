@@ -20,7 +20,10 @@ from streams.scheduler.step import Facts
 
 
 @dataclass(slots=True)
-class Together:
+class Shared:
+    """What one batch's quiet successes share (the runtime's `Together` is the protocol that
+    hands the batch over; this is the scheduler's side of it)."""
+
     facts: dict[str, Facts] = field(default_factory=dict)
     """The facts a tenant's quiet successes are judged with (`keeps_early`); only for a tenant
     without a cap on runs in progress (a quiet success changes that count)."""
