@@ -22,12 +22,13 @@ from testkit.target_server import TargetServer
 RUNS = 2_000
 LIMIT = RateLimit(per_second=200, burst=10)
 JITTER = 0.05
-"""Of the limit, what one second of starts or at the receiver may hold beyond the limit and the
-burst: a start is stamped a turn after the limiter's decision, and a request started on time may
-reach the receiver's handler a few milliseconds late, across a second's edge. (Before a
-rate-limited destination stopped being warmed, the warmer opened a connection per run due in
-the burst's second and the receiver stalled under them: 284 in one second while the worker
-started 199.)"""
+"""Of the limit, what one second of starts may hold beyond the limit and the burst: a start is
+stamped a turn after the limiter's decision. (Before a rate-limited destination stopped being
+warmed, the warmer opened a connection per run due in the burst's second and the receiver
+stalled under them: 284 in one second while the worker started 199.)"""
+CONNECTIONS = 50
+"""Of the receiver, how many connections the worker may open for the burst: a few for its
+requests in flight and the pool it warms (15 seen), never one per run due as the warmer did."""
 
 
 @pytest.fixture
@@ -86,9 +87,26 @@ def test_a_burst_against_a_limited_destination_arrives_at_the_limit_and_others_o
     ceiling = LIMIT.per_second + LIMIT.burst + JITTER * LIMIT.per_second
     # a run's start is stamped as it is handed to its target (streams/worker/loop.py), a turn
     # after the limiter let it go at the turn's time: a second of stamps may hold a few more
-    # than a second of the limiter's decisions (212 seen once in CI), as a second at the receiver
+    # than a second of the limiter's decisions (212 seen once in CI)
     assert max(started.values()) <= ceiling, figures
-    assert max(counts.values()) <= ceiling, figures
+    # a second at the receiver holds the requests that reached it then, whenever they started:
+    # with the receiver slowed (CI's two cores shared by the stack, the broker and another
+    # test), 36 requests started in one second reached it in the next (174 then 236, every
+    # second of starts at most 210). It may hold no more than the limit lets start over the
+    # span of its requests' starts; a receiver stalled by Kadence's own connections (the warmer
+    # once opened one per run due) is held by the count of connections below
+    start_of = {o.execution_id: o.started_at.timestamp() for o in done if o.tenant == "acme"}
+    first = min(h.at for h in hits)
+    by_second: dict[int, list[float]] = {}
+    for h in hits:
+        by_second.setdefault(math.floor(h.at - first), []).append(
+            start_of[h.headers["kadence-execution-id"]]
+        )
+    for second, starts in sorted(by_second.items()):
+        span = max(starts) - min(starts)
+        allowed = LIMIT.per_second * max(span, 1.0) + LIMIT.burst + JITTER * LIMIT.per_second
+        assert len(starts) <= allowed, f"second {second}: span {span:.3f} s; {figures}"
+    assert server.connections <= CONNECTIONS, f"{server.connections} connections; {figures}"
     spread = max(h.at for h in hits) - min(h.at for h in hits)
     assert spread >= (RUNS - LIMIT.burst) / LIMIT.per_second * 0.95  # held back, not failed
     [other] = server.seen("/other")
