@@ -81,14 +81,9 @@ class Breaker:
                 return "opened"
             self._reset(now_ms)
             return "closed"
-        if now_ms - self.window_start_ms >= cfg.window_ms:
-            self.window_start_ms, self.attempts, self.failures = now_ms, 0, 0
-        self.attempts += 1
-        self.failures += int(failed)
-        tripped = (
-            self.attempts >= cfg.min_attempts and self.failures >= cfg.failure_ratio * self.attempts
-        )
-        if self.open_until_ms is None and tripped:
+        start, attempts, failures, trips = self._counted(failed, now_ms, cfg)
+        self.window_start_ms, self.attempts, self.failures = start, attempts, failures
+        if trips:
             self.open_until_ms = now_ms + cfg.cooldown_ms
             self.changed_ms = now_ms
             return "opened"
@@ -99,16 +94,30 @@ class Breaker:
         False, counting nothing, when it would close the circuit (the probe's) or open it."""
         if self.probe == execution_id:
             return False
-        fresh = now_ms - self.window_start_ms >= cfg.window_ms
-        attempts = 1 if fresh else self.attempts + 1
-        failures = 0 if fresh else self.failures
-        tripped = attempts >= cfg.min_attempts and failures >= cfg.failure_ratio * attempts
-        if self.open_until_ms is None and tripped:
+        start, attempts, failures, trips = self._counted(False, now_ms, cfg)
+        if trips:
             return False
-        if fresh:
-            self.window_start_ms = now_ms
-        self.attempts, self.failures = attempts, failures
+        self.window_start_ms, self.attempts, self.failures = start, attempts, failures
         return True
+
+    def _counted(self, failed: bool, now_ms: int, cfg: BreakerConfig) -> tuple[int, int, int, bool]:
+        """The window's start and counts with one more outcome (a new window once this one is
+        over), and whether they open the circuit: what `record` and `count_quiet_success`
+        share, changing nothing."""
+        if now_ms - self.window_start_ms >= cfg.window_ms:
+            start, attempts, failures = now_ms, 1, int(failed)
+        else:
+            start, attempts, failures = (
+                self.window_start_ms,
+                self.attempts + 1,
+                self.failures + int(failed),
+            )
+        trips = (
+            self.open_until_ms is None
+            and attempts >= cfg.min_attempts
+            and failures >= cfg.failure_ratio * attempts
+        )
+        return start, attempts, failures, trips
 
     def heard(self, open_until_ms: int | None, at_ms: int) -> str | None:
         """Another partition opened (until `open_until_ms`) or closed the tenant's circuit at
