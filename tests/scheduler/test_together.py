@@ -244,3 +244,33 @@ def test_a_run_of_quiet_successes_makes_each_tenants_facts_and_breaker_copy_once
     assert {k: b.attempts for k, b in kept.items()} == {
         b"~breaker/" + t.encode(): sum(ex.tenant == t for ex in picked) for t in TENANTS
     }
+
+
+def test_an_outcome_applied_at_once_makes_the_facts_of_the_successes_after_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure in a run of one tenant's quiet successes is applied at once (it schedules a
+    retry; what such an outcome writes may start runs or hold places): the successes after it
+    are judged with the tenant's facts made again, not with those made before it."""
+    side = Side()
+    runs = [ex for ex in side.fire(T0 + 1_000) if ex.tenant == "acme" and ex.job_id != "skip"]
+    j0 = [ex for ex in runs if ex.job_id == "j0"]
+    j1 = [ex for ex in runs if ex.job_id == "j1"]
+    assert len(j0) >= 4 and j1
+    batch = [make_outcome(ex, OutcomeStatus.succeeded) for ex in j0[:2]]
+    batch += [make_outcome(j1[0], OutcomeStatus.failed, retryable=True)]
+    batch += [make_outcome(ex, OutcomeStatus.succeeded) for ex in j0[2:4]]
+    made: list[str] = []
+    load = TenantRuns.load
+
+    def counted_load(runs: TenantRuns, ctx: Any, tenant: str, now_ms: int) -> Any:
+        made.append(tenant)
+        return load(runs, ctx, tenant, now_ms)
+
+    monkeypatch.setattr(TenantRuns, "load", counted_load)
+    side.batch(batch, T0 + 1_050, together=True)
+    assert side.proc.metrics.deferred._value.get() == 4  # the four successes wait (later.py)
+    # the first success makes acme's facts, the second uses them; the failure (applied at
+    # once, as `process` applies it) makes its own; the third success makes them again and
+    # the fourth uses those
+    assert made == ["acme"] * 3
