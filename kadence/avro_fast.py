@@ -131,6 +131,22 @@ def instant_bytes(value: datetime) -> bytes:
     return _write_instant(value) if out is None else out
 
 
+_WRITTEN_MS: dict[int, bytes] = {}
+"""Instants written from their ms (a series' runs, execution_bytes.Template), kept by value."""
+
+
+def millis_bytes(ms: int) -> bytes:
+    """A timestamp-millis's bytes from its ms, as `instant_bytes` writes the datetime of it:
+    kept ones looked up (a second's runs share their due instant)."""
+    out = _WRITTEN_MS.get(ms)
+    if out is None:
+        out = write_long(ms)
+        if len(_WRITTEN_MS) >= INSTANTS_KEPT:
+            _WRITTEN_MS.clear()
+        _WRITTEN_MS[ms] = out
+    return out
+
+
 def _read_instant(data: bytes, pos: int, key: bytes) -> tuple[datetime, int]:
     """A timestamp-millis at `pos` (`key`: the `INSTANT_BYTES` from there), kept by `key` when
     its varint is exactly that long. A varint ends at its first byte below 0x80, so bytes equal

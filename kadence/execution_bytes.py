@@ -148,6 +148,18 @@ class Templates:
         """Cut `full` (the bytes of `ex`, whose constants are `key`) into the template's parts;
         no template when joining them again does not give `full`."""
         self._key = None
+        template = self.cut(ex, full)
+        if template is None:
+            return
+        self._key, self._middle, self._tail = key, template.middle, template.tail
+        self.made += 1
+
+    def cut(self, ex: ExecutionRequested, full: bytes) -> Template | None:
+        """The template of the runs that share `ex`'s constants, cut from `full` (its bytes);
+        None when the schema's fields are not where the parts assume them, `ex` is unusual, or
+        joining the parts again does not give `full`."""
+        if not self.usable:
+            return None
         try:
             eid = _string(ex.execution_id)
             middle = b"".join(
@@ -164,10 +176,37 @@ class Templates:
             start_by = ex.start_by
             end = NO_START_BY if start_by is None else START_BY + avro_fast.instant_bytes(start_by)
         except Exception:  # an unusual record: encoded in full, no template
-            return
+            return None
         at = len(self._header) + len(eid) + len(middle) + len(instants)
         tail = full[at : len(full) - len(end)]
         if self._header + eid + middle + instants + tail + end != full:
-            return
-        self._key, self._middle, self._tail = key, middle, tail
-        self.made += 1
+            return None
+        return Template(self._header, middle, tail)
+
+
+class Template:
+    """The constant parts of the runs of one job, attempt, trigger and dispatch instant: a
+    run's bytes are joined from them and its four own fields, as instants in ms."""
+
+    __slots__ = ("header", "middle", "tail")
+
+    def __init__(self, header: bytes, middle: bytes, tail: bytes) -> None:
+        self.header, self.middle, self.tail = header, middle, tail
+
+    def run(
+        self, execution_id: str, nominal_ms: int, due_ms: int, start_by_ms: int | None
+    ) -> bytes:
+        """`Codec.encode`'s bytes of the run with these fields (the instants as their
+        timestamp-millis); raises what encoding the id raises (not UTF-8)."""
+        instant = avro_fast.millis_bytes
+        return b"".join(
+            (
+                self.header,
+                _string(execution_id),
+                self.middle,
+                instant(nominal_ms),
+                instant(due_ms),
+                self.tail,
+                NO_START_BY if start_by_ms is None else START_BY + instant(start_by_ms),
+            )
+        )
