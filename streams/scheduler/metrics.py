@@ -110,11 +110,15 @@ class SchedulerMetrics:
         elif isinstance(record, DeadLetter):
             self.dead_letters.labels(self.tenant(record.execution.tenant)).inc()
 
-    def observe_all(self, records: Iterable[object]) -> None:
+    def observe_all(
+        self, records: Iterable[object], ahead: dict[tuple[str, str], int] | None = None
+    ) -> None:
         """`observe` each of `records`; the runs dispatched ahead (most of a wake's: a job's
         runs of a look-ahead, one tenant and trigger) are added up first and counted once per
-        tenant and trigger, not three additions per run."""
-        ahead: dict[tuple[str, str], int] = {}
+        tenant and trigger, not three additions per run. `ahead`: runs dispatched ahead
+        counted already by (tenant, trigger), whose records were not made (a series' runs
+        written from its template); added to."""
+        ahead = {} if ahead is None else ahead
         for record in records:
             if isinstance(record, ExecutionRequested) and record.dispatched_at <= record.due_at:
                 at = (record.tenant, record.trigger.value)

@@ -4,8 +4,10 @@ the job's own partition of its topic."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import partial
 
+from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.execution_bytes import Templates
 from kadence.headers import Headers, headers_for
@@ -14,6 +16,7 @@ from kadence.partitioning import execution_route, partition_for
 from kadence.pools import pool_topic
 from streams.runtime.context import HeadersLater
 from streams.scheduler.config import SchedulerConfig
+from streams.scheduler.requested import SeriesRun
 from streams.scheduler.step import Delete, Routed, Sink
 
 ROUTES_KEPT = 100_000
@@ -35,6 +38,7 @@ class Output:
         """The runs of a job's wake encoded from the first one's parts (execution_bytes.py)."""
         self._partitions: dict[str, int] = {}
         """The executions partition of each route seen (murmur2 in Python, at every run)."""
+        self._fingerprint = codec.schema_fingerprint(ExecutionRequested)
 
     def encoded(
         self,
@@ -58,7 +62,7 @@ class Output:
         headers: Headers | HeadersLater
         if type(record) is ExecutionRequested:
             value = self.templates.encode(record)
-            fingerprint = self.codec.schema_fingerprint(ExecutionRequested)
+            fingerprint = self._fingerprint
             if later:
                 headers = partial(headers_for, record, fingerprint)
             else:
@@ -76,6 +80,31 @@ class Output:
         key = getattr(record, "key", "")
         return self.topics[sink], partition, str(key).encode(), value, headers
 
+    def series(
+        self, partition: int, run: SeriesRun
+    ) -> tuple[str, int, bytes, bytes | None, HeadersLater, datetime] | None:
+        """(topic, partition, key, value, headers later, group) of a series' run to a Kafka
+        topic (written in its due instant's group, as `group_of` groups its record), its bytes
+        from the series' template and where it goes from the series' first run: the record is
+        made only for the first run, one the template does not write, and for its headers if
+        it is written alone. None: not such a run (`encoded` writes its record)."""
+        runs = run.runs
+        if not runs.kafka:
+            return None
+        where = runs.where
+        value = None if where is None else runs.value(run.shot)
+        if where is not None and value is not None:
+            topic, to, key = where
+        else:
+            record = run.record
+            topic, to, key, value, _ = self.encoded(partition, Sink.executions, record, later=True)
+            assert value is not None
+            if where is None:
+                runs.where = topic, to, key
+                runs.template = self.templates.cut(record, value)
+        headers = partial(_headers_alone, run, self._fingerprint)
+        return topic, to, key, value, headers, ms_to_datetime(run.shot.due_ms)
+
     def _partition(self, route: str) -> int:
         to = self._partitions.get(route)
         if to is None:
@@ -83,3 +112,8 @@ class Output:
                 self._partitions.clear()
             to = self._partitions[route] = partition_for(route, self.cfg.execution_partitions)
         return to
+
+
+def _headers_alone(run: SeriesRun, fingerprint: bytes) -> Headers:
+    """A series' run's headers, when it is written alone (its record made then)."""
+    return headers_for(run.record, fingerprint)

@@ -43,6 +43,7 @@ from kadence.models import (
     ResumeJob,
     ScheduleDefinition,
     TenantCircuit,
+    TriggerKind,
     TriggerNow,
 )
 from kadence.topics import COMMANDS, OUTCOMES, SCHEDULER_CONTROL, SCHEDULES
@@ -69,6 +70,7 @@ from streams.scheduler.job_store import AWAITING_CACHE_LIMIT, WAKE_BYTES, JobSto
 from streams.scheduler.metrics import SchedulerMetrics
 from streams.scheduler.moving import Moves
 from streams.scheduler.output import Output
+from streams.scheduler.requested import SeriesRun
 from streams.scheduler.state import JobState
 from streams.scheduler.step import Effects, Emit, Facts, Refused, Sink, keyed_history
 from streams.scheduler.tenant_keeping import BackfillPace, Breakers
@@ -85,6 +87,7 @@ MAINTAIN_STEP = 2_000
 USER_COMMANDS = (TriggerNow, Backfill, CancelRun, PauseJob, ResumeJob, ReplayDeadLetter)
 MAX_KEY_BYTES = 257
 """The longest job key: two 128-character identifiers and the slash."""
+_SCHEDULED = TriggerKind.schedule.value
 
 
 class SchedulerProcessor:
@@ -603,16 +606,35 @@ class SchedulerProcessor:
     # -- output ------------------------------------------------------------------------------
 
     def _forward(self, ctx: ProcessorContext, out: Sequence[Emit | None]) -> None:
+        """Write `out`; a series' runs that go in groups are written from the series' template
+        without their records (`Output.series`), and counted as dispatched without them."""
         batches = self.batches is not None
+        records: list[object] = []
+        ahead: dict[tuple[str, str], int] = {}
         for emit in out:
-            if emit is not None:
-                group = group_of(emit.record) if batches and emit.sink is Sink.executions else None
-                later = group is not None  # its headers, only if it is written alone
-                record = self.output.encoded(
-                    ctx.partition, emit.sink, emit.record, emit.pool, later=later
-                )
-                ctx.forward(*record, group=group)
-        self.metrics.observe_all(emit.record for emit in out if emit is not None)
+            if emit is None:
+                continue
+            if batches and type(emit) is SeriesRun:
+                written = self.output.series(ctx.partition, emit)
+                if written is not None:
+                    topic, to, key, value, headers, due_at = written
+                    ctx.forward(topic, to, key, value, headers, group=due_at)
+                    runs = emit.runs
+                    if emit.shot.due_ms >= runs.facts.now_ms:  # dispatched ahead, or at due
+                        at = (runs.tenant, _SCHEDULED)
+                        ahead[at] = ahead.get(at, 0) + 1
+                    else:
+                        records.append(emit.record)
+                    continue
+            record = emit.record
+            group = group_of(record) if batches and emit.sink is Sink.executions else None
+            later = group is not None  # its headers, only if it is written alone
+            ctx.forward(
+                *self.output.encoded(ctx.partition, emit.sink, record, emit.pool, later=later),
+                group=group,
+            )
+            records.append(record)
+        self.metrics.observe_all(records, ahead)
 
     def coalescer(self, record_limit: int) -> Coalescer | None:
         """The tasks' coalescer: executions in batches (batching.py), when they are on."""

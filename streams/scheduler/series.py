@@ -22,10 +22,10 @@ from __future__ import annotations
 from kadence.models import OverlapPolicy, TriggerKind
 from kadence.timeengine.identity import execution_id
 from streams.scheduler.entries import Ahead, Running
-from streams.scheduler.requested import SeriesRuns
+from streams.scheduler.requested import SeriesRun, SeriesRuns
 from streams.scheduler.settled import dropped
 from streams.scheduler.state import RUNNING_LIMIT, JobState
-from streams.scheduler.step import URGENT_WITHIN_MS, Effects, Emit, Facts, Shot, Sink
+from streams.scheduler.step import URGENT_WITHIN_MS, Effects, Facts, Shot
 
 _SCHEDULE = TriggerKind.schedule
 
@@ -75,7 +75,7 @@ def fire_series(
             break  # (`over_tenant_cap`; `may_go_early`'s look passes when this one does)
         eid = execution_id(key, nominal)  # the job's own id for the instant: `derived`
         shot = Shot(eid, nominal, due, _SCHEDULE)
-        out.append(Emit(Sink.executions, runs.run(shot)))
+        out.append(SeriesRun(runs, shot))  # its record made only if asked for
         if due - now < URGENT_WITHIN_MS:
             effects.urgent = True
         second = max(due, now) // 1000
