@@ -20,8 +20,8 @@ from testkit.scheduler_process import SchedulerProcess
 from testkit.stack import ReaperProcess, Stack, WorkerProcess
 
 REPO = Path(__file__).resolve().parents[1]
-PREVIOUS = "0.17.0"
-REFS = ("v0.17.0", "fdd6f7d")
+PREVIOUS = "0.18.0"
+REFS = ("v0.18.0", "94e3742")
 """Where the previous release is: its annotated tag, else the commit it was cut from."""
 
 
