@@ -82,7 +82,7 @@ class Output:
 
     def series(
         self, partition: int, run: SeriesRun
-    ) -> tuple[str, int, bytes, bytes | None, HeadersLater, datetime] | None:
+    ) -> tuple[str, int, bytes, bytes, HeadersLater, datetime] | None:
         """(topic, partition, key, value, headers later, group) of a series' run to a Kafka
         topic (written in its due instant's group, as `group_of` groups its record), its bytes
         from the series' template and where it goes from the series' first run: the record is

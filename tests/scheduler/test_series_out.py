@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
@@ -39,17 +39,25 @@ SCHEDULES = st.sampled_from(
 )
 JOBS = st.lists(
     st.tuples(
-        st.sampled_from(["acme", "b", "wide-tenant"]),
+        st.sampled_from(["acme", "acme", "wide-tenant"]),  # tenants' runs share batches
         st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}", fullmatch=True),
         SCHEDULES,
         st.one_of(st.none(), st.integers(1_000, 86_400_000)),
         st.sampled_from([None, "urgent"]),
-        st.sampled_from(["allow", "allow", "skip"]),
+        st.sampled_from(["allow", "allow", "allow", "skip"]),
     ),
     min_size=1,
     max_size=4,
     unique_by=lambda j: (j[0], j[1]),
 )
+
+
+STEADY = [
+    ("acme", "every-second", {"kind": "cron", "expression": "* * * * * *"}, None, None, "allow"),
+    ("acme", "every-1s", {"kind": "interval", "every_s": 1}, 120_000, None, "allow"),
+]
+"""Two jobs of one tenant whose runs share due instants (so batches, when they are on), beside
+the drawn ones."""
 
 
 def _raise(exc: Exception) -> None:
@@ -126,7 +134,7 @@ def by_records() -> Any:
     return mock.patch.object(Output, "series", return_value=None)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     jobs=JOBS,
     coalesced=st.booleans(),
@@ -136,18 +144,30 @@ def by_records() -> Any:
 def test_a_series_written_from_its_template_is_what_its_records_give(
     jobs: list[Any], coalesced: bool, ahead_ms: int, wakes: list[int]
 ) -> None:
+    jobs = STEADY + [(t, f"j-{job}", *rest) for t, job, *rest in jobs]
     fast = Scheduler(jobs, coalesced, ahead_ms)
     with by_records():
         slow = Scheduler(jobs, coalesced, ahead_ms)
+    templated: list[bool] = []
+    value = SeriesRuns.value
+
+    def counted(runs: SeriesRuns, shot: Any) -> bytes | None:
+        out = value(runs, shot)
+        templated.append(out is not None)
+        return out
+
     now = T0
     for step in wakes:
         now += step
-        fast.fire(now)
+        with mock.patch.object(SeriesRuns, "value", counted):
+            fast.fire(now)
         with by_records():
             slow.fire(now)
     assert fast.written() == slow.written()
-    assert fast.written() or not ahead_ms or all(j[2].get("spread_s") for j in jobs)
     assert fast.dispatched() == slow.dispatched()
+    kinds = {dict(r[4])["kadence-type"] for r in fast.written()}
+    event(f"written: {', '.join(sorted(k.decode() for k in kinds)) or 'nothing'}")
+    event(f"runs from a series' template: {'some' if any(templated) else 'none'}")
 
 
 def test_a_wake_of_two_per_second_jobs_makes_the_record_of_each_ones_first_run_only() -> None:
@@ -164,8 +184,13 @@ def test_a_wake_of_two_per_second_jobs_makes_the_record_of_each_ones_first_run_o
     every_s = {"kind": "cron", "expression": "* * * * * *"}
     jobs = [("acme", job, every_s, None, None, "allow") for job in ("j", "k")]
     side = Scheduler(jobs, True, 30_000)
+    with by_records():
+        slow = Scheduler(jobs, True, 30_000)
     with mock.patch.object(SeriesRuns, "run", counted):
         side.fire(T0 + 1_000)
+    with by_records():
+        slow.fire(T0 + 1_000)
+    assert side.written() == slow.written()  # the batches' bytes, byte for byte
     batches = [r for r in side.written() if ("kadence-type", b"ExecutionBatch") in r[4]]
     assert len(batches) >= 29  # a look-ahead's seconds (the one due now goes out at once)
     assert sorted(made) == sorted(made[:2]) and {m.split("@")[0] for m in made} == {
