@@ -38,14 +38,15 @@ def test_a_rate_on_time_late_or_lossy() -> None:
 
 def test_a_run_of_the_tail_that_never_started_is_lost_and_fails_the_rate() -> None:
     """The jobs go on after the window for the look-ahead (tail_seconds): their runs are not
-    judged for lateness, but one that never started is lost like any other."""
+    judged for lateness, but one that never started is lost like any other, and one skipped
+    late fails the rate as one of the window would."""
     whole = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), unstarted_after=0)
     assert whole["on_time"] and whole["lost"] == 0
     lost = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), unstarted_after=3)
     assert (lost["lost"], lost["on_time"]) == (3, False)
     skipped = summarize(2, 30, 1000.0, _runs(2, 30, 0.2), skipped=3, unstarted_after=3)
     assert (skipped["lost"], skipped["skipped_late"]) == (0, 3)  # skipped on purpose, after
-    assert skipped["on_time"]  # the window (the tail's lateness is not judged)
+    assert not skipped["on_time"]  # the window: a tail's run the policy gave up on never ran
     assert tail_seconds(KadenceSettings(dispatch_ahead_ms=30_000)) == 30
     assert tail_seconds(KadenceSettings(dispatch_ahead_ms=1_500)) == 2
 
