@@ -43,7 +43,7 @@ from streams.kafkaio.session import Outcome, TransactionalSession
 from streams.runtime.coalescing import Coalescer
 from streams.runtime.config import PRODUCER_OPTIONS, RunnerConfig, RunnerStats
 from streams.runtime.context import Headers
-from streams.runtime.processor import Coalescing, Processor, Splitting, Together
+from streams.runtime.processor import Coalescing, Owning, Processor, Splitting, Together
 from streams.runtime.records import InputRecord, record_of
 from streams.runtime.replays import Replays
 from streams.runtime.restore import restore_all
@@ -149,6 +149,7 @@ class Runner:
                 task.coalescer = self._coalescer
             task.load_window(self.clock.now_ms())
             self.tasks[p] = task
+        self._tell_owned()
         starts = self.replays.starts({p: self.tasks[p] for p in new}, self._committed)
         if starts:  # read from the replay points (replays.py): assigned here, with offsets
             consumer.assign(
@@ -172,6 +173,12 @@ class Runner:
             if task is not None:
                 task.store.close()
                 self._standbys_due = True
+        self._tell_owned()
+
+    def _tell_owned(self) -> None:
+        """Tell the processor which tasks the process owns now (`Owning`)."""
+        if isinstance(self.processor, Owning):
+            self.processor.owned(self.tasks)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -451,6 +458,7 @@ class Runner:
         now = self.clock.now_ms()
         for task in self.tasks.values():
             task.reset_after_abort(now)
+        self._tell_owned()  # what it kept of the aborted work is gone with it
 
     def _rewind(self) -> None:
         """After an abort, read the aborted inputs again from the last committed offsets."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from streams.runtime.coalescing import Coalescer
@@ -89,4 +89,16 @@ class Coalescing(Protocol):
         """The coalescer of the process's tasks, one for all of them (None: groups are
         ignored), its records within `record_limit` bytes: a group takes the records of every
         partition the process owns, as its transaction does."""
+        ...
+
+
+@runtime_checkable
+class Owning(Protocol):
+    """A processor that keeps something over every partition its process owns (a tenant's
+    runs in progress, counted per partition in each one's store and judged per process)."""
+
+    def owned(self, tasks: Mapping[int, ProcessorContext]) -> None:
+        """The process owns `tasks` now, each as its store holds it: after an assignment, a
+        revocation, or an abort that put every task back to its last commit. Called between
+        units of work (no transaction's writes are pending)."""
         ...

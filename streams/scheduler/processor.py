@@ -24,7 +24,7 @@ Its own keys: `~dead-depth`, `~tzdb`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import replace
 from functools import partial
@@ -440,6 +440,11 @@ class SchedulerProcessor:
             return
         effects = firing.on_due(state, self._facts(ctx, state, now_ms))
         self._write(ctx, key, effects, now_ms=now_ms)
+
+    def owned(self, tasks: Mapping[int, ProcessorContext]) -> None:
+        """The process owns `tasks` now (streams/runtime/processor.py, `Owning`): its tenants'
+        runs in progress are counted again from their stores (tenant_limits.py)."""
+        self.tenants.recount(tasks)
 
     def maintain(self, ctx: ProcessorContext, now_ms: int) -> bool:
         """After assignment: if the tz database changed, recompute every job (in steps)."""

@@ -11,23 +11,27 @@ Late by then, an occurrence follows its job's missed-run policy, as after an out
 default the latest one fires). A run counts in the second it may start: its due second, or
 the second it fired in when that is later.
 
-Runs per second are counted per scheduler process, over all the job partitions it owns
-together: it allows its share of the tenant's cap (the cap times the partitions it owns over
-all of them, rounded up), which holds the tenant to the cap overall. Counting them per
-partition (each its share of the cap) held back a tenant within its cap: job keys hash unevenly,
-and 2 000 jobs of one tenant due in one second put up to 210 on a partition whose share was
-167, so 3 136 of B1's 100 000 one-off runs waited a second or more. Runs in progress are
-counted per partition (`~inflight/<tenant>`, in its store), each allowing its share. Only scheduled
-occurrences (on time, caught up, dispatched ahead) wait: a trigger, a retry, a replay or a
-backfill is the tenant's explicit request, bounded by the API's quotas and the backfill pace.
-What a process counts per second is in its memory: a restarted process may let one cap's worth
-more start in that second.
+Both caps are judged per scheduler process, over all the job partitions it owns together: it
+allows its share of the tenant's cap (the cap times the partitions it owns over all of them,
+rounded up), which holds the tenant to the cap overall. Judging them per partition (each its
+share of the cap) held back a tenant within its cap: job keys hash unevenly, and 2 000 jobs of
+one tenant due in one second put up to 210 on a partition whose share was 167, so 3 136 of B1's
+100 000 one-off runs waited a second or more; and 800 per-second jobs of one tenant dispatched
+30 s ahead put up to 4 167 runs in progress on one partition while the tenant had about 35 000
+of its 50 000 (B2 at 16 000/s: 9 076 jobs waited, 136 843 runs skipped late).
+Runs in progress are stored per partition (`~inflight/<tenant>`, in its store: they outlive the
+process) and summed in the process's memory (`TenantUse.running_on`), read again from every
+owned partition's store when the partitions it owns change or an abort puts them back
+(`TenantRuns.recount`). Only scheduled occurrences (on time, caught up, dispatched ahead) wait: a
+trigger, a retry, a replay or a backfill is the tenant's explicit request, bounded by the API's
+quotas and the backfill pace. What a process counts per second is in its memory: a restarted
+process may let one cap's worth more start in that second.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.runtime.context import ProcessorContext
@@ -51,19 +55,18 @@ class TenantCaps:
         cls, fires_per_s: int, in_flight: int, partitions: int, owned: int | None = None
     ) -> TenantCaps:
         """The share of tenant-wide caps of a process owning `owned` of `partitions` job
-        partitions (all of them by default): runs per second over those partitions together,
-        runs in progress on each one."""
+        partitions (all of them by default), over those partitions together."""
         mine = partitions if owned is None else max(1, min(owned, partitions))
         return cls(
             math.ceil(fires_per_s * mine / partitions) if fires_per_s else 0,
-            math.ceil(in_flight / partitions) if in_flight else 0,
+            math.ceil(in_flight * mine / partitions) if in_flight else 0,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class TenantLoad:
-    """What the tenant's jobs used of their caps, as a step starts: runs per second on the
-    process's partitions, runs in progress on this one."""
+    """What the tenant's jobs used of their caps on the process's partitions, as a step
+    starts."""
 
     caps: TenantCaps = field(default_factory=TenantCaps)
     fired: Mapping[int, int] = field(default_factory=dict)
@@ -71,7 +74,7 @@ class TenantLoad:
     reserved: Mapping[int, int] = field(default_factory=dict)
     """Places in a second held by jobs that wait for it."""
     running: int = 0
-    """Runs in progress on this partition (fired, no final outcome yet)."""
+    """Runs in progress on the process's partitions (fired, no final outcome yet)."""
     now_ms: int = 0
 
     def why_not(
@@ -96,7 +99,7 @@ class TenantLoad:
         if caps.in_flight and self.running + running_now >= caps.in_flight:
             return (
                 f"the tenant has {self.running + running_now} runs in progress on this "
-                f"scheduler partition, its share {caps.in_flight} of the tenant's cap "
+                f"scheduler process's partitions, its share {caps.in_flight} of the tenant's cap "
                 "(KADENCE_TENANT_MAX_IN_FLIGHT); runs go on as its runs end"
             )
         return None
@@ -116,8 +119,8 @@ class TenantLoad:
 
 @dataclass
 class TenantUse:
-    """What each tenant's jobs started and reserved per second on this process's partitions,
-    in its memory."""
+    """What each tenant's jobs started and reserved per second, and have in progress, on this
+    process's partitions, in its memory."""
 
     fires_per_s: int = 0
     fires_by_tenant: Mapping[str, int] = field(default_factory=dict)
@@ -134,6 +137,11 @@ class TenantUse:
     _caps: dict[tuple[str, int], TenantCaps] = field(default_factory=dict)
     _pruned: dict[str, int] = field(default_factory=dict)
     """The second each tenant's counts were last pruned in."""
+    _running: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Each tenant's runs in progress by job partition, as that partition last read or wrote
+    them (only the tenants with some, on the partitions that have some)."""
+    _running_total: dict[str, int] = field(default_factory=dict)
+    """Their sum per tenant."""
 
     def caps(self, tenant: str) -> TenantCaps:
         """The tenant's caps on this process (from the settings and the partitions it owns:
@@ -161,6 +169,39 @@ class TenantUse:
             max(0, running),
             now_ms,
         )
+
+    def running_on(self, tenant: str, partition: int, count: int) -> None:
+        """The tenant has `count` runs in progress on `partition` now."""
+        parts = self._running.get(tenant)
+        before = 0 if parts is None else parts.get(partition, 0)
+        if count == before:
+            return
+        if count:
+            if parts is None:
+                parts = self._running[tenant] = {}
+            parts[partition] = count
+        elif parts is not None:
+            del parts[partition]
+            if not parts:
+                del self._running[tenant]
+        total = self._running_total.get(tenant, 0) + count - before
+        if total:
+            self._running_total[tenant] = total
+        else:
+            self._running_total.pop(tenant, None)
+
+    def running(self, tenant: str) -> int:
+        """The tenant's runs in progress on the process's partitions."""
+        return self._running_total.get(tenant, 0)
+
+    def recount(self, counts: Mapping[int, Mapping[str, int]]) -> None:
+        """Forget the runs in progress counted so far: the process's partitions have `counts`
+        (partition -> tenant -> runs)."""
+        self._running.clear()
+        self._running_total.clear()
+        for partition, tenants in counts.items():
+            for tenant, count in tenants.items():
+                self.running_on(tenant, partition, count)
 
     def fired(self, tenant: str, seconds: Mapping[int, int], now_ms: int) -> None:
         """Count scheduled runs started (per second they may start in); the seconds past are
@@ -238,7 +279,15 @@ class TenantRuns:
         self._before[key] = (0, None) if state is None else (len(state.running), state.held_ms)
 
     def load(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> TenantLoad:
-        return self.use.load(tenant, self.in_flight(ctx, tenant), now_ms)
+        """The tenant's use on the process's partitions, this one's runs in progress read
+        again (an undone unit of work may have left the process's count off)."""
+        self.in_flight(ctx, tenant)
+        return self.use.load(tenant, self.use.running(tenant), now_ms)
+
+    def recount(self, tasks: Mapping[int, ProcessorContext]) -> None:
+        """Count the runs in progress again from the stores of the partitions the process owns
+        now (`tasks`): after an assignment, a revocation or an abort."""
+        self.use.recount({p: dict(_counted(ctx)) for p, ctx in tasks.items()})
 
     def written(
         self,
@@ -280,6 +329,7 @@ class TenantRuns:
         counted = INFLIGHT_PREFIX + tenant.encode()
         total = max(0, self.in_flight(ctx, tenant) + change)
         ctx.keep(counted, total, _count_bytes)  # written once a transaction
+        self.use.running_on(tenant, ctx.partition, total)
 
     def in_flight(self, ctx: ProcessorContext, tenant: str) -> int:
         if not self.use.caps(tenant).in_flight:
@@ -287,8 +337,30 @@ class TenantRuns:
         counted = INFLIGHT_PREFIX + tenant.encode()
         cached = ctx.cache.get(counted)
         if isinstance(cached, int):
-            return cached
-        raw = ctx.get(counted)
-        total = int(raw) if raw else 0
-        ctx.cache[counted] = total
+            total = cached
+        else:
+            raw = ctx.get(counted)
+            total = int(raw) if raw else 0
+            ctx.cache[counted] = total
+        self.use.running_on(tenant, ctx.partition, total)
         return total
+
+
+SCAN_PAGE = 1_000
+"""Keys read at a time when the counts are read again (`_counted`)."""
+
+
+def _counted(ctx: ProcessorContext) -> Iterator[tuple[str, int]]:
+    """(tenant, runs in progress) of every `~inflight/<tenant>` in the partition's store."""
+    after = INFLIGHT_PREFIX
+    while True:
+        keys = ctx.keys_after(after, SCAN_PAGE)
+        for key in keys:
+            if not key.startswith(INFLIGHT_PREFIX):
+                return
+            raw = ctx.get(key)
+            if raw:
+                yield key[len(INFLIGHT_PREFIX) :].decode(), int(raw)
+        if len(keys) < SCAN_PAGE:
+            return
+        after = keys[-1]
