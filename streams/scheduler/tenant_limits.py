@@ -16,9 +16,10 @@ allows its share of the tenant's cap (the cap times the partitions it owns over 
 rounded up), which holds the tenant to the cap overall. Judging them per partition (each its
 share of the cap) held back a tenant within its cap: job keys hash unevenly, and 2 000 jobs of
 one tenant due in one second put up to 210 on a partition whose share was 167, so 3 136 of B1's
-100 000 one-off runs waited a second or more; and 800 per-second jobs of one tenant dispatched
-30 s ahead put up to 4 167 runs in progress on one partition while the tenant had about 35 000
-of its 50 000 (B2 at 16 000/s: 9 076 jobs waited, 136 843 runs skipped late).
+100 000 one-off runs waited a second or more; and the per-second jobs of one tenant, each with
+its runs dispatched ahead in progress, put 1.10 to 1.35 times their mean on the busiest of 12
+partitions (B2's keys at 16 000/s), whose share of the in-flight cap was then full while the
+tenant had 74 to 91 % of the cap in progress.
 Runs in progress are stored per partition (`~inflight/<tenant>`, in its store: they outlive the
 process) and summed in the process's memory (`TenantUse.running_on`), read again from every
 owned partition's store when the partitions it owns change or an abort puts them back
