@@ -77,8 +77,9 @@ def _where(row: dict[str, Any]) -> str:
         return ""
     partitions = ",".join(str(p) for p in detail["by_job_partition"])
     noticed = [int(s) for s in detail["noticed_s_after_start"]]
+    by_cap = ", ".join(f"{cap} {_n(n)}" for cap, n in detail.get("throttled_by", {}).items())
     others = ", ".join(
-        f"{name} {_n(n)}"
+        f"{name} {_n(n)}" + (f" ({by_cap})" if name == "throttled" and by_cap else "")
         for name, n in detail.get("decisions", {}).items()
         if name not in ("coalesced", "missed")
     )

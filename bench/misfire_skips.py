@@ -20,6 +20,8 @@ from testkit.topic_reader import read_to_end
 SKIPS = frozenset({Decision.coalesced, Decision.missed})
 ROUTINE = frozenset({Decision.fired, Decision.succeeded})
 """Decisions every run of a bench has; `Skips.decisions` counts the others."""
+CAPS = ("KADENCE_TENANT_MAX_IN_FLIGHT", "KADENCE_TENANT_FIRES_PER_S")
+"""The tenant caps a `throttled` record's reason names (streams/scheduler/tenant_limits.py)."""
 
 
 def occurrences(record: HistoryRecord, every_ms: int) -> int:
@@ -63,11 +65,16 @@ class Skips:
     decisions: dict[str, int] = field(default_factory=dict)
     """History records by decision, but `fired` and `succeeded`: what else the scheduler decided
     in the run (`throttled`: jobs that began to wait for their tenant's caps)."""
+    throttled_by: dict[str, int] = field(default_factory=dict)
+    """`throttled` records by the cap their reason names (its setting), `other` if none."""
 
     def add(self, record: HistoryRecord, every_ms: int, partitions: int) -> None:
         if record.decision not in ROUTINE:
             name = record.decision.value
             self.decisions[name] = self.decisions.get(name, 0) + 1
+        if record.decision is Decision.throttled:
+            cap = next((c for c in CAPS if c in (record.reason or "")), "other")
+            self.throttled_by[cap] = self.throttled_by.get(cap, 0) + 1
         n = occurrences(record, every_ms)
         if not n:
             return
@@ -94,6 +101,11 @@ class Skips:
             ),
             "jobs": len(self.jobs),
             "decisions": dict(sorted(self.decisions.items())),
+            **(
+                {"throttled_by": dict(sorted(self.throttled_by.items()))}
+                if self.throttled_by
+                else {}
+            ),
         }
 
 

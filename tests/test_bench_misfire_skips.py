@@ -7,10 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bench.headline import headline
-from bench.misfire_skips import Skips
+from bench.misfire_skips import CAPS, Skips
 from kadence.client import routing_key
 from kadence.models import Decision, HistoryRecord
 from kadence.partitioning import partition_for
+from streams.scheduler.tenant_limits import TenantCaps, TenantLoad
 
 START = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
 PARTITIONS = 12
@@ -34,8 +35,11 @@ def test_skips_are_counted_by_job_partition_by_when_decided_and_by_how_late() ->
     found.add(skip("b", 200, 242, unlisted="5"), 1_000, PARTITIONS)  # a summary: 5, no lateness
     fired = HistoryRecord(tenant="t1", job_id="c", decision=Decision.fired, at=START)
     found.add(fired, 1_000, PARTITIONS)  # skips nothing: not counted anywhere
-    waits = HistoryRecord(tenant="t1", job_id="c", decision=Decision.throttled, at=START)
-    found.add(waits, 1_000, PARTITIONS)  # skips nothing either, but is said
+    waits = HistoryRecord(
+        tenant="t1", job_id="c", decision=Decision.throttled, at=START,
+        reason="the tenant has 9 runs in progress ... (KADENCE_TENANT_MAX_IN_FLIGHT); runs go on",
+    )  # fmt: skip
+    found.add(waits, 1_000, PARTITIONS)  # skips nothing either, but is said, with its cap
     a = partition_for(routing_key("t1", "a", None), PARTITIONS)
     b = partition_for(routing_key("t1", "b", None), PARTITIONS)
     assert found.total == 35
@@ -47,6 +51,7 @@ def test_skips_are_counted_by_job_partition_by_when_decided_and_by_how_late() ->
     assert detail["late_when_noticed_s"] == {"min": 36.5, "max": 65.5}
     assert detail["jobs"] == 2
     assert detail["decisions"] == {"coalesced": 31, "throttled": 1}
+    assert detail["throttled_by"] == {"KADENCE_TENANT_MAX_IN_FLIGHT": 1}
 
 
 def test_nothing_skipped_adds_nothing_to_the_row() -> None:
@@ -58,7 +63,7 @@ def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
     for due in range(100, 103):
         found.add(skip("a", due, 131), 1_000, PARTITIONS)
     waits = HistoryRecord(tenant="t1", job_id="a", decision=Decision.throttled, at=START)
-    found.add(waits, 1_000, PARTITIONS)
+    found.add(waits, 1_000, PARTITIONS)  # no cap named: `other`
     row = {
         "rate_per_s": 8000,
         "on_time": False,
@@ -69,5 +74,15 @@ def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
     a = partition_for(routing_key("t1", "a", None), PARTITIONS)
     assert headline(row) == (
         f"8000/s NOT on time: p99 0.6 s, 3 skipped late (missed-run policy: 1 jobs on job "
-        f"partitions {a}, decided 130-140 s after the start; history also says throttled 1)"
+        f"partitions {a}, decided 130-140 s after the start; history also says throttled 1 "
+        "(other 1))"
     )
+
+
+def test_the_caps_it_tells_apart_are_the_ones_the_scheduler_names() -> None:
+    """`throttled_by` reads the setting a reason names: each cap's reason names its own."""
+    in_flight = TenantLoad(TenantCaps(in_flight=1), running=1).why_not(0, {}, 0, mine=False)
+    per_second = TenantLoad(TenantCaps(fires_per_s=1), fired={0: 1}).why_not(0, {}, 0, mine=False)
+    assert in_flight is not None and per_second is not None
+    assert [c for c in CAPS if c in in_flight] == ["KADENCE_TENANT_MAX_IN_FLIGHT"]
+    assert [c for c in CAPS if c in per_second] == ["KADENCE_TENANT_FIRES_PER_S"]
