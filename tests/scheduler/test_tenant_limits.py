@@ -308,10 +308,14 @@ def test_runs_in_progress_are_summed_over_partitions_and_counted_again_when_told
     assert use.running("acme") == 0 and use._running == {} and use._running_total == {}
 
 
-def _one_process(partitions: int, in_flight: int) -> tuple[SchedulerProcessor, list[Task], Any]:
+def _one_process(
+    partitions: int, *, in_flight: int = 0, fires_per_s: int = 0
+) -> tuple[SchedulerProcessor, list[Task], Any]:
     """A processor and the tasks of every job partition, as one process owning them all."""
     topics = Topics(KadenceSettings(partitions=partitions))
-    cfg = SchedulerConfig(topics, partitions, 1, "2025b", tenant_in_flight=in_flight)
+    cfg = SchedulerConfig(
+        topics, partitions, 1, "2025b", tenant_in_flight=in_flight, tenant_fires_per_s=fires_per_s
+    )
     proc = SchedulerProcessor(cfg, CODEC)
     out: list[tuple[Any, ...]] = []
     tasks = [Task(p, MemoryStore(), T0, 60_000) for p in range(partitions)]
@@ -340,7 +344,10 @@ def _fire_once_jobs(
             proc.fire(task, key, due)
 
 
-def _fired_and_waiting(proc: SchedulerProcessor, out: list[Any]) -> tuple[int, int]:
+def _outputs(
+    proc: SchedulerProcessor, out: list[Any]
+) -> tuple[list[ExecutionRequested], list[HistoryRecord]]:
+    """The runs fired and the `throttled` records written since the last call."""
     topics = proc.cfg.topics
     decoded = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t != topics.scheduler_changelog]
     out.clear()
@@ -348,6 +355,11 @@ def _fired_and_waiting(proc: SchedulerProcessor, out: list[Any]) -> tuple[int, i
     waits = [
         r for r in decoded if isinstance(r, HistoryRecord) and r.decision is Decision.throttled
     ]
+    return fired, waits
+
+
+def _fired_and_waiting(proc: SchedulerProcessor, out: list[Any]) -> tuple[int, int]:
+    fired, waits = _outputs(proc, out)
     return len(fired), len(waits)
 
 
@@ -361,7 +373,7 @@ def test_a_tenant_within_its_in_flight_cap_is_not_held_back_by_how_its_jobs_hash
     on partitions its keys favour waited (B2's keys put up to 1.35 times a tenant's mean on one
     of 12 partitions: its share there was full at 74 % of the cap in progress)."""
     partitions, cap = 12, 60
-    proc, tasks, out = _one_process(partitions, cap)
+    proc, tasks, out = _one_process(partitions, in_flight=cap)
     jobs = [f"j{i}" for i in range(cap + 3)]
     spread = Counter(partition_for(routing_key("acme", j, None), partitions) for j in jobs[:cap])
     assert max(spread.values()) > math.ceil(cap / partitions)  # a share each would hold back
@@ -375,7 +387,7 @@ def test_a_process_counts_the_runs_in_progress_of_partitions_it_has_not_touched(
     progress their stores hold when told it owns them, not only those of the partitions its
     jobs fire on next; and stops counting a partition it no longer owns."""
     partitions, cap = 12, 60
-    proc, tasks, out = _one_process(partitions, cap)
+    proc, tasks, out = _one_process(partitions, in_flight=cap)
     place = {j: partition_for(routing_key("acme", j, None), partitions) for j in
              (f"j{i}" for i in range(2_000))}  # fmt: skip
     before = [j for j, p in place.items() if p >= 2][:40]  # on partitions 2-11
@@ -384,7 +396,7 @@ def test_a_process_counts_the_runs_in_progress_of_partitions_it_has_not_touched(
     assert _fired_and_waiting(proc, out) == (40, 0)
     _commit(tasks)
     out.clear()
-    restarted, _, _ = _one_process(partitions, cap)  # a new process
+    restarted, _, _ = _one_process(partitions, in_flight=cap)  # a new process
     restarted.owned(dict(enumerate(tasks)))  # as the runtime tells it (streams/runtime/loop.py)
     assert restarted.tenants.use.running("acme") == 40
     _fire_once_jobs(restarted, tasks, after, T0 + 20_000, 100)
@@ -469,34 +481,11 @@ def test_a_tenant_within_its_cap_is_not_held_back_by_how_its_jobs_hash() -> None
     With a share of the cap per partition, those on partitions its keys favour waited (B1's
     100 000 one-offs: 3 136 of them, a second or more late)."""
     partitions, cap, due = 12, 60, T0 + 10_000
-    topics = Topics(KadenceSettings(partitions=partitions))
-    cfg = SchedulerConfig(topics, partitions, 1, "2025b", tenant_fires_per_s=cap)
-    proc = SchedulerProcessor(cfg, CODEC)
-    out: list[tuple[Any, ...]] = []
-    tasks = [Task(p, MemoryStore(), T0, 60_000) for p in range(partitions)]
-    for task in tasks:
-        task._emit = lambda *a: out.append(a)
-        task.changelog = topics.scheduler_changelog
+    proc, tasks, out = _one_process(partitions, fires_per_s=cap)
     jobs = [f"j{i}" for i in range(cap + 3)]
-    where = {j: partition_for(routing_key("acme", j, None), partitions) for j in jobs}
-    spread = Counter(where[j] for j in jobs[:cap])
+    spread = Counter(partition_for(routing_key("acme", j, None), partitions) for j in jobs[:cap])
     assert max(spread.values()) > math.ceil(cap / partitions)  # a share each would hold back
-    for offset, job in enumerate(jobs):
-        d = ScheduleDefinition(
-            tenant="acme", job_id=job, version=1, target=KafkaTarget(topic="o"),
-            schedule={"kind": "once", "run_at": ms_to_datetime(due)},
-        )  # fmt: skip
-        task = tasks[where[job]]
-        record = InputRecord(topics.schedules, task.partition, offset, d.key.encode(),
-                             CODEC.encode(d), [], T0)  # fmt: skip
-        proc.process(task, record, T0)
-    for task in tasks:
-        for key in task.due(due, 1_000):
-            proc.fire(task, key, due)
-    decoded = [CODEC.decode(v) for (t, _p, _k, v, _h) in out if t != topics.scheduler_changelog]
-    fired = [r for r in decoded if isinstance(r, ExecutionRequested)]
-    waits = [
-        r for r in decoded if isinstance(r, HistoryRecord) and r.decision is Decision.throttled
-    ]
+    _fire_once_jobs(proc, tasks, jobs, due, 0)
+    fired, waits = _outputs(proc, out)
     assert len(fired) == cap and all(r.dispatched_at == r.due_at for r in fired)
     assert len(waits) == 3 and {r.job_id for r in fired}.isdisjoint(r.job_id for r in waits)
