@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kadence.quick_frozen import quick_init
+
 REPLAY_PREFIX = b"~replay/"
 
 
@@ -29,6 +31,7 @@ def replay_key(topic: str) -> bytes:
     return REPLAY_PREFIX + topic.encode()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Entry:
     topic: str

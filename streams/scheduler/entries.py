@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from kadence.quick_frozen import quick_init
 from kadence.timeengine.identity import execution_id
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Running:
     """An execution dispatched and not yet known to be finished."""
@@ -26,6 +28,7 @@ class Running:
     """Whether its id is `<key>@<nominal instant>` (None: not looked at yet; `compact`)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Pending:
     """A run waiting: buffered behind a running one (of the job, or of its concurrency group:
@@ -38,6 +41,7 @@ class Pending:
     trigger: str = "schedule"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Ahead:
     """An occurrence dispatched before its due time; revocable until then."""

@@ -18,6 +18,7 @@ from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
 from kadence.models import Decision, HistoryRecord, OverlapPolicy, TriggerKind, WireModel
 from kadence.models.base import IDENT_RE
+from kadence.quick_frozen import quick_init
 from streams.scheduler.breaker import DEFAULTS, Breaker, BreakerConfig, Gate
 from streams.scheduler.entries import Ahead
 from streams.scheduler.state import JobState
@@ -110,6 +111,7 @@ class Facts:
         return self.breaker.gate(self.now_ms, self.breaker_cfg)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Shot:
     """One execution to dispatch now."""
