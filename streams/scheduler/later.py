@@ -47,6 +47,39 @@ _ID = attrgetter("execution_id")
 _DUE = attrgetter("due_ms")
 
 
+class _Log:
+    """The successes waiting on one base, in the order they came, shared by the `Waiting`s made
+    one from the other: each sees the first `n` (`Waiting.n`), and `admit` appends to it in
+    place while it extends the newest, so that a success costs no copy of those before it. An
+    undo puts an older `Waiting` back; the next `admit` from it copies its part (`upto`)."""
+
+    __slots__ = ("at", "entries", "ids", "times")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        """The executions that succeeded."""
+        self.entries: list[str] = []
+        """Their `<execution id>#<attempt>`, as `finished` remembers them."""
+        self.times: list[int] = []
+        """When each was taken (never earlier than the one before): the look-ahead entries due
+        by then had been dropped when it was applied."""
+        self.at: dict[str, int] = {}
+        """Execution id -> its place in `ids` (each id is in it once)."""
+
+    def add(self, eid: str, entry: str, at_ms: int) -> None:
+        self.at[eid] = len(self.ids)
+        self.ids.append(eid)
+        self.entries.append(entry)
+        self.times.append(at_ms)
+
+    def upto(self, n: int) -> _Log:
+        """A copy of the first `n`."""
+        log = _Log()
+        log.ids, log.entries, log.times = self.ids[:n], self.entries[:n], self.times[:n]
+        log.at = {eid: i for i, eid in enumerate(log.ids)}
+        return log
+
+
 @dataclass(slots=True)
 class Waiting:
     """A job's state as last applied (`base`) and the quiet successes not applied to it yet.
@@ -55,13 +88,9 @@ class Waiting:
     and one is made per success."""
 
     base: JobState
-    ids: tuple[str, ...]
-    """The executions that succeeded, in the order their outcomes came."""
-    entries: tuple[str, ...]
-    """Their `<execution id>#<attempt>`, as `finished` remembers them."""
-    times: tuple[int, ...]
-    """When each was taken (never earlier than the one before): the look-ahead entries due by
-    then had been dropped when it was applied."""
+    log: _Log = field(compare=False, repr=False)
+    n: int
+    """How many of `log`'s successes are this one's."""
     listed: Mapping[str, int] = field(compare=False, repr=False)
     """`base`'s runs listed once in `running`: execution id -> attempt (looked up once for all
     the successes that wait on one base; never changed)."""
@@ -69,40 +98,61 @@ class Waiting:
     """`base.finished` as a set (made once for all the successes that wait on one base: the
     tuple holds up to RECENT_LIMIT entries, and each success looked through it)."""
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The executions that succeeded, in the order their outcomes came."""
+        return tuple(self.log.ids[: self.n])
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """Their `<execution id>#<attempt>`, as `finished` remembers them."""
+        return tuple(self.log.entries[: self.n])
+
+    @property
+    def times(self) -> tuple[int, ...]:
+        """When each was taken (never earlier than the one before)."""
+        return tuple(self.log.times[: self.n])
+
+    @property
+    def last_ms(self) -> int:
+        """When the newest was taken."""
+        return self.log.times[self.n - 1]
+
+
+_SUCCEEDED = OutcomeStatus.succeeded
+
 
 def admit(
     held: JobState | Waiting, outcome: ExecutionOutcome, now_ms: int, codec: Codec
 ) -> Waiting | None:
     """`held` with `outcome` waiting too, or None when it must be applied at once."""
-    base, before = (held.base, held) if isinstance(held, Waiting) else (held, None)
-    eid, attempt = outcome.execution_id, outcome.attempt
-    waiting = before.ids if before is not None else ()
-    if (
-        outcome.status is not OutcomeStatus.succeeded
-        or eid in waiting
-        or len(base.finished) + len(waiting) + 1 > RECENT_LIMIT
-        or is_notification(eid)
-        or (before is None and not _job_lets(base, codec))  # (the base's: a success changes none)
-    ):
+    if outcome.status is not _SUCCEEDED:
         return None
-    listed = before.listed if before is not None else _listed_once(base)
-    if listed.get(eid) != attempt:
+    eid = outcome.execution_id
+    if type(held) is Waiting:
+        base, n, log = held.base, held.n, held.log
+        place = log.at.get(eid)
+        if (place is not None and place < n) or len(base.finished) + n >= RECENT_LIMIT:
+            return None
+        listed, finished = held.listed, held.finished
+    else:
+        assert isinstance(held, JobState)
+        base, n, log = held, 0, None
+        if len(base.finished) >= RECENT_LIMIT or not _job_lets(base, codec):
+            return None  # (the base's: a success changes none of what `_job_lets` looks at)
+        listed, finished = _listed_once(base), frozenset(base.finished)
+    attempt = outcome.attempt
+    if listed.get(eid) != attempt or is_notification(eid):
         return None
-    finished = before.finished if before is not None else frozenset(base.finished)
     entry = f"{eid}#{attempt}"
     if entry in finished:
         return None
-    if before is None:
-        return Waiting(base, (eid,), (entry,), (now_ms,), listed, finished)
-    at = max(before.times[-1], now_ms)
-    return Waiting(
-        base,
-        (*before.ids, eid),
-        (*before.entries, entry),
-        (*before.times, at),
-        listed,
-        finished,
-    )
+    if log is None:
+        log = _Log()
+    elif n != len(log.ids):  # a newer one was undone: this one goes on from its own part
+        log = log.upto(n)
+    log.add(eid, entry, max(log.times[-1], now_ms) if n else now_ms)
+    return Waiting(base, log, n + 1, listed, finished)
 
 
 def _listed_once(state: JobState) -> dict[str, int]:
@@ -130,7 +180,7 @@ def keeps_early(waiting: Waiting, facts: Facts) -> bool:
     """Whether settling the step of the newest waiting success (at `facts.now_ms`) would leave
     the job's `early_ms`, hence its wake time, as it is."""
     base = waiting.base
-    ahead, now = base.ahead, waiting.times[-1]
+    ahead, now = base.ahead, waiting.last_ms
     if ahead and ahead[-1].due_ms <= now:  # else `early_after` sees what it would after the drop
         ahead = _due_dropped(base, now)  # (it looks only at whether any is left, and the last)
     return early_after(base, ahead, facts) == base.early_ms
@@ -147,8 +197,9 @@ def caught_up(waiting: Waiting) -> JobState:
     if unsettled and not gone.isdisjoint(unsettled):
         unsettled = tuple(e for e in unsettled if e not in gone)
     finished = (*base.finished, *waiting.entries)
-    times = waiting.times
-    folded_with = base if len(times) == 1 else base.evolve(ahead=_due_dropped(base, times[-2]))
+    times = waiting.log.times
+    n = waiting.n
+    folded_with = base if n == 1 else base.evolve(ahead=_due_dropped(base, times[n - 2]))
     mark, kept = _folded(folded_with, running, finished, unsettled)
     after = base.evolve(
         running=running,
@@ -156,7 +207,7 @@ def caught_up(waiting: Waiting) -> JobState:
         finished=kept,
         unsettled=unsettled,
         settled_ms=mark,
-        ahead=_due_dropped(base, times[-1]),
+        ahead=_due_dropped(base, times[n - 1]),
     )
     return kept_payloads(after)
 

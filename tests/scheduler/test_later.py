@@ -96,6 +96,9 @@ def test_waiting_successes_give_the_state_applying_each_at_once_gives(
         effects = outcomes.apply_outcome(eager, o, facts)
         assert effects.state is not None
         waiting = waits(held, o, facts)
+        if data.draw(st.integers(0, 5)) == 0:  # the unit is undone: what was held stays
+            assert later.current(held) == eager
+            continue
         if waiting is not None:
             assert write_behind.quiet(CODEC, eager, effects), "only a quiet step's success waits"
             assert effects.breaker is not None and effects.breaker_change is None
@@ -156,3 +159,35 @@ def test_what_must_be_applied_at_once_does_not_wait() -> None:
     once = later.admit(state, success, facts.now_ms, CODEC)
     assert once is not None
     assert later.admit(once, success, facts.now_ms, CODEC) is None  # the same success again
+
+
+def test_a_waiting_success_undone_leaves_the_one_before_it_as_it_was() -> None:
+    """A success's `Waiting` shares what waits with the one it was made from (later._Log); a
+    unit of work undone puts the one before back, and what is admitted to that one next waits
+    beside its own successes only, while the undone one still sees its own."""
+    job = create(definition(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"}))
+    assert job.next_due_ms is not None
+    fired = firing.on_due(job, ctx(job.next_due_ms, ahead_ms=30_000))
+    assert fired.state is not None
+    state = fired.state.evolve(_definition_stored=True)
+    first, second, third = (outcome(ex, OutcomeStatus.succeeded) for ex in executions(fired)[:3])
+    now = job.next_due_ms + 1_000
+    one = later.admit(state, first, now, CODEC)
+    assert one is not None
+    two = later.admit(one, second, now + 1, CODEC)  # then undone
+    assert two is not None
+    other = later.admit(one, third, now + 2, CODEC)
+    assert other is not None
+    assert one.ids == (first.execution_id,) and one.times == (now,)
+    assert two.ids == (first.execution_id, second.execution_id)
+    assert other.ids == (first.execution_id, third.execution_id)
+    assert other.times == (now, now + 2) and other.last_ms == now + 2
+    again = later.admit(one, second, now + 3, CODEC)  # the undone one read again: it waits
+    assert again is not None and again.ids == two.ids
+    assert later.admit(other, third, now + 4, CODEC) is None  # its own: already waiting
+    eager = state
+    for o, at in ((first, now), (third, now + 2)):
+        applied = outcomes.apply_outcome(eager, o, ctx(at, ahead_ms=30_000)).state
+        assert applied is not None
+        eager = applied
+    assert later.caught_up(other) == eager
