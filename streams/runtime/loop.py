@@ -127,9 +127,6 @@ class Runner:
         self._gave_way = False
         """The last turn's firing stopped for waiting input with timers still due: the next
         read does not wait."""
-        self._fire_from = 0
-        """Where (an index in `tasks`) the next turn's firing starts: one partition on from the
-        last turn's first, or the one after where the last turn's firing gave way."""
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -326,7 +323,7 @@ class Runner:
 
     def _fire(self, now: int, input_ns: int | None = None) -> bool:
         """Due timers as units, `max_fires_per_turn` in all, a different partition first each
-        turn (round the partitions); False when the transaction was aborted meanwhile.
+        turn; False when the transaction was aborted meanwhile.
 
         `input_ns`: more input waits, and the turn's read and processing took this long. Then
         (`fire_gives_way`) the firing of timers that dispatch nothing due soon (no unit asked
@@ -343,9 +340,8 @@ class Runner:
         spent = 0
         self.work.switch("fire")  # loading the timer window (and decoding ahead) included
         tasks = list(self.tasks.values())
-        start = self._fire_from % len(tasks) if tasks else 0
-        self._fire_from = start + 1
-        for at, task in enumerate(tasks[start:] + tasks[:start], start):
+        start = self.stats.turns % len(tasks) if tasks else 0
+        for task in tasks[start:] + tasks[:start]:
             while budget > 0:
                 asked = budget if allowance is None else min(budget, FIRE_CHUNK)
                 keys = task.due(now, asked)
@@ -366,8 +362,8 @@ class Runner:
                         return False
                 if allowance is None or len(keys) < asked:
                     break  # (without an allowance one take had the whole budget)
-                if spent >= allowance:  # the partitions after this one fire first next turn
-                    self._gave_way, self._fire_from = True, at + 1
+                if spent >= allowance:
+                    self._gave_way = True
                     return True
         return True
 
