@@ -71,7 +71,6 @@ def wire(
         session_timeout_ms=settings.session_timeout_ms,
         standby_partitions=settings.partitions if settings.standby else 0,
         max_fires_per_turn=settings.fires_per_transaction,
-        fire_gives_way=True,  # look-ahead refills wait for waiting outcomes, not the reverse
         replay_topics=(topics.outcomes,),  # also at 0: what an earlier run left is replayed
         write_behind_ms=settings.write_behind_ms,
     )

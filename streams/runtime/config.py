@@ -29,12 +29,6 @@ class RunnerConfig:
     window_ms: int = 60_000
     max_fires_per_turn: int = 5_000
     max_records_per_turn: int = 2_000
-    fire_gives_way: bool = False
-    """While input waits (the turn's read returned all it asked for), firing that dispatches
-    nothing due soon (no unit asked to `commit_soon`: a dispatch-ahead refill) stops once it
-    has taken as long as the turn's input did (`FIRE_SHARE_FLOOR_MS` at least) and the next
-    turn reads first (loop.py, `_fire`). False: a turn fires up to `max_fires_per_turn`. The
-    scheduler sets it (apps/scheduler.py): its outcomes count as runs in progress until read."""
     idle_poll_s: float = 0.02
     commit_interval_ms: int = 100
     """An open transaction commits once it is this old (by the runner's clock): the longest a

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from functools import partial
 
@@ -53,13 +52,6 @@ from streams.runtime.store import open_store
 from streams.runtime.task import Task
 
 log = logging.getLogger(__name__)
-
-FIRE_CHUNK = 32
-"""Timers taken from a partition's wheel at a time while firing may give way to input (every
-timer taken is fired: the turn may stop between two such takes only)."""
-FIRE_SHARE_FLOOR_MS = 20
-"""While input waits, firing that dispatches nothing due soon has this long a turn at least,
-however little the turn's input took (`RunnerConfig.fire_gives_way`)."""
 
 
 class Runner:
@@ -122,11 +114,6 @@ class Runner:
         whatever the records carry."""
         self.standbys = standbys_for(cfg, clients, self._open_store)
         self._standbys_due = False  # a revocation: copies of what it took follow
-        self._ns = time.perf_counter_ns
-        """The clock a turn's input and firing are timed by (`_fire`)."""
-        self._gave_way = False
-        """The last turn's firing stopped for waiting input with timers still due: the next
-        read does not wait."""
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -215,13 +202,12 @@ class Runner:
         transaction (opened by the first unit of work), and commit it when it is due."""
         self._in_turn = True
         self.work.switch("poll")  # rebalances and restores (in consume's callbacks) included
-        began, asked = self._ns(), self._turn_messages()
-        msgs = self.consumer.consume(num_messages=asked, timeout=self._poll_timeout_s())
+        msgs = self.consumer.consume(
+            num_messages=self._turn_messages(), timeout=self._poll_timeout_s()
+        )
         self.lag.update(self.consumer)
         now = self.clock.now_ms()
-        whole = self._process(msgs, now) and self._maintenance(now)
-        input_ns = self._ns() - began if len(msgs) >= asked else None  # more input waits
-        whole = whole and self._fire(now, input_ns)
+        whole = self._process(msgs, now) and self._maintenance(now) and self._fire(now)
         if whole and not self.session.open and self.replays.due(self.tasks, now):
             self._begin(now)  # a deferred state has waited long enough: a commit writes it
         if whole and self.session.open and self._commit_due(now):
@@ -321,50 +307,26 @@ class Runner:
                     return False
         return True
 
-    def _fire(self, now: int, input_ns: int | None = None) -> bool:
+    def _fire(self, now: int) -> bool:
         """Due timers as units, `max_fires_per_turn` in all, a different partition first each
-        turn; False when the transaction was aborted meanwhile.
-
-        `input_ns`: more input waits, and the turn's read and processing took this long. Then
-        (`fire_gives_way`) the firing of timers that dispatch nothing due soon (no unit asked
-        to `commit_soon`) stops once it has taken as long, FIRE_SHARE_FLOOR_MS at least, and
-        the next turn reads first: a scheduler's look-ahead refills (runs due 15-30 s later)
-        no longer hold up the outcomes behind them, which count as runs in progress against
-        the tenants' caps until they are read. Firing that dispatches runs due now never
-        gives way: a burst of one-offs fires as before."""
+        turn; False when the transaction was aborted meanwhile."""
         budget = self.cfg.max_fires_per_turn
-        allowance = None
-        if input_ns is not None and self.cfg.fire_gives_way:
-            allowance = max(input_ns, FIRE_SHARE_FLOOR_MS * 1_000_000)
-        self._gave_way = False
-        spent = 0
         self.work.switch("fire")  # loading the timer window (and decoding ahead) included
         tasks = list(self.tasks.values())
         start = self.stats.turns % len(tasks) if tasks else 0
         for task in tasks[start:] + tasks[:start]:
-            while budget > 0:
-                asked = budget if allowance is None else min(budget, FIRE_CHUNK)
-                keys = task.due(now, asked)
-                for key in keys:
-                    marks, began = task.urgent_marks, self._ns()
-                    self._begin(now)
-                    if not task.attempt(
-                        partial(self.processor.fire, task, key, now),
-                        partial(self.processor.quarantine, task, key, now_ms=now),
-                    ):
-                        self._failed("firing", repr(key), task.partition, -1)
-                    self.stats.fires += 1
-                    self._units += 1
-                    budget -= 1
-                    if task.urgent_marks == marks:  # nothing due soon: it may give way
-                        spent += self._ns() - began
-                    if not self._settle():
-                        return False
-                if allowance is None or len(keys) < asked:
-                    break  # (without an allowance one take had the whole budget)
-                if spent >= allowance:
-                    self._gave_way = True
-                    return True
+            for key in task.due(now, budget):
+                self._begin(now)
+                if not task.attempt(
+                    partial(self.processor.fire, task, key, now),
+                    partial(self.processor.quarantine, task, key, now_ms=now),
+                ):
+                    self._failed("firing", repr(key), task.partition, -1)
+                self.stats.fires += 1
+                self._units += 1
+                budget -= 1
+                if not self._settle():
+                    return False
         return True
 
     def _settle(self, *, commit: bool = True) -> bool:
@@ -385,8 +347,6 @@ class Runner:
 
     def _poll_timeout_s(self) -> float:
         """How long an idle turn waits for input: not past the open transaction's commit."""
-        if self._gave_way:
-            return 0.0  # timers are still due
         if not self.session.open:
             return self.cfg.idle_poll_s
         left_ms = self._opened_ms + self.cfg.commit_interval_ms - self.clock.now_ms()

@@ -76,9 +76,6 @@ class Task:
         self.record_limit = RECORD_LIMIT
         self.urgent = False
         """A unit asked for the open transaction to be committed at the end of this turn."""
-        self.urgent_marks = 0
-        """How many times a unit asked it (never reset): the loop tells by it whether a timer's
-        firing dispatched something due soon."""
         self.deferred = Deferred()
         """Keys whose newest state is only in memory (streams/runtime/deferred.py)."""
         self.replay_topics: tuple[str, ...] = ()
@@ -190,7 +187,6 @@ class Task:
     def commit_soon(self) -> None:
         """What this unit produced should be visible now: commit at the end of this turn."""
         self.urgent = True
-        self.urgent_marks += 1
 
     def changelog_records(self) -> None:
         """Send the open batch to the changelog, one record per key: its last value, or a

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from streams.runtime import loop as loop_mod
 from streams.runtime.coalescing import Coalescer
 from streams.runtime.config import RunnerConfig
 from streams.runtime.context import ProcessorContext
@@ -476,72 +475,3 @@ def test_a_records_entries_are_one_unit_and_each_its_own_when_that_unit_fails(
     assert stored(runner, b"bad-0", 0) == b"1"
     assert stored(runner, b"bad-1", 0) is None
     assert runner.stats.records == 3
-
-
-class Refills(Counter):
-    """Records valued `arm` set their key's timer a second later; any other record is counted.
-    A timer forwards `fired`; with `due_now` it asks for a commit at the end of the turn, as
-    a scheduler's timer that dispatches a run due now does (a look-ahead refill does not)."""
-
-    def __init__(self, due_now: bool) -> None:
-        super().__init__()
-        self.due_now = due_now
-
-    def process(self, ctx: ProcessorContext, record: InputRecord, now_ms: int) -> None:
-        assert record.key is not None
-        if record.value == b"arm":
-            ctx.put(record.key, b"armed", now_ms + 1_000)
-        else:
-            super().process(ctx, record, now_ms)
-
-    def fire(self, ctx: ProcessorContext, key: bytes, now_ms: int) -> None:
-        ctx.put(key, b"done", None)
-        ctx.forward(OUT, ctx.partition, key, b"fired", [])
-        if self.due_now:
-            ctx.commit_soon()
-
-
-def _fired(driver: Driver) -> int:
-    return sum(1 for _, value in outputs(driver) if value == b"fired")
-
-
-@pytest.mark.parametrize(("due_now", "gives_way"), [(False, True), (True, True), (False, False)])
-def test_firing_that_dispatches_nothing_due_soon_gives_way_to_waiting_input(
-    topics: Driver, due_now: bool, gives_way: bool
-) -> None:
-    """While input waits (a turn read all it asked for), timers that dispatch nothing due soon
-    fire for as long as the turn's input took (20 ms at least) and the next turn reads first;
-    timers that dispatch runs due now, or a runner told not to, fire up to the turn's budget.
-    Timed by a clock that moves 1 ms a reading: the turn's input takes 1 ms."""
-    driver = topics
-    cfg = RunnerConfig(
-        app="app",
-        instance_id="a",
-        input_topics=[IN],
-        changelog_topic=CHANGELOG,
-        state_dir=None,
-        commit_interval_ms=0,
-        max_records_per_turn=10,
-        fire_gives_way=gives_way,
-    )
-    runner = driver.runner(cfg, Refills(due_now))
-    driver.turn(runner)  # assigned
-    for i in range(200):
-        driver.produce(IN, b"arm", key=b"t%03d" % i, partition=0)
-    driver.turn(runner, times=21)  # 10 a turn: every timer set
-    assert runner.stats.fires == 0 and runner.stats.records == 200
-    ticks = iter(range(0, 10**12, 1_000_000))
-    runner._ns = lambda: next(ticks)
-    driver.clock.advance(1_000)  # every timer due
-    for i in range(25):
-        driver.produce(IN, b"x", key=b"k%d" % i, partition=0)
-
-    driver.turn(runner)  # reads 10, 15 more wait
-    if gives_way and not due_now:
-        assert runner.stats.fires == loop_mod.FIRE_CHUNK  # 20 ms spent within the first take
-        driver.turn(runner)
-        assert runner.stats.fires == 2 * loop_mod.FIRE_CHUNK and runner.stats.records == 220
-        driver.turn(runner)  # the last 5 read, and nothing more waits: the rest fire
-    assert runner.stats.fires == 200
-    driver.turn(runner, times=3)
-    assert _fired(driver) == 200 and runner.stats.records == 225  # each once, nothing left
