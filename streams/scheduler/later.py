@@ -80,12 +80,13 @@ class _Log:
         return log
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Waiting:
     """A job's state as last applied (`base`) and the quiet successes not applied to it yet.
     Never changed once made (`admit` makes a new one: a failed unit of work puts the one
     before back); not frozen, because a frozen dataclass costs four times as much to make,
-    and one is made per success."""
+    and one is made per success. Two are equal when they hold the same base and the same
+    successes (whichever `_Log` holds them)."""
 
     base: JobState
     log: _Log = field(compare=False, repr=False)
@@ -117,6 +118,18 @@ class Waiting:
     def last_ms(self) -> int:
         """When the newest was taken."""
         return self.log.times[self.n - 1]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Waiting):
+            return NotImplemented
+        return (self.base, self.ids, self.entries, self.times) == (
+            other.base,
+            other.ids,
+            other.entries,
+            other.times,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 _SUCCEEDED = OutcomeStatus.succeeded

@@ -184,6 +184,8 @@ def test_a_waiting_success_undone_leaves_the_one_before_it_as_it_was() -> None:
     assert other.times == (now, now + 2) and other.last_ms == now + 2
     again = later.admit(one, second, now + 3, CODEC)  # the undone one read again: it waits
     assert again is not None and again.ids == two.ids
+    assert again != two and again.log is not two.log  # its own copy, taken at another time
+    assert again == later.admit(one, second, now + 3, CODEC)  # equal by what they hold
     assert later.admit(other, third, now + 4, CODEC) is None  # its own: already waiting
     eager = state
     for o, at in ((first, now), (third, now + 2)):
