@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kadence.client import KadenceClient
+from kadence.client import KadenceClient, routing_key
 from kadence.models import Decision, KafkaTarget, OnceSchedule, ScheduleDefinition
 from kadence.partitioning import partition_for
 from kadence.provisioning import delete_namespace
@@ -50,7 +50,7 @@ def _one_off(job_id: str, at: datetime) -> ScheduleDefinition:
 
 
 def _partition(settings: KadenceSettings, job_id: str) -> int:
-    return partition_for(f"acme/{job_id}", settings.partitions)
+    return partition_for(routing_key("acme", job_id, None), settings.partitions)
 
 
 def _assignment(settings: KadenceSettings, timeout_s: float = 60) -> dict[str, set[int]]:
