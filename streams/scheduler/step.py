@@ -13,6 +13,7 @@ from enum import StrEnum
 from itertools import compress
 from operator import attrgetter
 from typing import Any
+from zlib import crc32
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
@@ -218,9 +219,36 @@ def settle(effects: Effects, facts: Facts) -> Effects:
 def early_after(state: JobState, ahead: tuple[Ahead, ...], facts: Facts) -> int:
     """The `early_ms` `settle` gives `state` once its look-ahead entries are `ahead`."""
     early = facts.ahead_ms if may_go_early(state, facts) else 0
-    if early and ahead and state.next_due_ms is not None:  # refill at half the window
-        early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
+    next_due = state.next_due_ms
+    if early and ahead and next_due is not None:  # refill at half the window, on its beat
+        early = min(early, next_due - (ahead[-1].due_ms - facts.ahead_ms // 2))
+        if early < facts.ahead_ms:
+            key = state.definition(facts.codec).key
+            early = next_due - refill_at(next_due, facts.ahead_ms, refill_phase(key))
     return early
+
+
+def refill_at(next_due_ms: int, ahead_ms: int, phase_ms: int) -> int:
+    """When a job with runs out ahead, whose next occurrence is due at `next_due_ms`, refills
+    its look-ahead: at the last instant of its own beat (every half look-ahead, `phase_ms`
+    into it) at least half a look-ahead before that occurrence is due.
+
+    Before the beat every such job refilled exactly half a look-ahead before its last run out
+    was due, so per-second jobs created together (or caught up together after an outage)
+    refilled in the same instant for ever: 14 000 of them sent 210 000 runs in one burst every
+    15 s, which held the scheduler's turns for seconds while the outcomes waited. On its beat
+    a job still sends 15 s of runs at a time, 15 s apart, each between half and all of the
+    look-ahead before it is due, and a job woken late is back on its beat at the next wake;
+    the jobs' beats are spread over the 15 s by their keys."""
+    half = ahead_ms // 2
+    at = next_due_ms - half
+    return at - (at - phase_ms) % half if half > 0 else at
+
+
+def refill_phase(key: str) -> int:
+    """Where in the beat a job refills (`refill_at`): from its key, the same in every process
+    and after a restart."""
+    return crc32(key.encode())
 
 
 _DUE = attrgetter("due_ms")
