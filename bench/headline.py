@@ -108,6 +108,9 @@ def headline(row: dict[str, Any]) -> str:
     behind = (row.get("scheduler_behind_at_end") or {}).get("outcomes", 0)
     if behind:  # outcomes left for after the window: their CPU is not in the figures below
         line += f", the scheduler {_n(behind)} outcome records behind at the window's end"
+    during = row.get("scheduler_outcomes_behind_in_window") or {}
+    if during.get("max"):  # the lag that takes tenants to their in-flight cap
+        line += f" ({_n(during['max'])} at most in the window, {_n(during['mean'])} on average)"
     if "cpu_us_per_execution" in row:
         line += f" | CPU µs/exec: {cpu_part(row['cpu_us_per_execution'])}"
     if row.get("cpu_us_per_execution_by_work"):

@@ -221,6 +221,7 @@ def one_rate(
         "cpu_us_per_execution_by_work": cpu.by_work_us(),
         "bench_cpu_us_per_execution": cpu.own_us(),
         "scheduler_behind_at_end": cpu.behind,
+        "scheduler_outcomes_behind_in_window": cpu.behind_in_window(),
         "inbox_full": pauses,
         **({"py_spy": cpu.profiled} if cpu.profiled else {}),
         **(
@@ -228,6 +229,18 @@ def one_rate(
         ),
         "on_time": on_time,
     }
+
+
+BEHIND_EVERY_S = 2.0
+"""How often the window samples the outcome records the schedulers have yet to read (their
+metric is refreshed about as often)."""
+
+
+def behind_summary(samples: list[int]) -> dict[str, int]:
+    """The most and the mean of the samples of outcome records behind ({} without samples)."""
+    if not samples:
+        return {}
+    return {"max": max(samples), "mean": round(sum(samples) / len(samples))}
 
 
 def tail_seconds(settings: KadenceSettings) -> int:
@@ -350,8 +363,10 @@ class SteadyCpu:
         rate: int,
         profile: Path | None = None,
         own: dict[str, int | None] | None = None,
+        behind_every_s: float = BEHIND_EVERY_S,
     ) -> None:
         self.stack, self.from_s, self.to_s, self.rate = stack, from_s, to_s, rate
+        self.behind_every_s = behind_every_s
         self.own = {name: pid for name, pid in (own or {}).items() if pid is not None}
         """The benchmark's own processes on the same cores (name -> pid): measured apart, not
         in the stack's total."""
@@ -360,6 +375,9 @@ class SteadyCpu:
         self.behind: dict[str, int] = {}
         """What the schedulers had yet to read at the window's end, by topic: work the window
         left for later and did not count (the outcomes, when a scheduler falls behind)."""
+        self.behind_samples: list[int] = []
+        """The outcome records the schedulers had yet to read, every `behind_every_s` in the
+        window (`behind_in_window`)."""
         self.work_samples: list[dict[str, dict[str, float]]] = []
         self.sampler = None if profile is None else Sampler(profile, stack.pids())
         """py-spy over the same window (`--profile`): where each process's Python time goes."""
@@ -372,6 +390,9 @@ class SteadyCpu:
 
     def _run(self) -> None:
         for at in (self.from_s, self.to_s):
+            while len(self.samples) == 1 and at - time.time() > self.behind_every_s:
+                time.sleep(self.behind_every_s)  # the window: how far behind the outcomes are
+                self.behind_samples.append(self.stack.schedulers_behind().get("outcomes", 0))
             time.sleep(max(0.0, at - time.time()))
             self.samples.append(self.stack.cpu_s())
             self.own_samples.append({k: pid_cpu_seconds(pid) for k, pid in self.own.items()})
@@ -382,6 +403,12 @@ class SteadyCpu:
                 self.sampler.start()
         if self.sampler is not None:
             self.profiled = self.sampler.stop(round(self.rate * (self.to_s - self.from_s)))
+
+    def behind_in_window(self) -> dict[str, int]:
+        """How far behind the schedulers' outcomes were in the window, in records: their most
+        and their mean over the samples (a run counts as in progress until its outcome is
+        read, so a lag that grows takes the tenants to their in-flight cap)."""
+        return behind_summary(self.behind_samples)
 
     def per_execution_us(self) -> dict[str, float | None]:
         self._thread.join(35 if self.sampler is not None else 1)

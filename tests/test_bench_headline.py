@@ -6,6 +6,7 @@ scrapes of the processes' `kadence_work_cpu_seconds_total`."""
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from bench.cpu import lag_records, work_per_execution_us, work_seconds
 from bench.headline import cpu_part, headline, records_part, work_part
 from bench.stack import INBOX_FULL, Stack
+from bench.sustained import SteadyCpu, behind_summary
 from kadence.metrics import LagCollector, LagTracker
 from kadence.settings import KadenceSettings
 
@@ -188,6 +190,13 @@ def test_outcomes_a_scheduler_left_for_after_the_window_are_said() -> None:
     line = headline(row(scheduler_behind_at_end={"outcomes": 4321, "commands": 0}))
     assert "3 028/s done, the scheduler 4 321 outcome records behind at the window's end |" in line
     assert "behind" not in headline(row(scheduler_behind_at_end={"outcomes": 0}))
+    during = {"scheduler_outcomes_behind_in_window": {"max": 5210, "mean": 1402}}
+    line = headline(row(scheduler_behind_at_end={"outcomes": 4321}, **during))
+    assert (
+        "4 321 outcome records behind at the window's end"
+        " (5 210 at most in the window, 1 402 on average) |" in line
+    )
+    assert "at most" not in headline(row(scheduler_outcomes_behind_in_window={}))
     assert "behind" not in headline(row())
 
 
@@ -220,3 +229,30 @@ def test_a_worker_pauses_are_counted_in_its_own_log(tmp_path: Path) -> None:
         f"{line}{INBOX_FULL}\nINFO inbox full: 12 executions of tenants at their cap let go\n"
     )
     assert stack.inbox_pauses() == {"w0": 0, "w1": 2}
+
+
+def test_the_window_samples_how_far_behind_the_outcomes_are() -> None:
+    """B2 reads the schedulers' outcome lag every few seconds of the window (`behind_every_s`),
+    not only at its end: the lag that takes tenants to their in-flight cap shows as it grows."""
+
+    class Stack:
+        lags = iter([700, 2100, 1400, 900, 500])
+
+        def cpu_s(self) -> dict[str, float]:
+            return {"scheduler": 1.0}
+
+        def work_s(self) -> dict[str, dict[str, float]]:
+            return {}
+
+        def schedulers_behind(self) -> dict[str, int]:
+            return {"outcomes": next(self.lags, 0), "schedules": 3}
+
+    start = time.time()
+    cpu = SteadyCpu(Stack(), start, start + 0.35, rate=10, behind_every_s=0.1)  # type: ignore[arg-type]
+    cpu.start()
+    cpu._thread.join(5)
+    assert cpu.behind_samples[:2] == [700, 2100]  # sampled in the window
+    assert 2 <= len(cpu.behind_samples) <= 3
+    assert cpu.behind_in_window()["max"] == 2100
+    assert behind_summary([]) == {}
+    assert behind_summary([100, 200, 600]) == {"max": 600, "mean": 300}
