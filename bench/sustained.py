@@ -10,6 +10,7 @@
     python -m bench.sustained --rates 5000 --seconds 180 --profile   (py-spy, each process)
 
     python -m bench.sustained --rates 8000 --no-batches   (KADENCE_EXECUTION_BATCHES=false)
+    python -m bench.sustained --rates 14000 --stagger 15   (the jobs made over 15 s, not at once)
     python -m bench.sustained --rates 10000 --inbox 250000 --keep-logs   (each worker's inbox
     bound; the processes' logs left)
 
@@ -95,6 +96,7 @@ def one_rate(
     schedulers: int = 1,
     profile: bool = False,
     keep: bool = False,
+    stagger: int = 0,
 ) -> dict[str, Any]:
     """One rate on a fresh stack and namespace; `volume`: also count what it wrote to Kafka,
     records and bytes per execution by topic (bench/topic_volume.py), before the namespace
@@ -105,7 +107,7 @@ def one_rate(
     stack = Stack(settings, root, workers=workers, schedulers=schedulers, metrics=True).start()
     watcher: Watcher | None = None
     try:
-        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10 + stagger)
         end = start + timedelta(seconds=seconds - 1)
         tail = tail_seconds(settings)
         defs = [
@@ -127,7 +129,7 @@ def one_rate(
             f"sustained: {rate}/s for {seconds} s from {start.isoformat()}"
             f" (and {tail} s more, dispatched ahead within the window)"
         )
-        load(settings, iter(defs))
+        load_staggered(settings, defs, stagger)
         expect_all = rate * (seconds + tail)
         watcher = Watcher(settings, "out").start() if isinstance(target, KafkaTarget) else None
         warm_up = min(WARM_UP_S, seconds / 3)
@@ -229,6 +231,19 @@ def one_rate(
         ),
         "on_time": on_time,
     }
+
+
+def load_staggered(settings: KadenceSettings, defs: list[ScheduleDefinition], stagger: int) -> None:
+    """Write `defs` at once, or (`stagger` > 0) in `stagger` slices a second apart: jobs made
+    over that many seconds, as jobs are made over time, not together (each fills its look-ahead
+    when it is made: bench.sustained --stagger)."""
+    if stagger <= 0:
+        load(settings, iter(defs))
+        return
+    began = time.monotonic()
+    for k in range(stagger):
+        time.sleep(max(0.0, began + k - time.monotonic()))
+        load(settings, iter(defs[k::stagger]))
 
 
 BEHIND_EVERY_S = 2.0
@@ -473,6 +488,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_batches_flag(parser)
     parser.add_argument(
+        "--stagger",
+        type=int,
+        default=0,
+        help="make the jobs over this many seconds, a slice a second (default 0: all at once, "
+        "so their look-ahead refills fall together); the window starts after them",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also sample each process with py-spy after the warm-up (needs py-spy)",
@@ -522,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                     schedulers=args.schedulers,
                     profile=args.profile,
                     keep=args.keep_logs,
+                    stagger=args.stagger,
                 )
             row["wall_s"] = round(time.monotonic() - started, 1)
             row["headline"] = headline(row)

@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from bench import sustained
 from bench.cpu import lag_records, work_per_execution_us, work_seconds
 from bench.headline import cpu_part, headline, records_part, work_part
 from bench.stack import INBOX_FULL, Stack
@@ -256,3 +257,21 @@ def test_the_window_samples_how_far_behind_the_outcomes_are() -> None:
     assert cpu.behind_in_window()["max"] == 2100
     assert behind_summary([]) == {}
     assert behind_summary([100, 200, 600]) == {"max": 600, "mean": 300}
+
+
+def test_stagger_makes_the_jobs_a_slice_a_second(monkeypatch: Any) -> None:
+    """`--stagger S` writes every job once, in S slices a second apart (jobs made over time
+    fill their look-ahead at different instants), and 0 writes them all at once."""
+    written: list[tuple[float, list[str]]] = []
+    monkeypatch.setattr(
+        sustained, "load", lambda _s, defs: written.append((time.monotonic(), list(defs)))
+    )
+    defs: list[Any] = [f"d{i}" for i in range(10)]  # what `load` is given, as they are
+    sustained.load_staggered(None, defs, 3)  # type: ignore[arg-type]
+    assert sorted(d for _, ds in written for d in ds) == sorted(f"d{i}" for i in range(10))
+    assert [len(ds) for _, ds in written] == [4, 3, 3]
+    assert written[2][0] - written[0][0] >= 1.9  # a second apart
+    written.clear()
+    two: list[Any] = ["a", "b"]
+    sustained.load_staggered(None, two, 0)  # type: ignore[arg-type]
+    assert [ds for _, ds in written] == [["a", "b"]]
