@@ -13,7 +13,6 @@ from enum import StrEnum
 from itertools import compress
 from operator import attrgetter
 from typing import Any
-from zlib import crc32
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
@@ -220,35 +219,29 @@ def early_after(state: JobState, ahead: tuple[Ahead, ...], facts: Facts) -> int:
     """The `early_ms` `settle` gives `state` once its look-ahead entries are `ahead`."""
     early = facts.ahead_ms if may_go_early(state, facts) else 0
     next_due = state.next_due_ms
-    if early and ahead and next_due is not None:  # refill at half the window, on its beat
+    if early and ahead and next_due is not None:  # refill at half the window, on the grid
         early = min(early, next_due - (ahead[-1].due_ms - facts.ahead_ms // 2))
         if early < facts.ahead_ms:
-            key = state.definition(facts.codec).key
-            early = next_due - refill_at(next_due, facts.ahead_ms, refill_phase(key))
+            early = next_due - refill_at(next_due, facts.ahead_ms)
     return early
 
 
-def refill_at(next_due_ms: int, ahead_ms: int, phase_ms: int) -> int:
+def refill_at(next_due_ms: int, ahead_ms: int) -> int:
     """When a job with runs out ahead, whose next occurrence is due at `next_due_ms`, refills
-    its look-ahead: at the last instant of its own beat (every half look-ahead, `phase_ms`
-    into it) at least half a look-ahead before that occurrence is due.
+    its look-ahead: at the last tick of a grid every job shares (every half look-ahead, from
+    the epoch) at least half a look-ahead before that occurrence is due.
 
-    Before the beat every such job refilled exactly half a look-ahead before its last run out
-    was due, so per-second jobs created together (or caught up together after an outage)
-    refilled in the same instant for ever: 14 000 of them sent 210 000 runs in one burst every
-    15 s, which held the scheduler's turns for seconds while the outcomes waited. On its beat
-    a job still sends 15 s of runs at a time, 15 s apart, each between half and all of the
-    look-ahead before it is due, and a job woken late is back on its beat at the next wake;
-    the jobs' beats are spread over the 15 s by their keys."""
+    Jobs whose runs are due in the same seconds then send them in the same transaction, one
+    `ExecutionBatch` record per tenant and due second, whenever they were created. Before the
+    grid a job refilled exactly half a look-ahead before its last run out was due, so only jobs
+    created together (B2's) refilled together; jobs created over 15 s refilled apart and their
+    runs reached the workers in batches a fifteenth as large, which cost the workers and the
+    broker more for each run (docs/benchmarks-history.md, "Issue 44, seventeenth part"). On the
+    grid a job still sends 15 s of runs at a time, 15 s apart, each between half and all of the
+    look-ahead before it is due, and a job woken late is back on the grid at its next wake."""
     half = ahead_ms // 2
     at = next_due_ms - half
-    return at - (at - phase_ms) % half if half > 0 else at
-
-
-def refill_phase(key: str) -> int:
-    """Where in the beat a job refills (`refill_at`): from its key, the same in every process
-    and after a restart."""
-    return crc32(key.encode())
+    return at - at % half if half > 0 else at
 
 
 _DUE = attrgetter("due_ms")

@@ -23,7 +23,7 @@ from kadence.models import (
 )
 from streams.scheduler import commands, definitions, firing, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
-from streams.scheduler.step import Effects, refill_at, refill_phase
+from streams.scheduler.step import Effects, refill_at
 from tests.scheduler.test_domain import (
     CODEC,
     MIN,
@@ -104,9 +104,9 @@ def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() ->
     assert dues == list(range(T0 + 1_000, now + AHEAD + 1, 1_000))  # catch-up, then ahead
     assert all(e.dispatched_at == ms_to_datetime(now) for e in executions(result))
     assert result.state is not None
-    # it refills the window once at most half of it is left, on its own beat (step.refill_at):
-    # the first time after up to half a window, then every half window, 15 runs per wake
-    beat = refill_at(now + AHEAD + 1_000, AHEAD, refill_phase("acme/job"))
+    # it refills the window once at most half of it is left, on the grid (step.refill_at): the
+    # first time after up to half a window, then every half window, 15 runs per wake
+    beat = refill_at(now + AHEAD + 1_000, AHEAD)
     assert now < beat <= now + AHEAD // 2
     assert result.state.wake_ms == beat
     later = due(result.state, beat)
@@ -124,27 +124,37 @@ def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() ->
     )
 
 
-def test_per_second_jobs_created_together_refill_on_beats_spread_over_half_the_window() -> None:
-    """Jobs with the same schedule do not refill in one instant (a burst of all their runs
-    every half window), and a job woken late goes back to its beat."""
-    beats = set()
-    for i in range(40):
+def test_per_second_jobs_created_apart_refill_together_on_the_grid() -> None:
+    """Jobs with the same schedule created at different instants refill in the same instant
+    (their runs due in one second then go out in one transaction: one batch per tenant and
+    second), and a job woken late goes back to the grid."""
+    wakes = set()
+    for i in range(15):
         state = created(
-            job_id=f"job-{i}", schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"}
+            at=T0 + i * 1_000 + i * 37,
+            job_id=f"job-{i}",
+            schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"},
         )
-        first = due(state, T0 + 10_000)
-        assert first.state is not None and first.state.wake_ms is not None
-        beats.add(first.state.wake_ms % (AHEAD // 2))
-    assert len(beats) >= 30  # crc32 of 40 keys over 15 000 ms: a few may share one
+        result = due(state, T0 + 20_000 + i * 1_000 + i * 37)  # each filled at its own instant
+        while result.state is not None and result.state.wake_ms is not None:
+            if result.state.wake_ms >= T0 + 90_000:
+                break
+            result = due(result.state, result.state.wake_ms)
+            assert len(executions(result)) <= AHEAD // 2 // 1_000 + 1  # no more than a refill
+        assert result.state is not None and result.state.wake_ms is not None
+        wakes.add(result.state.wake_ms)
+    assert len(wakes) == 1  # all on the same tick by then
+    [tick] = wakes
+    assert tick % (AHEAD // 2) == 0
     state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
     first = due(state, T0 + 10_000)
     assert first.state is not None and first.state.wake_ms is not None
-    beat = first.state.wake_ms
-    late = due(first.state, beat + 4_321)  # the scheduler was behind: woken 4.3 s late
+    tick = first.state.wake_ms
+    late = due(first.state, tick + 4_321)  # the scheduler was behind: woken 4.3 s late
     assert late.state is not None
-    assert late.state.wake_ms == beat + AHEAD // 2  # back on its beat, not 4.3 s later
+    assert late.state.wake_ms == tick + AHEAD // 2  # back on the grid, not 4.3 s later
     last = max(a.due_ms for a in late.state.ahead)
-    assert beat + 4_321 + AHEAD - 1_000 < last <= beat + 4_321 + AHEAD  # the whole window
+    assert tick + 4_321 + AHEAD - 1_000 < last <= tick + 4_321 + AHEAD  # the whole window
     assert last - late.state.wake_ms >= AHEAD // 2 - 1_000  # still half a window out then
 
 
