@@ -50,11 +50,8 @@ class Coalescer:
         """(topic, partition) -> the groups that still take records (none across a record
         without a group)."""
         self.count = 0
-        """Records to be written for what waits: a group is one, however many it holds (the
-        runner commits a transaction that produced enough records, these included). Counted
-        by what was forwarded, a transaction was cut at 5 000 runs fired (`commit_max_output`)
-        when they made a few hundred records, and a tenant's runs of a second went out in
-        batches of 17-19 in B2 where they could have gone in one."""
+        """Records that wait (the runner commits a transaction that produced enough, these
+        included)."""
 
     def waits(self, topic: str, partition: int | None) -> bool:
         """Whether groups wait on this partition of `topic` (a record without a group that goes
@@ -63,11 +60,11 @@ class Coalescer:
 
     def add(self, record: Record, group: Hashable | None) -> None:
         topic, partition, key, value, _headers = record
+        self.count += 1
         where = (topic, partition)
         queue = self._queues.setdefault(where, [])
         if group is None:
             queue.append(record)
-            self.count += 1
             self._open.pop(where, None)
             return
         size = len(value or b"")
@@ -80,7 +77,6 @@ class Coalescer:
         ):
             found = groups[(key, group)] = _Group(key, group)
             queue.append(found)
-            self.count += 1
         found.records.append(record)
         found.size += size
 

@@ -73,11 +73,6 @@ from streams.worker.summary import RunSummary
 
 log = logging.getLogger(__name__)
 OFFSET_COMMIT_INTERVAL_MS = 1_000
-READ_MESSAGES_PER_TURN = 500
-READ_RUNS_PER_TURN = 10_000
-"""Executions a turn reads at most, at the recent executions per record: 500 batches of 200
-runs (a look-ahead refilled on the grid, streams/scheduler/step.py) took 1.5 s to read, and
-the runs due meanwhile became visible up to 1.7 s late."""
 
 
 class Worker:
@@ -129,10 +124,6 @@ class Worker:
         self._rejects: list[tuple[str, int, bytes | None, bytes, Headers]] = []
         self._last_offsets: dict[int, tuple[int, str]] = {}
         self._last_commit_ms = 0
-        self._runs_per_message = 1.0
-        """Executions a record held lately (a batch holds up to hundreds): a turn reads
-        READ_RUNS_PER_TURN executions' worth of records, so runs due now are not held back
-        behind the reading of a look-ahead's refill."""
         group = workers_group(settings.namespace, settings.worker_pool)
         self.lag = LagTracker(group)
         self.clients = clients or KafkaClients(settings)
@@ -182,13 +173,12 @@ class Worker:
         next_due = self.inbox.next_due_ms()
         soon = next_due is not None and next_due - self.clock.now_ms() < poll_s * 1000
         wait = min(poll_s, 0.005) if self.runs or soon else poll_s  # work at hand: spin faster
-        count = self._turn_messages()
         if self.runs:  # a finished run cuts the wait short (the consumer cannot be woken)
-            msgs = self.consumer.consume(num_messages=count, timeout=0)
+            msgs = self.consumer.consume(num_messages=500, timeout=0)
             if not msgs:
                 self.inflight.wait(wait)
         else:
-            msgs = ready(self.consumer, count, wait)  # not held back until all have come
+            msgs = ready(self.consumer, 500, wait)  # not held back until 500 have come
         for msg in msgs:
             self._read(msg)
         self.metrics.work.switch("claim")  # and the lease records, the ended runs' outcomes
@@ -258,11 +248,6 @@ class Worker:
             now, max(0, free), fl.by_tenant, room=room, slotless=self.invoker.slotless, loose=loose
         )
 
-    def _turn_messages(self) -> int:
-        """Records one turn reads: READ_RUNS_PER_TURN executions at the recent executions per
-        record, READ_MESSAGES_PER_TURN records at most (at least one)."""
-        return max(1, min(READ_MESSAGES_PER_TURN, int(READ_RUNS_PER_TURN / self._runs_per_message)))
-
     def _read(self, msg: MessageLike) -> None:
         if not usable(msg):
             return
@@ -279,8 +264,6 @@ class Worker:
             self.inbox.read(partition, offset)
             return
         try:
-            runs = len(record.executions) if isinstance(record, ExecutionBatch) else 1
-            self._runs_per_message += (max(1, runs) - self._runs_per_message) / 8
             if isinstance(record, ExecutionBatch):
                 self._take_batch(msg, record, partition, offset)
             else:

