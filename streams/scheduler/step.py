@@ -218,30 +218,9 @@ def settle(effects: Effects, facts: Facts) -> Effects:
 def early_after(state: JobState, ahead: tuple[Ahead, ...], facts: Facts) -> int:
     """The `early_ms` `settle` gives `state` once its look-ahead entries are `ahead`."""
     early = facts.ahead_ms if may_go_early(state, facts) else 0
-    next_due = state.next_due_ms
-    if early and ahead and next_due is not None:  # refill at half the window, on the grid
-        early = min(early, next_due - (ahead[-1].due_ms - facts.ahead_ms // 2))
-        if early < facts.ahead_ms:
-            early = next_due - refill_at(next_due, facts.ahead_ms)
+    if early and ahead and state.next_due_ms is not None:  # refill at half the window
+        early = min(early, state.next_due_ms - (ahead[-1].due_ms - facts.ahead_ms // 2))
     return early
-
-
-def refill_at(next_due_ms: int, ahead_ms: int) -> int:
-    """When a job with runs out ahead, whose next occurrence is due at `next_due_ms`, refills
-    its look-ahead: at the last tick of a grid every job shares (every half look-ahead, from
-    the epoch) at least half a look-ahead before that occurrence is due.
-
-    Jobs whose runs are due in the same seconds then send them in the same transaction, one
-    `ExecutionBatch` record per tenant and due second, whenever they were created. Before the
-    grid a job refilled exactly half a look-ahead before its last run out was due, so only jobs
-    created together (B2's) refilled together; jobs created over 15 s refilled apart and their
-    runs reached the workers in batches a fifteenth as large, which cost the workers and the
-    broker more for each run (docs/benchmarks-history.md, "Issue 44, seventeenth part"). On the
-    grid a job still sends 15 s of runs at a time, 15 s apart, each between half and all of the
-    look-ahead before it is due, and a job woken late is back on the grid at its next wake."""
-    half = ahead_ms // 2
-    at = next_due_ms - half
-    return at - at % half if half > 0 else at
 
 
 _DUE = attrgetter("due_ms")

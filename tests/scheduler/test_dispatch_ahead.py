@@ -23,7 +23,7 @@ from kadence.models import (
 )
 from streams.scheduler import commands, definitions, firing, outcomes
 from streams.scheduler.state import JobState, dump_state, load_state
-from streams.scheduler.step import Effects, refill_at
+from streams.scheduler.step import Effects
 from tests.scheduler.test_domain import (
     CODEC,
     MIN,
@@ -104,58 +104,14 @@ def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() ->
     assert dues == list(range(T0 + 1_000, now + AHEAD + 1, 1_000))  # catch-up, then ahead
     assert all(e.dispatched_at == ms_to_datetime(now) for e in executions(result))
     assert result.state is not None
-    # it refills the window once at most half of it is left, on the grid (step.refill_at): the
-    # first time after up to half a window, then every half window, 15 runs per wake
-    beat = refill_at(now + AHEAD + 1_000, AHEAD)
-    assert now < beat <= now + AHEAD // 2
-    assert result.state.wake_ms == beat
-    later = due(result.state, beat)
+    # it refills the window once half of it is left: 15 runs per wake, not one per second
+    assert result.state.wake_ms == now + AHEAD // 2
+    later = due(result.state, now + AHEAD // 2)
     dues = [int(e.due_at.timestamp() * 1000) for e in executions(later)]
-    assert dues == list(range(now + AHEAD + 1_000, beat + AHEAD + 1, 1_000))
+    assert dues == list(range(now + AHEAD + 1_000, now + AHEAD // 2 + AHEAD + 1, 1_000))
     assert later.state is not None
-    assert later.state.wake_ms == beat + AHEAD // 2
-    steady = due(later.state, beat + AHEAD // 2)
-    assert len(executions(steady)) == AHEAD // 2 // 1_000
-    assert steady.state is not None
-    assert steady.state.wake_ms == beat + AHEAD
-    first_due = beat + AHEAD // 2 - (beat + AHEAD // 2) % 1_000 + 1_000  # the next second
-    assert [a.due_ms for a in steady.state.ahead] == list(
-        range(first_due, beat + 3 * AHEAD // 2 + 1, 1_000)
-    )
-
-
-def test_per_second_jobs_created_apart_refill_together_on_the_grid() -> None:
-    """Jobs with the same schedule created at different instants refill in the same instant
-    (their runs due in one second then go out in one transaction: one batch per tenant and
-    second), and a job woken late goes back to the grid."""
-    wakes = set()
-    for i in range(15):
-        state = created(
-            at=T0 + i * 1_000 + i * 37,
-            job_id=f"job-{i}",
-            schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"},
-        )
-        result = due(state, T0 + 20_000 + i * 1_000 + i * 37)  # each filled at its own instant
-        while result.state is not None and result.state.wake_ms is not None:
-            if result.state.wake_ms >= T0 + 90_000:
-                break
-            result = due(result.state, result.state.wake_ms)
-            assert len(executions(result)) <= AHEAD // 2 // 1_000 + 1  # no more than a refill
-        assert result.state is not None and result.state.wake_ms is not None
-        wakes.add(result.state.wake_ms)
-    assert len(wakes) == 1  # all on the same tick by then
-    [tick] = wakes
-    assert tick % (AHEAD // 2) == 0
-    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
-    first = due(state, T0 + 10_000)
-    assert first.state is not None and first.state.wake_ms is not None
-    tick = first.state.wake_ms
-    late = due(first.state, tick + 4_321)  # the scheduler was behind: woken 4.3 s late
-    assert late.state is not None
-    assert late.state.wake_ms == tick + AHEAD // 2  # back on the grid, not 4.3 s later
-    last = max(a.due_ms for a in late.state.ahead)
-    assert tick + 4_321 + AHEAD - 1_000 < last <= tick + 4_321 + AHEAD  # the whole window
-    assert last - late.state.wake_ms >= AHEAD // 2 - 1_000  # still half a window out then
+    assert later.state.wake_ms == now + AHEAD
+    assert [a.due_ms for a in later.state.ahead] == list(range(now + 16_000, now + 45_001, 1_000))
 
 
 def test_a_job_further_apart_than_half_the_window_still_goes_out_a_whole_window_ahead() -> None:
