@@ -36,7 +36,11 @@ class RunnerConfig:
     commit_max_records: int = 1_000
     """... or once this many input records and timer firings went into it."""
     commit_max_output: int = 5_000
-    """... or, at once, when it has produced this many records (changelog included)."""
+    """... or, at once, when it has produced this many records (changelog included), each
+    record held to be coalesced counted as one though a group of them is written as one: so
+    a transaction holds 5 000 runs at most, and a refill of many jobs reaches the workers in
+    steps (docs/benchmarks-history.md, "Issue 44, seventeenth part": counting a group once
+    made runs start 1.2-2.2 s late)."""
     replay_topics: tuple[str, ...] = ()
     """Inputs a processor may defer writes for (streams/runtime/deferred.py): read again from
     the partition's stored replay point after a restore or an abort; the processor must be
