@@ -233,6 +233,21 @@ def one_rate(
     }
 
 
+MAX_STAGGER_S = 3600
+
+
+def stagger_seconds(text: str) -> int:
+    """`--stagger`'s value: whole seconds from 0 to an hour. A negative value would start the
+    window before the jobs are made, in the past."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 0 <= value <= MAX_STAGGER_S:
+        raise argparse.ArgumentTypeError(f"{value} is not from 0 to {MAX_STAGGER_S} seconds")
+    return value
+
+
 def load_staggered(settings: KadenceSettings, defs: list[ScheduleDefinition], stagger: int) -> None:
     """Write `defs` at once, or (`stagger` > 0) in `stagger` slices a second apart: jobs made
     over that many seconds, as jobs are made over time, not together (each fills its look-ahead
@@ -489,7 +504,7 @@ def _parser() -> argparse.ArgumentParser:
     add_batches_flag(parser)
     parser.add_argument(
         "--stagger",
-        type=int,
+        type=stagger_seconds,
         default=0,
         help="make the jobs over this many seconds, a slice a second (default 0: all at once, "
         "so their look-ahead refills fall together); the window starts after them",

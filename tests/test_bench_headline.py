@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from bench import sustained
@@ -275,3 +276,15 @@ def test_stagger_makes_the_jobs_a_slice_a_second(monkeypatch: Any) -> None:
     two: list[Any] = ["a", "b"]
     sustained.load_staggered(None, two, 0)  # type: ignore[arg-type]
     assert [ds for _, ds in written] == [["a", "b"]]
+
+
+@pytest.mark.parametrize("bad", ["-1", "-20", "3601", "1.5", "soon"])
+def test_stagger_refuses_what_would_start_the_window_wrong(bad: str, capsys: Any) -> None:
+    """A negative `--stagger` would move the window's start into the past, and a huge one
+    would wait for hours: the parser refuses both, and anything not a whole number, by name."""
+    with pytest.raises(SystemExit) as exc:
+        sustained._parser().parse_args(["--stagger", bad])
+    assert exc.value.code == 2
+    assert "--stagger" in capsys.readouterr().err
+    assert sustained._parser().parse_args(["--stagger", "15"]).stagger == 15
+    assert sustained._parser().parse_args([]).stagger == 0
