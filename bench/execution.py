@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -75,44 +75,89 @@ def reader(settings: KadenceSettings, topic: str) -> Consumer:
     return consumer
 
 
+PENDING_MAX_BYTES = 256 * 2**20
+"""Outcome records `succeeded` keeps undecoded at most (then it decodes them, quiet or not)."""
+
+
 def succeeded(
     settings: KadenceSettings, expect: int, timeout_s: float, stall_s: float | None = None
 ) -> list[ExecutionOutcome]:
     """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions, or
-    until none came for `stall_s` (past the knee some runs are skipped with a reason, and no
-    success will come for them). One consumer reads the outcomes as they come (re-reading the
-    topic on every poll would take the CPU the workers are being measured on)."""
-    codec = Codec()
+    until no outcome record came for `stall_s` (past the knee some runs are skipped with a
+    reason, and no success will come for them). One consumer reads the outcomes as they come
+    (re-reading the topic on every poll would take the CPU the workers are being measured on);
+    `collect` says when they are decoded."""
     consumer = reader(settings, Topics(settings).outcomes)
+    try:
+        return collect(consumer, Codec(), expect, timeout_s, stall_s)
+    finally:
+        consumer.close()
+
+
+class Reading(Protocol):
+    def consume(self, num_messages: int, timeout: float) -> list[Any]: ...
+
+
+def collect(
+    consumer: Reading,
+    codec: Codec,
+    expect: int,
+    timeout_s: float,
+    stall_s: float | None = None,
+    *,
+    quiet_s: float = 0.5,
+    pending_max_bytes: int = PENDING_MAX_BYTES,
+    late_s: float = 2.0,
+) -> list[ExecutionOutcome]:
+    """The succeeded outcomes `consumer` reads (see `succeeded`). Records are kept as bytes
+    while they come and decoded once the topic is quiet for `quiet_s` (or `pending_max_bytes`
+    wait): decoding each as it came took a third to a half of a core of the same two cores
+    during a burst (measured per process every 0.1 s), CPU the stack's processes lost while
+    they were being measured. The runs' times are in the outcomes, so when they are decoded
+    changes no figure. Then `late_s` more for late duplicates."""
     deadline = time.monotonic() + timeout_s
     out: list[ExecutionOutcome] = []
     ids: set[str] = set()
+    pending: list[tuple[float, bytes]] = []  # (when it was read, the record)
+    pending_bytes = records = 0
     last_print = progress = time.monotonic()
-    try:
-        while len(ids) < expect and time.monotonic() < deadline:
-            if stall_s is not None and time.monotonic() - progress > stall_s:
+
+    def decode() -> None:
+        nonlocal pending_bytes, progress
+        for read_at, value in pending:
+            for o in entries_of(codec.decode(value)):
+                if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
+                    out.append(o)
+                    ids.add(o.execution_id)
+                    progress = max(progress, read_at)
+        pending.clear()
+        pending_bytes = 0
+
+    while len(ids) < expect and time.monotonic() < deadline:
+        if stall_s is not None and time.monotonic() - progress > stall_s:
+            decode()  # a success may be waiting undecoded
+            if time.monotonic() - progress > stall_s:
                 print(f"\n  no success for {stall_s:.0f} s: stopped waiting")
                 break
-            for m in consumer.consume(num_messages=5_000, timeout=0.5):
-                if m.error() is not None:
-                    continue
-                for o in entries_of(codec.decode(m.value())):
-                    if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
-                        out.append(o)
-                        ids.add(o.execution_id)
-                    progress = time.monotonic()
-            if time.monotonic() - last_print > 2:
-                print(f"\r  {len(ids)} of {expect} succeeded", end="", flush=True)
-                last_print = time.monotonic()
-        time.sleep(2)  # late duplicates
-        for m in consumer.consume(num_messages=100_000, timeout=2):
-            if m.error() is None:
-                for o in entries_of(codec.decode(m.value())):
-                    if isinstance(o, ExecutionOutcome) and o.status is OutcomeStatus.succeeded:
-                        out.append(o)
-    finally:
-        consumer.close()
-    print(f"\r  {len(ids)} of {expect} succeeded")
+        got = consumer.consume(num_messages=5_000, timeout=quiet_s)
+        now = time.monotonic()
+        for m in got:
+            value = m.value() if m.error() is None else None
+            if value:
+                pending.append((now, value))
+                pending_bytes += len(value)
+                records += 1
+        if pending and (not got or pending_bytes >= pending_max_bytes):
+            decode()
+        if now - last_print > 2:
+            print(f"\r  {records} outcome records read, {len(ids)} of {expect} succeeded", end="")
+            last_print = now
+    time.sleep(late_s)  # late duplicates
+    for m in consumer.consume(num_messages=100_000, timeout=late_s):
+        if m.error() is None and m.value():
+            pending.append((time.monotonic(), m.value()))
+    decode()
+    print(f"\r  {len(ids)} of {expect} succeeded", flush=True)
     return out
 
 
