@@ -5,7 +5,10 @@ which put up to 0.2 s of the benchmark's own waiting into every "visible" figure
 
 And it stamps from a process of its own: while the benchmark's process holds the GIL (its full
 collections over the outcomes it keeps took 0.5 s at 60 s and 8 000/s), records are still
-stamped as they arrive."""
+stamped as they arrive.
+
+While watching it notes only each partition's offsets and when they were read (`Marks`); the
+headers are read once it stops (`restamp`), with the instants it noted."""
 
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ import threading
 import time
 from collections import deque
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench.visible import Stamps, Watcher, watch
+from bench.visible import Marks, Stamps, Watcher, restamp, watch
 from kadence.headers import ATTEMPT, DUE_AT, EXECUTION_ID
 from kadence.settings import KadenceSettings
 
@@ -30,8 +34,16 @@ DUE_S = datetime(2026, 12, 2, tzinfo=UTC).timestamp()
 
 class Record:
     def __init__(
-        self, execution_id: str, attempt: int = 1, due: str = "2026-12-02T00:00:00.000Z"
+        self,
+        execution_id: str,
+        attempt: int = 1,
+        due: str = "2026-12-02T00:00:00.000Z",
+        *,
+        topic: str = "ns.to.t.out",
+        partition: int = 0,
+        offset: int = 0,
     ) -> None:
+        self.at = (topic, partition, offset)
         self._headers = [
             (EXECUTION_ID, execution_id.encode()),
             (DUE_AT, due.encode()),
@@ -43,6 +55,32 @@ class Record:
 
     def headers(self) -> list[tuple[str, bytes]]:
         return self._headers
+
+    def topic(self) -> str:
+        return self.at[0]
+
+    def partition(self) -> int:
+        return self.at[1]
+
+    def offset(self) -> int:
+        return self.at[2]
+
+
+class Rereader:
+    """What `restamp` reads again: every record given, in order, from the partitions it is
+    assigned (and only those)."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+        self.assigned: list[tuple[str, int]] = []
+        self.left: deque[Record] = deque()
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = [(tp.topic, tp.partition) for tp in partitions]
+        self.left = deque(r for r in self.records if r.at[:2] in self.assigned)
+
+    def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        return [self.left.popleft()] if self.left else []  # one at a time: where it stops shows
 
 
 class BatchingConsumer:
@@ -83,7 +121,7 @@ class BatchingConsumer:
 
 
 def watch_in_thread(
-    consumer: BatchingConsumer, stamps: Stamps
+    consumer: BatchingConsumer, stamps: Stamps | Marks
 ) -> tuple[threading.Event, threading.Thread]:
     """`watch` on a thread of this process: set the event to stop it."""
     stop = threading.Event()
@@ -94,23 +132,62 @@ def watch_in_thread(
 
 def test_a_record_is_stamped_as_it_arrives_not_after_a_batch_timeout() -> None:
     consumer = BatchingConsumer()
-    stamps = Stamps()
-    stop, thread = watch_in_thread(consumer, stamps)
+    marks = Marks()
+    stop, thread = watch_in_thread(consumer, marks)
+    records = [Record(f"t/j@{i}", offset=i) for i in range(3)]
     try:
         time.sleep(0.05)  # the watcher is waiting for records
         arrived = {}
-        for i in range(3):
-            arrived[f"t/j@{i}"] = time.time()
-            consumer.arrive(Record(f"t/j@{i}"))
+        for record in records:
+            arrived[record.headers()[0][1].decode()] = time.time()
+            consumer.arrive(record)
             time.sleep(0.3)  # past any batch timeout: each arrives alone
     finally:
         stop.set()
         thread.join(5)
+    stamps = Stamps()
+    assert restamp(Rereader(records), marks, stamps) == 3
     due = DUE_S  # 2026-12-02T00:00:00Z, the records' due time
     assert set(stamps.seen) == set(arrived)
     for eid, at in arrived.items():
         assert 0 <= stamps.seen[eid] + due - at < 0.1, (eid, stamps.seen[eid] + due - at)
     assert stamps.duplicates == 0
+
+
+def test_restamped_records_get_the_instant_their_offset_was_first_read() -> None:
+    """Each record gets the instant of the first batch that reached its offset, in its own
+    partition; a record past every mark (read again, never read while watching) gets none,
+    and the reading stops at each partition's last mark."""
+    a = [Record(f"a{i}", topic="ns.to.a.out", offset=i) for i in range(5)]
+    b = [Record(f"b{i}", topic="ns.to.b.out", partition=2, offset=10 + i) for i in range(3)]
+    marks = Marks()
+    marks.take([a[0], a[1], b[0]], now=DUE_S + 1.0)
+    marks.take([b[1], a[2]], now=DUE_S + 2.0)
+    marks.take([a[1]], now=DUE_S + 2.5)  # read again after a rebalance: not later
+    marks.take([a[3]], now=DUE_S + 3.0)
+    assert marks.when("ns.to.a.out", 0, 4) is None
+    assert marks.when("ns.to.c.out", 0, 0) is None
+    stamps = Stamps()
+    reread = Rereader([*a, *b, Record("c0", topic="ns.to.c.out")])
+    assert restamp(reread, marks, stamps) == 6
+    assert sorted(reread.assigned) == [("ns.to.a.out", 0), ("ns.to.b.out", 2)]
+    assert stamps.seen == {
+        "a0": 1.0, "a1": 1.0, "a2": 2.0, "a3": 3.0, "b0": 1.0, "b1": 2.0,
+    }  # fmt: skip
+    assert [r.headers()[0][1] for r in reread.left] == [b"b2"]  # past b's last mark: not read
+    assert restamp(Rereader(a), Marks(), Stamps()) == 0  # nothing marked: nothing read
+
+
+def test_marking_a_batch_does_not_read_its_headers() -> None:
+    """What the watcher does per record while the stack is measured: offsets only."""
+
+    class NoHeaders(Record):
+        def headers(self) -> list[tuple[str, bytes]]:
+            raise AssertionError("headers read while watching")
+
+    marks = Marks()
+    marks.take([NoHeaders("x", offset=7)], now=DUE_S)
+    assert marks.when("ns.to.t.out", 0, 7) == DUE_S
 
 
 def test_lateness_is_of_the_first_record_and_a_second_of_one_attempt_is_a_duplicate() -> None:
