@@ -75,12 +75,17 @@ def reader(settings: KadenceSettings, topic: str) -> Consumer:
     return consumer
 
 
-PENDING_MAX_BYTES = 256 * 2**20
+PENDING_MAX_BYTES = 2**30
 """Outcome records `succeeded` keeps undecoded at most (then it decodes them, quiet or not)."""
 
 
 def succeeded(
-    settings: KadenceSettings, expect: int, timeout_s: float, stall_s: float | None = None
+    settings: KadenceSettings,
+    expect: int,
+    timeout_s: float,
+    stall_s: float | None = None,
+    *,
+    hold_until: float | None = None,
 ) -> list[ExecutionOutcome]:
     """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions, or
     until no outcome record came for `stall_s` (past the knee some runs are skipped with a
@@ -89,7 +94,7 @@ def succeeded(
     `collect` says when they are decoded."""
     consumer = reader(settings, Topics(settings).outcomes)
     try:
-        return collect(consumer, Codec(), expect, timeout_s, stall_s)
+        return collect(consumer, Codec(), expect, timeout_s, stall_s, hold_until=hold_until)
     finally:
         consumer.close()
 
@@ -108,13 +113,17 @@ def collect(
     quiet_s: float = 0.5,
     pending_max_bytes: int = PENDING_MAX_BYTES,
     late_s: float = 2.0,
+    hold_until: float | None = None,
 ) -> list[ExecutionOutcome]:
     """The succeeded outcomes `consumer` reads (see `succeeded`). Records are kept as bytes
     while they come and decoded once the topic is quiet for `quiet_s` (or `pending_max_bytes`
     wait): decoding each as it came took a third to a half of a core of the same two cores
     during a burst (measured per process every 0.1 s), CPU the stack's processes lost while
     they were being measured. The runs' times are in the outcomes, so when they are decoded
-    changes no figure. Then `late_s` more for late duplicates."""
+    changes no figure. Then `late_s` more for late duplicates. `hold_until` (an instant, as
+    `time.time()`): nothing is decoded before it, quiet or not, unless `pending_max_bytes`
+    wait (B2's outcomes come as a few large records a second, with pauses of 0.5 s between
+    them, and its window is measured to its end)."""
     deadline = time.monotonic() + timeout_s
     out: list[ExecutionOutcome] = []
     ids: set[str] = set()
@@ -134,7 +143,8 @@ def collect(
         pending_bytes = 0
 
     while len(ids) < expect and time.monotonic() < deadline:
-        if stall_s is not None and time.monotonic() - progress > stall_s:
+        held = hold_until is not None and time.time() < hold_until
+        if stall_s is not None and not held and time.monotonic() - progress > stall_s:
             decode()  # a success may be waiting undecoded
             if time.monotonic() - progress > stall_s:
                 print(f"\n  no success for {stall_s:.0f} s: stopped waiting")
@@ -147,7 +157,7 @@ def collect(
                 pending.append((now, value))
                 pending_bytes += len(value)
                 records += 1
-        if pending and (not got or pending_bytes >= pending_max_bytes):
+        if pending and ((not got and not held) or pending_bytes >= pending_max_bytes):
             decode()
         if now - last_print > 2:
             print(f"\r  {records} outcome records read, {len(ids)} of {expect} succeeded", end="")

@@ -149,6 +149,7 @@ def one_rate(
             expect_all,
             timeout_s=seconds + tail + 10 + max(60, expect_all / 100),
             stall_s=60,
+            hold_until=end.timestamp() + 1,  # decoded after the window CPU is measured over
         )
         if watcher is not None:
             watcher.stop()

@@ -68,11 +68,13 @@ class CountingCodec(Codec):
     def __init__(self) -> None:
         super().__init__()
         self.decoded_at_call: list[int] = []
+        self.decoded_at: list[float] = []
         self.consumer: Turns | None = None
 
     def decode(self, data: Any, *args: Any, **kw: Any) -> Any:
         assert self.consumer is not None
         self.decoded_at_call.append(self.consumer.calls)
+        self.decoded_at.append(time.time())
         return super().decode(data, *args, **kw)
 
 
@@ -115,3 +117,18 @@ def test_only_successes_count_and_a_stall_of_successes_stops_the_wait(
     assert 0.3 <= time.monotonic() - began < 1.5  # not the 30 s deadline, nor every record
     assert consumer.turns  # it stopped with failed outcomes still coming
     assert "no success for 0 s: stopped waiting" in capsys.readouterr().out
+
+
+def test_nothing_is_decoded_before_the_window_ends_quiet_or_stalled() -> None:
+    """B2's outcomes come as a few large records a second with quiet spells between them:
+    until `hold_until` (its window's end) neither a quiet read nor the stall check decodes."""
+    codec = CountingCodec()
+    ok = [Msg(codec.encode(outcome(i))) for i in range(2)]
+    consumer = codec.consumer = Turns([[ok[0]], [], [], [], [ok[1]]], each_s=0.05)
+    hold_until = time.time() + 0.4
+    got = collect(
+        consumer, codec, expect=2, timeout_s=30, stall_s=0.1, quiet_s=0.0, late_s=0,
+        hold_until=hold_until,
+    )  # fmt: skip
+    assert sorted(o.job_id for o in got) == ["job-0", "job-1"]
+    assert codec.decoded_at and min(codec.decoded_at) >= hold_until
