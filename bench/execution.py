@@ -88,8 +88,8 @@ def succeeded(
     hold_until: float | None = None,
 ) -> list[ExecutionOutcome]:
     """Every succeeded outcome, waiting up to `timeout_s` for `expect` distinct executions, or
-    until no outcome record came for `stall_s` (past the knee some runs are skipped with a
-    reason, and no success will come for them). One consumer reads the outcomes as they come
+    until no success came for `stall_s` (past the knee some runs are skipped with a reason,
+    and no success will come for them). One consumer reads the outcomes as they come
     (re-reading the topic on every poll would take the CPU the workers are being measured on);
     `collect` says when they are decoded."""
     consumer = reader(settings, Topics(settings).outcomes)
