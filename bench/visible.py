@@ -60,11 +60,6 @@ class Stamps:
         self._attempts: set[str] = set()
         self._dues: dict[bytes, float] = {}
 
-    def take(self, batch: list[Any], now: float) -> None:
-        for m in batch:
-            if m.error() is None:
-                self.take_one(m.headers(), now)
-
     def take_one(self, headers: Iterable[tuple[str, bytes]] | None, now: float) -> None:
         """One record, by its headers, first read at `now`."""
         h = dict(headers or ())  # only the three it needs are decoded
@@ -117,17 +112,13 @@ class Marks:
         return {tp: offsets[-1] for tp, (offsets, _) in self.partitions.items()}
 
 
-class Taking(Protocol):
-    def take(self, batch: list[Any], now: float) -> None: ...
-
-
 class Setting(Protocol):
     def set(self) -> None: ...
 
 
-def watch(consumer: Any, stop: Stopping, stamps: Taking, reading: Setting | None = None) -> None:
-    """Stamp what `consumer` reads until `stop` is set (`Marks`, or `Stamps` at once); `reading`
-    is set at the first record."""
+def watch(consumer: Any, stop: Stopping, marks: Marks, reading: Setting | None = None) -> None:
+    """Mark what `consumer` reads until `stop` is set (`restamp` reads the records after);
+    `reading` is set at the first record."""
     while not stop.is_set():
         # `consume(n, timeout)` returns only once n records came or the timeout passed: a
         # record would be stamped up to that timeout after it arrived. Wait for one, then take
@@ -136,7 +127,7 @@ def watch(consumer: Any, stop: Stopping, stamps: Taking, reading: Setting | None
         if first is None:
             continue
         batch = [first, *consumer.consume(num_messages=5_000, timeout=0)]
-        stamps.take(batch, time.time())
+        marks.take(batch, time.time())
         if reading is not None:
             reading.set()
 

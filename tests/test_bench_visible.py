@@ -121,11 +121,11 @@ class BatchingConsumer:
 
 
 def watch_in_thread(
-    consumer: BatchingConsumer, stamps: Stamps | Marks
+    consumer: BatchingConsumer, marks: Marks
 ) -> tuple[threading.Event, threading.Thread]:
     """`watch` on a thread of this process: set the event to stop it."""
     stop = threading.Event()
-    thread = threading.Thread(target=watch, args=(consumer, stop, stamps), daemon=True)
+    thread = threading.Thread(target=watch, args=(consumer, stop, marks), daemon=True)
     thread.start()
     return stop, thread
 
@@ -192,11 +192,10 @@ def test_marking_a_batch_does_not_read_its_headers() -> None:
 
 def test_lateness_is_of_the_first_record_and_a_second_of_one_attempt_is_a_duplicate() -> None:
     stamps = Stamps()
-    stamps.take([Record("a", due="2026-12-02T00:00:01.500Z")], now=DUE_S + 3.0)
-    stamps.take(
-        [Record("a"), Record("a", attempt=2), Record("b"), Record("b"), Record("b", attempt=2)],
-        now=DUE_S + 10.0,
-    )
+    stamps.take_one(Record("a", due="2026-12-02T00:00:01.500Z").headers(), now=DUE_S + 3.0)
+    later = [Record("a"), Record("a", attempt=2), Record("b"), Record("b"), Record("b", attempt=2)]
+    for record in later:
+        stamps.take_one(record.headers(), now=DUE_S + 10.0)
     assert stamps.seen == {"a": 1.5, "b": 10.0}
     # a's and b's first attempts were each read twice; a second attempt is no copy
     assert stamps.duplicates == 2
