@@ -1,6 +1,6 @@
 """The `fired` history records of dispatched runs: one per run, or one for a steady series of a
 job's scheduled runs dispatched together ahead of their due times (kadence/fired_series.py: a
-per-second job's refill of 15 runs is one record, not 15)."""
+per-second job's refill of 22 runs is one record, not 22)."""
 
 from __future__ import annotations
 

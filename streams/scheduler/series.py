@@ -1,6 +1,7 @@
 """A steady job's runs dispatched ahead in one pass.
 
-A per-second job wakes every 15 s and sends out 15 runs (30 s of look-ahead, refilled at half).
+A per-second job wakes every 22 s and sends out 22 runs (30 s of look-ahead, refilled once a
+quarter is left: step.REFILL_WHEN_LEFT).
 Run by run (`firing._dispatch_ahead`) each costs two copies of the job's state (the run fired,
 the cursor moved), a pass over its ~45 remembered runs for expired ones, and its tenant's caps
 looked at twice, although for most jobs nothing of that can change between two runs of one

@@ -104,22 +104,35 @@ def test_a_per_second_allow_job_has_the_whole_window_out_and_nothing_beyond() ->
     assert dues == list(range(T0 + 1_000, now + AHEAD + 1, 1_000))  # catch-up, then ahead
     assert all(e.dispatched_at == ms_to_datetime(now) for e in executions(result))
     assert result.state is not None
-    # it refills the window once half of it is left: 15 runs per wake, not one per second
-    assert result.state.wake_ms == now + AHEAD // 2
-    later = due(result.state, now + AHEAD // 2)
+    # it refills the window once a quarter of it is left (the last run 7.5 s from due): 22
+    # runs per wake, not one per second
+    assert result.state.wake_ms == now + 22_500
+    later = due(result.state, now + 22_500)
     dues = [int(e.due_at.timestamp() * 1000) for e in executions(later)]
-    assert dues == list(range(now + AHEAD + 1_000, now + AHEAD // 2 + AHEAD + 1, 1_000))
+    assert dues == list(range(now + AHEAD + 1_000, now + 52_001, 1_000))
+    assert len(dues) == 22
     assert later.state is not None
-    assert later.state.wake_ms == now + AHEAD
-    assert [a.due_ms for a in later.state.ahead] == list(range(now + 16_000, now + 45_001, 1_000))
+    assert later.state.wake_ms == now + 44_500
+    assert [a.due_ms for a in later.state.ahead] == list(range(now + 23_000, now + 52_001, 1_000))
 
 
-def test_a_job_further_apart_than_half_the_window_still_goes_out_a_whole_window_ahead() -> None:
+def test_a_job_further_apart_than_three_quarters_of_the_window_goes_out_a_whole_window_ahead() -> (
+    None
+):
+    state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "*/30 * * * * *"})
+    first = due(state, T0 + 30_000 - AHEAD)  # due at +30 s: woken 30 s before
+    assert [e.due_at for e in executions(first)] == [ms_to_datetime(T0 + 30_000)]
+    assert first.state is not None
+    assert first.state.wake_ms == T0 + 60_000 - AHEAD  # the next, due at +60 s, 30 s before
+
+
+def test_a_job_closer_together_refills_when_a_quarter_of_the_window_is_left() -> None:
     state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "*/20 * * * * *"})
     first = due(state, T0 + 20_000 - AHEAD)  # due at +20 s: woken 30 s before
     assert [e.due_at for e in executions(first)] == [ms_to_datetime(T0 + 20_000)]
     assert first.state is not None
-    assert first.state.wake_ms == T0 + 40_000 - AHEAD  # the next, due at +40 s, 30 s before
+    # the next, due at +40 s, once the one out (+20 s) is 7.5 s from due: 27.5 s before its own
+    assert first.state.wake_ms == T0 + 12_500
 
 
 def test_jobs_whose_decision_depends_on_other_runs_wait_for_the_due_time() -> None:
@@ -299,17 +312,18 @@ def test_never_more_than_the_look_ahead_early_and_never_twice(
 
 
 def test_a_window_of_runs_out_ahead_is_one_fired_record_that_stands_for_each_run() -> None:
-    """A per-second job's refill writes one `fired` record for its 15 runs, not 15; read back
+    """A per-second job's refill writes one `fired` record for its 22 runs, not 22; read back
     (kadence/fired_series.py, as the view does) it is each run's own record, as before."""
     state = created(schedule={"kind": "cron", "spread_s": 0, "expression": "* * * * * *"})
     first = due(state, T0 + 10_000)  # 10 s late: the due ones one by one, then the window
     assert first.state is not None
-    now = T0 + 10_000 + AHEAD // 2
+    now = first.state.wake_ms
+    assert now == T0 + 10_000 + 22_500
     refill = due(first.state, now)
     sent = executions(refill)
     [record] = history(refill)
-    assert len(sent) == 15
-    assert record.details["runs"] == "15"
+    assert len(sent) == 22
+    assert record.details["runs"] == "22"
     assert record.details["step_ms"] == "1000"
     runs = runs_of(record)
     assert [r.execution_id for r in runs] == [e.execution_id for e in sent]
