@@ -116,11 +116,13 @@ class KadenceSettings(BaseSettings, WorkerSettings, ApiSettings, PoolSettings):
     )
     """`tenant_fires_per_s` of the tenants named (JSON object tenant -> runs; 0: no cap)."""
     tenant_max_in_flight: Annotated[int, Field(ge=0, le=100_000_000)] = 50_000
-    """Runs of one tenant in progress at once (fired, no final outcome yet) past which its
+    """Runs of one tenant in progress at once (due, no final outcome yet) past which its
     scheduled occurrences wait (`throttled`, as for `tenant_fires_per_s`) until runs end. A
-    run dispatched ahead (`dispatch_ahead_ms`) is in progress from then: 1 000 per-second jobs
-    30 s ahead keep about 30 000. Counted per scheduler process over the job partitions it owns
-    together, each process allowing its share (this times its partitions over
+    run dispatched ahead (`dispatch_ahead_ms`) is in progress from its due second (until
+    0.21.0, from when it went out: 1 000 per-second jobs 30 s ahead kept about 30 000); a job
+    goes out ahead only while the tenant is below the cap, so at most one look-ahead of its
+    runs more can come due past it. Counted per scheduler process over the job partitions it
+    owns together, each process allowing its share (this times its partitions over
     KADENCE_PARTITIONS, rounded up). 0: no cap."""
     tenant_max_in_flight_by_tenant: dict[str, Annotated[int, Field(ge=0, le=100_000_000)]] = Field(
         default_factory=dict

@@ -23,7 +23,11 @@ tenant had 74 to 91 % of the cap in progress.
 Runs in progress are stored per partition (`~inflight/<tenant>`, in its store: they outlive the
 process) and summed in the process's memory (`TenantUse.running_on`), read again from every
 owned partition's store when the partitions it owns change or an abort puts them back
-(`TenantRuns.recount`). Only scheduled occurrences (on time, caught up, dispatched ahead) wait: a
+(`TenantRuns.recount`). A run dispatched ahead is in progress from its due second: the
+process keeps its jobs' runs out ahead per due second in its memory (`TenantUse.ahead_changed`,
+from the look-ahead entries each write adds or drops) and takes the ones due after now off the
+count when the cap would be reached (`TenantLoad.not_due`); forgotten on a recount, they count
+as in progress until their jobs are next written. Only scheduled occurrences (on time, caught up, dispatched ahead) wait: a
 trigger, a retry, a replay or a backfill is the tenant's explicit request, bounded by the API's
 quotas and the backfill pace. What a process counts per second is in its memory: a restarted
 process may let one cap's worth more start in that second.
@@ -36,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.runtime.context import ProcessorContext
+from streams.scheduler.entries import Ahead
 from streams.scheduler.state import JobState
 
 KEEP_SECONDS = 3_600
@@ -75,8 +80,13 @@ class TenantLoad:
     reserved: Mapping[int, int] = field(default_factory=dict)
     """Places in a second held by jobs that wait for it."""
     running: int = 0
-    """Runs in progress on the process's partitions (fired, no final outcome yet)."""
+    """Runs fired on the process's partitions with no final outcome yet, those dispatched ahead
+    and not yet due among them."""
     now_ms: int = 0
+    ahead: Mapping[int, int] = field(default_factory=dict)
+    """Of those, the runs dispatched ahead per second they are due in (epoch seconds), as the
+    jobs were last written (`TenantUse.ahead_changed`): the ones due after this second are not
+    in progress yet."""
 
     def why_not(
         self, due_ms: int, fired_now: Mapping[int, int], running_now: int, *, mine: bool
@@ -98,12 +108,22 @@ class TenantLoad:
                     "higher cap"
                 )
         if caps.in_flight and self.running + running_now >= caps.in_flight:
-            return (
-                f"the tenant has {self.running + running_now} runs in progress on this "
-                f"scheduler process's partitions, its share {caps.in_flight} of the tenant's cap "
-                "(KADENCE_TENANT_MAX_IN_FLIGHT); runs go on as its runs end"
-            )
+            running = max(0, self.running + running_now - self.not_due(fired_now))
+            if running >= caps.in_flight:
+                return (
+                    f"the tenant has {running} runs in progress on this scheduler process's "
+                    f"partitions, its share {caps.in_flight} of the tenant's cap "
+                    "(KADENCE_TENANT_MAX_IN_FLIGHT); runs go on as its runs end"
+                )
         return None
+
+    def not_due(self, fired_now: Mapping[int, int]) -> int:
+        """The runs fired and not yet due in a later second than now's: those dispatched ahead
+        before this step, and `fired_now`'s (what this step fired, per second it may start
+        in). Counted only when the cap would be reached otherwise (`why_not`)."""
+        now_s = self.now_ms // 1000
+        later = sum(n for s, n in self.ahead.items() if s > now_s)
+        return later + sum(n for s, n in fired_now.items() if s > now_s)
 
     def next_place(self, fired_now: Mapping[int, int]) -> int:
         """The first second after now with room for one more run (epoch seconds)."""
@@ -143,6 +163,12 @@ class TenantUse:
     them (only the tenants with some, on the partitions that have some)."""
     _running_total: dict[str, int] = field(default_factory=dict)
     """Their sum per tenant."""
+    _ahead: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Each tenant's runs dispatched ahead, per second they are due in, as its jobs were
+    written (only the seconds after the write's instant are changed, so a second's count holds
+    the runs due in it that were out before it came; counted only for tenants with a cap on
+    runs in progress). In memory: forgotten when the counts are read again (`recount`), after
+    which a run out before is counted in progress from then, as until 0.21.0."""
 
     def caps(self, tenant: str) -> TenantCaps:
         """The tenant's caps on this process (from the settings and the partitions it owns:
@@ -169,7 +195,15 @@ class TenantUse:
             self._reserved.get(tenant, {}),
             max(0, running),
             now_ms,
+            self._ahead.get(tenant, _NONE),
         )
+
+    def ahead_changed(self, tenant: str, change: Mapping[int, int], now_ms: int) -> None:
+        """The tenant's runs dispatched ahead changed by `change` (due second -> runs)."""
+        mine = self._ahead.setdefault(tenant, {})
+        for second, n in change.items():
+            mine[second] = mine.get(second, 0) + n
+        self._prune(tenant, now_ms // 1000)
 
     def running_on(self, tenant: str, partition: int, count: int) -> None:
         """The tenant has `count` runs in progress on `partition` now."""
@@ -200,6 +234,7 @@ class TenantUse:
         (partition -> tenant -> runs)."""
         self._running.clear()
         self._running_total.clear()
+        self._ahead.clear()
         for partition, tenants in counts.items():
             for tenant, count in tenants.items():
                 self.running_on(tenant, partition, count)
@@ -237,19 +272,22 @@ class TenantUse:
         if len(self._pruned) >= CAPS_KEPT:
             self._pruned.clear()
         self._pruned[where] = now_s
-        for table in (self._fired, self._reserved):
+        for table in (self._fired, self._reserved, self._ahead):
             seconds = table.get(where)
             if seconds and min(seconds) < now_s - 1:
                 table[where] = {s: n for s, n in seconds.items() if s >= now_s - 1 and n}
         holders = self._holders.get(where)
         if holders and len(holders) > 2 * sum(self._reserved.get(where, {}).values()) + 64:
             self._holders[where] = {j: s for j, s in holders.items() if s >= now_s - 1}
-        if len(self._fired) + len(self._reserved) > 20_000:  # tenants quiet for a while
-            for table in (self._fired, self._reserved):
+        if len(self._fired) + len(self._reserved) + len(self._ahead) > 20_000:  # quiet ones
+            for table in (self._fired, self._reserved, self._ahead):
                 for key in [k for k, v in table.items() if not v or max(v) < now_s - 1]:
                     del table[key]
             for key in [k for k, v in self._holders.items() if k not in self._reserved]:
                 del self._holders[key]
+
+
+_NONE: Mapping[int, int] = {}
 
 
 def _count_bytes(count: int) -> bytes:
@@ -269,7 +307,7 @@ class TenantRuns:
 
     def __init__(self, use: TenantUse) -> None:
         self.use = use
-        self._before: dict[bytes, tuple[int, int | None]] = {}
+        self._before: dict[bytes, tuple[int, int | None, tuple[Ahead, ...]]] = {}
 
     def begin(self) -> None:
         """A new unit of work: forget what was read in the last one."""
@@ -277,7 +315,9 @@ class TenantRuns:
 
     def loaded(self, key: bytes, state: JobState | None) -> None:
         """`key` was read in this unit of work, as `state` (None: no such job)."""
-        self._before[key] = (0, None) if state is None else (len(state.running), state.held_ms)
+        self._before[key] = (
+            (0, None, ()) if state is None else (len(state.running), state.held_ms, state.ahead)
+        )
 
     def load(self, ctx: ProcessorContext, tenant: str, now_ms: int) -> TenantLoad:
         """The tenant's use on the process's partitions, this one's runs in progress read
@@ -300,10 +340,14 @@ class TenantRuns:
     ) -> None:
         """`key` was written as `state` (None: deleted), having started `scheduled` runs (per
         second they may start in)."""
-        running, held_ms = (0, None) if state is None else (len(state.running), state.held_ms)
+        running, held_ms, ahead = (
+            (0, None, ()) if state is None else (len(state.running), state.held_ms, state.ahead)
+        )
         tenant = key.split(b"/", 1)[0].decode()
-        before_running, before_held = self._before.get(key, (None, None))
-        self._before[key] = (running, held_ms)
+        before_running, before_held, before_ahead = self._before.get(key, (None, None, ()))
+        self._before[key] = (running, held_ms, ahead)
+        if before_running is not None and ahead is not before_ahead:
+            self._ahead(tenant, before_ahead, ahead, now_ms)
         if scheduled:
             self.use.fired(tenant, scheduled, now_ms)
         if held_ms is not None and held_ms != before_held and held_ms > now_ms:
@@ -313,6 +357,25 @@ class TenantRuns:
         if before_running is None or before_running == running:
             return
         self._count(ctx, tenant, running - before_running)
+
+    def _ahead(
+        self, tenant: str, before: tuple[Ahead, ...], after: tuple[Ahead, ...], now_ms: int
+    ) -> None:
+        """What a write changed of the tenant's runs dispatched ahead and due after `now_ms`
+        (those due by then are in progress however the job's entries say it)."""
+        if not self.use.caps(tenant).in_flight:
+            return
+        change: dict[int, int] = {}
+        for entry in after:
+            if entry.due_ms > now_ms:
+                second = entry.due_ms // 1000
+                change[second] = change.get(second, 0) + 1
+        for entry in before:
+            if entry.due_ms > now_ms:
+                second = entry.due_ms // 1000
+                change[second] = change.get(second, 0) - 1
+        if any(change.values()):
+            self.use.ahead_changed(tenant, change, now_ms)
 
     def ended(self, ctx: ProcessorContext, key: bytes) -> None:
         """One run of `key`'s job ended and the job is not written now (its success waits:

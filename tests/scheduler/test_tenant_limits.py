@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,8 @@ from kadence.models import (
     HistoryRecord,
     KafkaTarget,
     OutcomeStatus,
+    PauseJob,
+    ResumeJob,
     ScheduleDefinition,
 )
 from kadence.partitioning import partition_for
@@ -186,6 +189,103 @@ def test_runs_in_progress_cap_holds_until_runs_end(store: Store) -> None:
         s.tick(T0 + second * 1_000)
     assert runs(s)  # room again: runs go on
     assert int(s.task.get(b"~inflight/acme") or b"0") <= 2
+
+
+def test_runs_dispatched_ahead_are_in_progress_once_due() -> None:
+    """A run dispatched ahead counts toward the runs in progress from its due second, not from
+    when it went out: with a cap of 5, a per-second job has its 10 s of look-ahead out at once;
+    once 5 of them are due and none ended it goes out no further ahead, and the runs due then
+    wait (`throttled`, naming the runs due and not ended)."""
+    s = Scheduler(MemoryStore(), tenant_in_flight=5, dispatch_ahead_ms=10_000)
+    define(s, "acme", "j", timeout_ms=600_000)
+    s.tick(T0)
+    out = runs(s)
+    assert [r.due_at for r in out] == [ms_to_datetime(T0 + i * 1_000) for i in range(1, 11)]
+    assert not [h for h in s.take(HistoryRecord) if h.decision is Decision.throttled]
+    for second in range(1, 12):
+        s.tick(T0 + second * 1_000 - 500)
+        s.tick(T0 + second * 1_000)
+    reasons = [h.reason or "" for h in s.take(HistoryRecord) if h.decision is Decision.throttled]
+    assert runs(s) == []  # nothing ended: 10 due and in progress, past the cap
+    assert reasons
+    assert "the tenant has 10 runs in progress" in reasons[0]
+    for ex in out:
+        ok = make_outcome(ex, OutcomeStatus.succeeded)
+        s.feed(s.topics.outcomes, ex.key, CODEC.encode(ok), T0 + 11_500)
+    for second in range(12, 16):
+        s.tick(T0 + second * 1_000)
+    assert runs(s)  # room again: runs go on
+
+
+def test_the_cap_counted_runs_dispatched_ahead_as_in_progress_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the test above shows changed: the same job and cap, with no run counted as not due
+    yet (as until 0.21.0), has 5 of its 10 out ahead."""
+    monkeypatch.setattr(TenantLoad, "not_due", lambda _self, _fired: 0)
+    s = Scheduler(MemoryStore(), tenant_in_flight=5, dispatch_ahead_ms=10_000)
+    define(s, "acme", "j", timeout_ms=600_000)
+    s.tick(T0)
+    assert len(runs(s)) == 5
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["tick", "pause", "resume", "delete", "define", "end"]),
+        st.integers(0, 2),
+        st.integers(100, 4_000),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=OPS)
+def test_the_runs_counted_ahead_are_those_the_jobs_hold_ahead(
+    ops: list[tuple[str, int, int]],
+) -> None:
+    """Whatever fires, pauses, resumes, deletes, redefinitions and outcomes come, the runs the
+    process counts as dispatched ahead, per second after now, are the look-ahead entries its
+    jobs hold due in that second."""
+    s = Scheduler(MemoryStore(), tenant_in_flight=1_000, dispatch_ahead_ms=10_000)
+    now, version = T0, {0: 1, 1: 1, 2: 1}
+    for i in range(3):
+        define(s, "acme", f"j{i}", timeout_ms=600_000)
+    fired: list[ExecutionRequested] = []
+    for request, (op, job, step) in enumerate(ops):
+        now += step
+        key = f"acme/j{job}"
+        common = {"tenant": "acme", "job_id": f"j{job}", "issued_at": ms_to_datetime(now)}
+        if op == "tick":
+            s.tick(now)
+        elif op in ("pause", "resume"):
+            kind = PauseJob if op == "pause" else ResumeJob
+            cmd = kind(request_id=f"r{request}", **common)
+            s.feed(s.topics.commands, key, CODEC.encode(cmd), now)
+        elif op == "delete":
+            s.feed(s.topics.schedules, key, None, now)
+        elif op == "define":
+            version[job] += 1
+            d = ScheduleDefinition(
+                tenant="acme", job_id=f"j{job}", version=version[job], schedule=PER_SECOND,
+                target=KafkaTarget(topic="o"), overlap="allow", timeout_ms=600_000,
+            )  # fmt: skip
+            s.feed(s.topics.schedules, key, CODEC.encode(d), now)
+        elif fired:
+            ex = fired.pop(0)
+            ok = make_outcome(ex, OutcomeStatus.succeeded)
+            s.feed(s.topics.outcomes, ex.key, CODEC.encode(ok), now)
+        fired += runs(s)
+        held: Counter[int] = Counter()
+        for i in range(3):
+            state = s.proc.store.load(s.task, f"acme/j{i}".encode())
+            for entry in () if state is None else state.ahead:
+                held[entry.due_ms // 1000] += 1
+        counted = s.proc.tenants.use.load("acme", 0, now).ahead
+        later = now // 1000
+        assert {t: n for t, n in counted.items() if t > later and n} == {
+            t: n for t, n in held.items() if t > later
+        }
 
 
 def test_a_deleted_job_s_runs_leave_the_count() -> None:
