@@ -7,6 +7,7 @@ is not lost: a bench counts it apart, and LOST is what neither ran nor was skipp
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kadence.client import routing_key
@@ -22,6 +23,8 @@ ROUTINE = frozenset({Decision.fired, Decision.succeeded})
 """Decisions every run of a bench has; `Skips.decisions` counts the others."""
 CAPS = ("KADENCE_TENANT_MAX_IN_FLIGHT", "KADENCE_TENANT_FIRES_PER_S")
 """The tenant caps a `throttled` record's reason names (streams/scheduler/tenant_limits.py)."""
+IN_PROGRESS = re.compile(r"the tenant has (\d+) runs in progress on this scheduler process's")
+"""What a `throttled` record for KADENCE_TENANT_MAX_IN_FLIGHT says the tenant had in progress."""
 
 
 def occurrences(record: HistoryRecord, every_ms: int) -> int:
@@ -67,6 +70,9 @@ class Skips:
     in the run (`throttled`: jobs that began to wait for their tenant's caps)."""
     throttled_by: dict[str, int] = field(default_factory=dict)
     """`throttled` records by the cap their reason names (its setting), `other` if none."""
+    in_progress_told: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds after `start_s`, runs in progress) of each `throttled` record for the runs in
+    progress: how far past its share a tenant was, and from when."""
 
     def add(self, record: HistoryRecord, every_ms: int, partitions: int) -> None:
         if record.decision not in ROUTINE:
@@ -75,6 +81,10 @@ class Skips:
         if record.decision is Decision.throttled:
             cap = next((c for c in CAPS if c in (record.reason or "")), "other")
             self.throttled_by[cap] = self.throttled_by.get(cap, 0) + 1
+            told = IN_PROGRESS.search(record.reason or "")
+            if told is not None:
+                at_s = round(record.at.timestamp() - self.start_s, 1)
+                self.in_progress_told.append((at_s, int(told[1])))
         n = occurrences(record, every_ms)
         if not n:
             return
@@ -93,6 +103,7 @@ class Skips:
         if not self.total:
             return {}
         late = sorted(self.late_when_noticed_s)
+        told = self.in_progress_told
         return {
             "by_job_partition": dict(sorted(self.by_job_partition.items())),
             "noticed_s_after_start": dict(sorted(self.noticed.items())),
@@ -104,6 +115,17 @@ class Skips:
             **(
                 {"throttled_by": dict(sorted(self.throttled_by.items()))}
                 if self.throttled_by
+                else {}
+            ),
+            **(
+                {
+                    "in_progress_told": {
+                        "first_s_after_start": min(at for at, _ in told),
+                        "runs_min": min(n for _, n in told),
+                        "runs_max": max(n for _, n in told),
+                    }
+                }
+                if told
                 else {}
             ),
         }

@@ -79,6 +79,35 @@ def test_the_line_says_where_and_when_the_skips_were_decided() -> None:
     )
 
 
+def test_it_says_how_many_runs_in_progress_the_cap_was_told_and_from_when() -> None:
+    """`in_progress_told`: the runs in progress the scheduler's own reasons name (`why_not`'s
+    words, as written), their least and most, and the first such record's time."""
+    found = Skips(START.timestamp())
+    found.add(skip("a", 100, 165), 1_000, PARTITIONS)
+    for at_s, running in ((12.5, 50_003), (40.0, 50_000), (30.25, 51_200)):
+        reason = TenantLoad(TenantCaps(in_flight=50_000), running=running).why_not(
+            0, {}, 0, mine=False
+        )
+        waits = HistoryRecord(
+            tenant="t1", job_id="c", decision=Decision.throttled,
+            at=START + timedelta(seconds=at_s), reason=reason,
+        )  # fmt: skip
+        found.add(waits, 1_000, PARTITIONS)
+    per_second = TenantLoad(TenantCaps(fires_per_s=1), fired={0: 1}).why_not(0, {}, 0, mine=False)
+    found.add(
+        HistoryRecord(
+            tenant="t1", job_id="d", decision=Decision.throttled, at=START, reason=per_second
+        ),
+        1_000,
+        PARTITIONS,
+    )  # another cap: not counted
+    assert found.as_row()["in_progress_told"] == {
+        "first_s_after_start": 12.5,
+        "runs_min": 50_000,
+        "runs_max": 51_200,
+    }
+
+
 def test_the_caps_it_tells_apart_are_the_ones_the_scheduler_names() -> None:
     """`throttled_by` reads the setting a reason names: each cap's reason names its own."""
     in_flight = TenantLoad(TenantCaps(in_flight=1), running=1).why_not(0, {}, 0, mine=False)
