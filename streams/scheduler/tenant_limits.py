@@ -168,7 +168,10 @@ class TenantUse:
     written (only the seconds after the write's instant are changed, so a second's count holds
     the runs due in it that were out before it came; counted only for tenants with a cap on
     runs in progress). In memory: forgotten when the counts are read again (`recount`), after
-    which a run out before is counted in progress from then, as until 0.21.0."""
+    which a run out before is counted in progress from then, as until 0.21.0. A unit of work
+    undone (a bug: the runtime refuses its input or quarantines its key) keeps what it changed
+    here until its seconds pass: the cap is looser by that unit's runs out ahead, for one
+    look-ahead at most."""
 
     def caps(self, tenant: str) -> TenantCaps:
         """The tenant's caps on this process (from the settings and the partitions it owns:
