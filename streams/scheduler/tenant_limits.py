@@ -27,10 +27,10 @@ owned partition's store when the partitions it owns change or an abort puts them
 process keeps its jobs' runs out ahead per due second in its memory (`TenantUse.ahead_changed`,
 from the look-ahead entries each write adds or drops) and takes the ones due after now off the
 count when the cap would be reached (`TenantLoad.not_due`); forgotten on a recount, they count
-as in progress until their jobs are next written. Only scheduled occurrences (on time, caught up, dispatched ahead) wait: a
-trigger, a retry, a replay or a backfill is the tenant's explicit request, bounded by the API's
-quotas and the backfill pace. What a process counts per second is in its memory: a restarted
-process may let one cap's worth more start in that second.
+as in progress until their jobs are next written. Only scheduled occurrences (on time, caught
+up, dispatched ahead) wait: a trigger, a retry, a replay or a backfill is the tenant's explicit
+request, bounded by the API's quotas and the backfill pace. What a process counts per second is
+in its memory: a restarted process may let one cap's worth more start in that second.
 """
 
 from __future__ import annotations
@@ -120,10 +120,12 @@ class TenantLoad:
     def not_due(self, fired_now: Mapping[int, int]) -> int:
         """The runs fired and not yet due in a later second than now's: those dispatched ahead
         before this step, and `fired_now`'s (what this step fired, per second it may start
-        in). Counted only when the cap would be reached otherwise (`why_not`)."""
+        in). Counted only when the cap would be reached otherwise (`why_not`). Never below
+        none: after a recount a job's write takes off runs out before it that were not
+        counted, and those must not count twice."""
         now_s = self.now_ms // 1000
         later = sum(n for s, n in self.ahead.items() if s > now_s)
-        return later + sum(n for s, n in fired_now.items() if s > now_s)
+        return max(0, later + sum(n for s, n in fired_now.items() if s > now_s))
 
     def next_place(self, fired_now: Mapping[int, int]) -> int:
         """The first second after now with room for one more run (epoch seconds)."""
