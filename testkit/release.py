@@ -20,8 +20,8 @@ from testkit.scheduler_process import SchedulerProcess
 from testkit.stack import ReaperProcess, Stack, WorkerProcess
 
 REPO = Path(__file__).resolve().parents[1]
-PREVIOUS = "0.20.0"
-REFS = ("v0.20.0", "1d52473")
+PREVIOUS = "0.20.1"
+REFS = ("v0.20.1", "cbf4005")
 """Where the previous release is: its annotated tag, else the commit it was cut from."""
 
 
