@@ -1,6 +1,7 @@
 """A tenant's runs in progress are judged per scheduler process (streams/scheduler/
 tenant_limits.py): each process's count follows the partitions it owns through the real loop's
-assignments, revocations and restarts (streams/runtime/loop.py tells it, `Owning`)."""
+assignments, revocations and restarts (streams/runtime/loop.py tells it, `Owning`); a run
+dispatched ahead counts from its due second."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from kadence.models import Decision, HandlerTarget, ScheduleDefinition
 from streams.runtime.context import ProcessorContext
 from streams.runtime.loop import Runner
 from streams.scheduler.processor import SchedulerProcessor
+from streams.scheduler.tenant_limits import TenantLoad
 from testkit.driver import Driver
 from testkit.driver.faults import abort_error
 from testkit.driver.stack import DriverStack
-from tests.driver.stack_helpers import once, settings_for
+from tests.driver.stack_helpers import TTL_MS, once, settings_for
 
 JOBS = 40
 
@@ -69,3 +72,53 @@ def test_each_scheduler_counts_what_the_partitions_it_owns_hold(
     stack.run_for(10_000)
     assert s0.stats.aborts >= 1 and told and told[0] == [0, 1, 2, 3]  # counted again
     assert _counted(s0) == (JOBS + 5, JOBS + 5)
+
+
+def _every_second(job_id: str) -> ScheduleDefinition:
+    return ScheduleDefinition.model_validate(
+        {
+            "tenant": "acme",
+            "job_id": job_id,
+            "version": 1,
+            "schedule": {"kind": "cron", "spread_s": 0, "expression": "* * * * * *"},
+            "target": HandlerTarget(name="ok"),
+            "lease_ttl_ms": TTL_MS,
+            "overlap": "allow",
+        }
+    )
+
+
+def _four_per_second_jobs(driver: Driver, tmp_path: Path) -> DriverStack:
+    """Four per-second jobs for a minute through the runtime's loop, a worker and the reaper,
+    with 30 s of look-ahead (about 120 runs out ahead) and a cap of 60 runs in progress."""
+    stack = DriverStack(
+        driver,
+        settings_for(tmp_path / "state", tenant_max_in_flight=60, dispatch_ahead_ms=30_000),
+    )
+    stack.scheduler("s0")
+    stack.reaper("r0")
+    stack.worker("w0")
+    stack.settle()
+    stack.put(*(_every_second(f"j{i}") for i in range(4)))
+    stack.run_for(60_000)
+    return stack
+
+
+def test_runs_out_ahead_do_not_take_the_cap_through_the_real_loop(
+    driver: Driver, tmp_path: Path
+) -> None:
+    """What is in progress is what is due and not ended (a few runs here): the look-ahead, past
+    the cap, holds no job back, and every second's run of each job goes out."""
+    stack = _four_per_second_jobs(driver, tmp_path)
+    assert [h for h in stack.history() if h.decision is Decision.throttled] == []
+    assert len({e.execution_id for e in stack.executions()}) >= 4 * 60
+
+
+def test_counted_from_when_they_went_out_the_look_ahead_alone_held_the_tenant(
+    driver: Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same minute with runs counted in progress from when they went out (no run counted
+    as not due yet, as until 0.21.0): the look-ahead alone takes the tenant to the cap."""
+    monkeypatch.setattr(TenantLoad, "not_due", lambda _self, _fired: 0)
+    stack = _four_per_second_jobs(driver, tmp_path)
+    assert [h for h in stack.history() if h.decision is Decision.throttled]
