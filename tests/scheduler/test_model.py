@@ -138,10 +138,16 @@ class SchedulerModel(RuleBasedStateMachine):
         self.apply(commands.apply_command(self.state, cmd, self.ctx()))
         self.requests.add(request)
 
-    @precondition(lambda self: bool(self.running))
+    def started(self) -> list[str]:
+        """The runs a worker may have started: due by now (a worker never starts one before
+        its due time, by a clock kept in step with the scheduler's: docs/reliability.md)."""
+        now = ms_to_datetime(self.now)
+        return sorted(eid for eid, r in self.running.items() if r.due_at <= now)
+
+    @precondition(lambda self: bool(self.started()))
     @rule(data=st.data(), ok=st.booleans())
     def finish(self, data: st.DataObject, ok: bool) -> None:
-        eid = data.draw(st.sampled_from(sorted(self.running)))
+        eid = data.draw(st.sampled_from(self.started()))
         ex = self.running.pop(eid)
         status = OutcomeStatus.succeeded if ok else OutcomeStatus.failed
         outcome = make_outcome(ex, status, retryable=True)
