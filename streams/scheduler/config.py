@@ -33,9 +33,6 @@ class SchedulerConfig:
     execution_batches: bool = True
     """Kafka-topic executions of one tenant due at one instant, dispatched in one transaction,
     go out as one ExecutionBatch record (batching.py)."""
-    spread_refills: bool = True
-    """A job's first fill of its look-ahead is shorter by its own part of the refill period,
-    so that jobs made together refill at different times (step.fill_until)."""
     write_behind: bool = False
     """An outcome that changes nothing but its job's runs leaves the job's state unwritten
     until its next write (the runner writes it after `write_behind_ms`; write_behind.py)."""

@@ -30,7 +30,6 @@ from streams.scheduler.step import (
     Shot,
     Sink,
     advance_to,
-    fill_until,
     group_blocked,
     may_go_early,
     settle,
@@ -123,12 +122,10 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
     key = state.definition(facts.codec).key
     compiled = state.compiled(facts.codec)
     shots: list[Shot] = []  # their `fired` records: one per steady series (fired.py)
-    until = fill_until(state, key, facts)
-    state = fire_series(state, effects, facts, shots, AHEAD_LIMIT, until=until)
-    sent = len(shots)
-    for _ in range(AHEAD_LIMIT - sent):
+    state = fire_series(state, effects, facts, shots, AHEAD_LIMIT)
+    for _ in range(AHEAD_LIMIT - len(shots)):
         next_due = state.next_due_ms
-        if next_due is None or next_due > (until if sent else facts.now_ms + facts.ahead_ms):
+        if next_due is None or next_due > facts.now_ms + facts.ahead_ms:
             break
         if not may_go_early(state, facts) or at_running_limit(state, facts.now_ms):
             break
@@ -148,7 +145,6 @@ def _dispatch_ahead(state: JobState, effects: Effects, facts: Facts) -> JobState
         )
         state = fire(state, effects, facts, shot, history=False)
         shots.append(shot)
-        sent += 1
         ahead = Ahead(shot.execution_id, occ.nominal_ms, occ.due_ms, before)
         state = advance_to(state, occ.nominal_ms, facts, ahead=(*state.ahead, ahead))
     series_history(state, effects, facts, shots)

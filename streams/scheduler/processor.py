@@ -508,7 +508,6 @@ class SchedulerProcessor:
             breaker=breaker,
             breaker_cfg=self.cfg.breaker,
             ahead_ms=self.cfg.dispatch_ahead_ms,
-            spread_fills=self.cfg.spread_refills,
             backfill_budget=budget,
             tenant=load,
             state_limit=ctx.record_limit - MAX_KEY_BYTES - WAKE_BYTES,

@@ -42,13 +42,13 @@ def steady(state: JobState, facts: Facts) -> bool:
 
 
 def fire_series(
-    state: JobState, effects: Effects, facts: Facts, shots: list[Shot], limit: int, *, until: int
+    state: JobState, effects: Effects, facts: Facts, shots: list[Shot], limit: int
 ) -> JobState:
-    """Fire up to `limit` of the job's next occurrences that are due within the look-ahead
-    (the first one) or by `until` (the others: `step.fill_until`), as `dispatch.fire` fires
-    each (without its `fired` record: `shots` gets them, for one per series), while the job is
-    `steady`; returns the state after them."""
-    if limit <= 0 or state.next_due_ms is None or state.next_due_ms > facts.now_ms + facts.ahead_ms:
+    """Fire up to `limit` of the job's next occurrences that are due within the look-ahead, as
+    `dispatch.fire` fires each (without its `fired` record: `shots` gets them, for one per
+    series), while the job is `steady`; returns the state after them."""
+    until = facts.now_ms + facts.ahead_ms
+    if limit <= 0 or state.next_due_ms is None or state.next_due_ms > until:
         return state
     if not steady(state, facts) or len(state.running) >= RUNNING_LIMIT:
         return state

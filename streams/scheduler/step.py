@@ -13,7 +13,6 @@ from enum import StrEnum
 from itertools import compress
 from operator import attrgetter
 from typing import Any
-from zlib import crc32
 
 from kadence.clock import ms_to_datetime
 from kadence.codec import Codec
@@ -105,10 +104,6 @@ class Facts:
     to fire cannot depend on what happens until then (see `may_go_early`)."""
     tenant: TenantLoad = field(default_factory=TenantLoad)
     """The job's tenant's caps on this partition and what it used of them (tenant_limits)."""
-    spread_fills: bool = False
-    """A first fill of a job's look-ahead is shorter by the job's own part of the refill
-    period (`fill_until`), so that jobs made together refill at different times (the
-    scheduler's `spread_refills`; off, a first fill is a whole look-ahead)."""
 
     @property
     def gate(self) -> Gate:
@@ -142,25 +137,6 @@ and a state write whatever it sends: at half the window (15 runs a wake, until 0
 scheduler's firing took 24-29 µs an execution in `bench.scheduler_profile --shape cron
 --target kafka`, at a quarter 20-21. The runs left cover a scheduler's take-over (6-7 s with
 the default 6 s session timeout, docs/benchmarks.md k7) with no run late."""
-
-
-def fill_until(state: JobState, key: str, facts: Facts) -> int:
-    """How far past now a wake fills the job's look-ahead with runs after the first one it
-    sends (that one goes out a whole look-ahead before it is due, as ever): the whole
-    look-ahead, unless `Facts.spread_fills` is on and none of the job's runs are out ahead yet
-    (a first fill: the job is new, or back from a pause or its tenant's caps). Then it is
-    shorter by the job's own part of the refill period (the look-ahead less
-    `REFILL_WHEN_LEFT`'s part: 22.5 s of 30), taken from its key, so that jobs made together
-    refill at times spread over that period, not all in one second, wave after wave (20 000
-    per-second jobs made together sent 440 000 runs in one wave every 22 s, with 7.5 s to do
-    it in); the period stays, so the spread does too."""
-    whole = facts.now_ms + facts.ahead_ms
-    if state.ahead or not facts.spread_fills:
-        return whole
-    period = facts.ahead_ms - facts.ahead_ms // REFILL_WHEN_LEFT
-    if period <= 0:
-        return whole
-    return whole - crc32(key.encode()) % period
 
 
 @dataclass

@@ -13,7 +13,6 @@ import pytest
 from kadence.models import Decision, HandlerTarget, ScheduleDefinition
 from streams.runtime.context import ProcessorContext
 from streams.runtime.loop import Runner
-from streams.scheduler import firing
 from streams.scheduler.processor import SchedulerProcessor
 from streams.scheduler.tenant_limits import TenantLoad
 from testkit.driver import Driver
@@ -119,9 +118,7 @@ def test_counted_from_when_they_went_out_the_look_ahead_alone_held_the_tenant(
     driver: Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same minute with runs counted in progress from when they went out (no run counted
-    as not due yet, as until 0.21.0) and a whole look-ahead at a first fill (as until 0.22.0):
-    the look-ahead alone takes the tenant to the cap."""
+    as not due yet, as until 0.21.0): the look-ahead alone takes the tenant to the cap."""
     monkeypatch.setattr(TenantLoad, "not_due", lambda _self, _fired: 0)
-    monkeypatch.setattr(firing, "fill_until", lambda _s, _k, facts: facts.now_ms + facts.ahead_ms)
     stack = _four_per_second_jobs(driver, tmp_path)
     assert [h for h in stack.history() if h.decision is Decision.throttled]

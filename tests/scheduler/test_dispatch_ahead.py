@@ -135,52 +135,6 @@ def test_a_job_closer_together_refills_when_a_quarter_of_the_window_is_left() ->
     assert first.state.wake_ms == T0 + 12_500
 
 
-def wakes_of_jobs_made_together(jobs: int, spread: bool, until: int) -> Counter[int]:
-    """The seconds at which `jobs` per-second jobs, made at T0, wake to send runs after their
-    first fill, through `until`; each run goes out once, before it is due."""
-    per_second = {"kind": "cron", "spread_s": 0, "expression": "* * * * * *"}
-    wakes: Counter[int] = Counter()
-    for n in range(jobs):
-        state = created(job_id=f"job-{n}", schedule=per_second, timeout_ms=1_000)
-        sent: list[int] = []
-        first = True
-        while state.wake_ms is not None and state.wake_ms <= until:
-            now = max(T0, state.wake_ms)
-            result = due(state, now, spread_fills=spread)
-            dues = [int(e.due_at.timestamp() * 1000) for e in executions(result)]
-            assert all(d > now for d in dues) or first  # ahead of due (the first: from T0)
-            if dues and not first:
-                wakes[now // 1000] += 1
-            first = False
-            sent += dues
-            assert result.state is not None
-            state = result.state
-        assert sent == list(range(T0 + 1_000, sent[-1] + 1, 1_000))  # each once, in order
-        assert sent[-1] >= until + AHEAD // 4  # a quarter of a look-ahead out, at least
-    return wakes
-
-
-def test_jobs_made_together_refill_spread_over_the_refill_period() -> None:
-    """200 per-second jobs made in one second: with their first fill spread (the scheduler's
-    default) their refills fall in many seconds, a few jobs each; without it all 200 refill in
-    the same second, every 22 s, with 22 runs each."""
-    spread = wakes_of_jobs_made_together(200, spread=True, until=T0 + 120_000)
-    together = wakes_of_jobs_made_together(200, spread=False, until=T0 + 120_000)
-    assert max(together.values()) == 200
-    assert len(together) <= 6
-    assert len(spread) >= 80  # of the 120 s
-    assert max(spread.values()) <= 30  # 200 jobs over a 22.5 s period: ~9 a second
-
-
-def test_a_first_fill_sends_the_next_run_a_whole_look_ahead_before_it_is_due() -> None:
-    """The spread shortens a first fill after its first run only: a job whose runs are far
-    apart still has each go out a whole look-ahead before it is due."""
-    for job in ("a", "b", "c", "d"):
-        state = created(job_id=job, schedule={"kind": "cron", "expression": "*/30 * * * * *"})
-        first = due(state, T0 + 30_000 - AHEAD, spread_fills=True)
-        assert [e.due_at for e in executions(first)] == [ms_to_datetime(T0 + 30_000)]
-
-
 def test_jobs_whose_decision_depends_on_other_runs_wait_for_the_due_time() -> None:
     grouped = created(concurrency_key="reports")
     assert grouped.early_ms == 0

@@ -49,7 +49,7 @@ SCHEDULES = st.sampled_from(
 @contextmanager
 def run_by_run() -> Iterator[None]:
     """`_dispatch_ahead` without its one-pass series: every run through the general loop."""
-    with mock.patch.object(firing, "fire_series", lambda state, *_, **__: state):
+    with mock.patch.object(firing, "fire_series", lambda state, *_: state):
         yield
 
 
@@ -86,8 +86,6 @@ def created(at: int, ahead_ms: int, **kw: Any) -> JobState:
     caps=st.sampled_from([None, None, None, (0, 0), (0, 5), (3, 0), (10, 20)]),
     spring=st.booleans(),
     ahead_ms=st.sampled_from([0, 5_000, 30_000, 30_000, 90_000]),
-    spread=st.booleans(),
-    job=st.sampled_from(["job", "j1", "nightly", "sync-7"]),  # each its own part of the period
     steps=st.lists(
         st.tuples(
             st.none() | st.none() | st.integers(0, 1_500) | st.integers(0, 45_000),
@@ -107,8 +105,6 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
     caps: tuple[int, int] | None,
     spring: bool,
     ahead_ms: int,
-    spread: bool,
-    job: str,
     steps: list[tuple[int | None, int]],
 ) -> None:
     start = SPRING if spring else T0
@@ -119,7 +115,6 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
     state = created(
         start,
         ahead_ms,
-        job_id=job,
         schedule=schedule,
         overlap=overlap,
         max_runs=max_runs,
@@ -133,7 +128,7 @@ def test_the_series_gives_what_the_run_by_run_loop_gives(
         wake = state.wake_ms
         now = max(now, wake) if step is None and wake is not None else now + (step or 0)
         load = TenantLoad(TenantCaps(*caps or (0, 0)), running=in_progress, now_ms=now)
-        fast, slow = both(state, ctx(now, ahead_ms=ahead_ms, tenant=load, spread_fills=spread))
+        fast, slow = both(state, ctx(now, ahead_ms=ahead_ms, tenant=load))
         assert_same(fast, slow)
         if fast.state is None:
             break
@@ -149,8 +144,8 @@ def test_a_steady_job_fires_its_series_in_one_pass_and_checks_each_run() -> None
     calls: list[int] = []
     real = series.fire_series
 
-    def counted(state: JobState, effects: Effects, *rest: Any, **kw: Any) -> JobState:
-        after = real(state, effects, *rest, **kw)
+    def counted(state: JobState, effects: Effects, *rest: Any) -> JobState:
+        after = real(state, effects, *rest)
         calls.append(len(effects.out))
         return after
 

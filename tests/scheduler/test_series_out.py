@@ -77,7 +77,6 @@ class Scheduler:
             "2025b",
             dispatch_ahead_ms=ahead_ms,
             tenant_shards={"wide-tenant": 3},
-            spread_refills=False,  # a whole look-ahead at the first fill: the tests count it
         )
         self.proc = SchedulerProcessor(cfg, CODEC, SchedulerMetrics())
         self.task = Task(0, MemoryStore(), T0, 60_000)

@@ -196,7 +196,7 @@ def test_runs_dispatched_ahead_are_in_progress_once_due() -> None:
     when it went out: with a cap of 5, a per-second job has its 10 s of look-ahead out at once;
     once 5 of them are due and none ended it goes out no further ahead, and the runs due then
     wait (`throttled`, naming the runs due and not ended)."""
-    s = Scheduler(MemoryStore(), tenant_in_flight=5, dispatch_ahead_ms=10_000, spread_refills=False)
+    s = Scheduler(MemoryStore(), tenant_in_flight=5, dispatch_ahead_ms=10_000)
     define(s, "acme", "j", timeout_ms=600_000)
     s.tick(T0)
     out = runs(s)

@@ -68,7 +68,6 @@ class Side:
             breaker=BREAKER,
             tenant_in_flight_by_tenant={"capped": 1_000},
             tenant_fires_by_tenant={"beta": 3},
-            spread_refills=False,  # a whole look-ahead at the first fill: the tests count it
         )
         self.proc = SchedulerProcessor(cfg, CODEC)
         self.task = Task(0, MemoryStore(), T0, 60_000)
