@@ -102,6 +102,9 @@ def headline(row: dict[str, Any]) -> str:
         line += f", {_n(row['skipped_late'])} skipped late (missed-run policy{_where(row)})"
     if row.get("lost"):
         line += f", {_n(row['lost'])} LOST"
+        jobs = (row.get("lost_detail") or {}).get("jobs")
+        if jobs:  # which, and their history: `lost_detail` (bench/lost_runs.py)
+            line += f" (of {_n(jobs)} jobs: lost_detail)"
     pauses = sum((row.get("inbox_full") or {}).values())
     if pauses:  # reading paused: runs due soon waited behind what the worker held
         line += f", a worker's inbox full {_n(pauses)} times (reading paused)"

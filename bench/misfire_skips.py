@@ -65,6 +65,8 @@ class Skips:
     late_when_noticed_s: list[float] = field(default_factory=list)
     """How long after its due time each listed skip was decided (not the summaries')."""
     jobs: set[str] = field(default_factory=set)
+    by_job: dict[str, int] = field(default_factory=dict)
+    """Occurrences skipped, by job key (what bench/lost_runs.py takes off each job's)."""
     decisions: dict[str, int] = field(default_factory=dict)
     """History records by decision, but `fired` and `succeeded`: what else the scheduler decided
     in the run (`throttled`: jobs that began to wait for their tenant's caps)."""
@@ -97,6 +99,7 @@ class Skips:
         if record.due_at is not None and n == 1:
             self.late_when_noticed_s.append(at - record.due_at.timestamp())
         self.jobs.add(record.key)
+        self.by_job[record.key] = self.by_job.get(record.key, 0) + n
 
     def as_row(self) -> dict[str, object]:
         """The row's `skipped_late_detail` (empty when nothing was skipped)."""

@@ -53,7 +53,7 @@ from typing import Any
 
 from apps.gc_keeper import MAX_SWEEP_S, keeping
 from apps.processes import ChildProcess
-from bench import misfire_skips, topic_volume
+from bench import lost_runs, misfire_skips, topic_volume
 from bench.cpu import cpu_per_execution_us, pid_cpu_seconds, work_per_execution_us
 from bench.execution import HANDLERS, succeeded
 from bench.headline import headline
@@ -76,6 +76,7 @@ from kadence.models.targets import Target
 from kadence.partitioning import execution_route, partition_for
 from kadence.provisioning import delete_namespace, provision
 from kadence.settings import KadenceSettings
+from kadence.topics import Topics
 
 ON_TIME_S = 1.0
 GROWTH_S = 0.5
@@ -163,6 +164,18 @@ def one_rate(
             else misfire_skips.Skips(start.timestamp())
         )
         written = topic_volume.volume(settings) if volume else None
+        lost_detail = (
+            _lost(
+                settings,
+                got,
+                defs,
+                first_s=int(start.timestamp()),
+                seconds=seconds + tail,
+                skips=skips,
+            )
+            if started_all + skips.total < expect_all
+            else {}
+        )
     finally:
         if watcher is not None:
             watcher.close()
@@ -220,6 +233,7 @@ def one_rate(
         **row,
         "tail_s": tail,
         **({"skipped_late_detail": d} if (d := skips.as_row()) else {}),
+        **({"lost_detail": lost_detail} if lost_detail else {}),  # which, and their history
         "duplicated_outcomes": len(got) - started_all,
         **visible,
         "cpu_us_per_execution": cpu.per_execution_us(),
@@ -274,6 +288,31 @@ def behind_summary(samples: list[int]) -> dict[str, int]:
     if not samples:
         return {}
     return {"max": max(samples), "mean": round(sum(samples) / len(samples))}
+
+
+def _lost(
+    settings: KadenceSettings,
+    got: list[Any],
+    defs: list[ScheduleDefinition],
+    *,
+    first_s: int,
+    seconds: int,
+    skips: misfire_skips.Skips,
+) -> dict[str, object]:
+    """The jobs with runs neither succeeded nor skipped, and a few of their histories
+    (bench/lost_runs.py), read before the namespace goes."""
+    found = lost_runs.lost_runs(
+        ((f"{o.tenant}/{o.job_id}", o.due_at.timestamp()) for o in got),
+        (f"{d.tenant}/{d.job_id}" for d in defs),
+        range(first_s, first_s + seconds),
+        skips.by_job,
+    )
+    sample = sorted(found.jobs, key=lambda k: (-found.jobs[k], k))[: lost_runs.SAMPLE_JOBS]
+    if sample:
+        found.history = lost_runs.sample_history(
+            settings.bootstrap_servers, Topics(settings).history, sample
+        )
+    return found.as_row()
 
 
 def tail_seconds(settings: KadenceSettings) -> int:
