@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.misfire_skips import occurrences
 from kadence.models import Decision, HandlerTarget, ScheduleDefinition
 from streams.runtime.context import ProcessorContext
 from streams.runtime.loop import Runner
@@ -18,9 +19,10 @@ from streams.scheduler.tenant_limits import TenantLoad
 from testkit.driver import Driver
 from testkit.driver.faults import abort_error
 from testkit.driver.stack import DriverStack
-from tests.driver.stack_helpers import TTL_MS, once, settings_for
+from tests.driver.stack_helpers import TTL_MS, once, per_second, settings_for
 
 JOBS = 40
+SECONDS = 60
 
 
 def _counted(runner: Runner) -> tuple[int, int]:
@@ -122,3 +124,28 @@ def test_counted_from_when_they_went_out_the_look_ahead_alone_held_the_tenant(
     monkeypatch.setattr(TenantLoad, "not_due", lambda _self, _fired: 0)
     stack = _four_per_second_jobs(driver, tmp_path)
     assert [h for h in stack.history() if h.decision is Decision.throttled]
+
+
+@pytest.mark.parametrize("ahead_ms", [0, 30_000])
+def test_jobs_held_past_their_end_ran_or_were_told_skipped_each_occurrence(
+    driver: Driver, tmp_path: Path, ahead_ms: int
+) -> None:
+    """Four per-second jobs of a minute whose tenant is at its cap on runs in progress from
+    their third second due (no worker yet: nothing ends) and stays there past their end: once
+    a worker reads the runs, each occurrence either succeeded or is counted skipped in
+    history, none both and none neither (what B2 counts `lost`: bench/lost_runs.py)."""
+    settings = settings_for(tmp_path / "state", tenant_max_in_flight=6, dispatch_ahead_ms=ahead_ms)
+    stack = DriverStack(driver, settings)
+    stack.scheduler("s0")
+    stack.reaper("r0")
+    stack.settle()
+    jobs = [per_second(f"j{i}", start_s=5, seconds=SECONDS) for i in range(4)]
+    stack.put(*jobs)
+    stack.run_for(SECONDS * 1_000 + 40_000)  # past the jobs' end, held at the cap
+    assert [h for h in stack.history() if h.decision is Decision.throttled]
+    stack.worker("w0")
+    stack.run_for(120_000)
+    for d in jobs:
+        ok = {o.execution_id for o in stack.outcomes(d.job_id) if o.status == "succeeded"}
+        skipped = sum(occurrences(h, 1_000) for h in stack.history(d.job_id))
+        assert len(ok) + skipped == SECONDS, (d.job_id, len(ok), skipped)
